@@ -1,0 +1,78 @@
+# couchepi build. `make demo` runs minicouch with the replicator; `make test`
+# runs every test CI runs. See README.md.
+
+GO        ?= go
+BIN       := bin
+GOFLAGS   ?= -buildvcs=false
+export GOFLAGS
+
+# Packages with goroutines and shared state: tested with -race.
+RACE_PKGS := ./host/... ./sdk/... ./plugin/... ./examples/minicouch/...
+INTEROP   := test/interop
+
+DEMO_ADDR ?= 127.0.0.1:5984
+DEMO_DATA ?= .demo/data
+DEMO_USER ?= admin
+DEMO_PASS ?= pass
+
+.PHONY: all build test test-short interop-deps bench proto lint fuzz demo clean
+
+all: build
+
+build:
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/minicouch ./examples/minicouch
+	$(GO) build -o $(BIN)/replicator ./plugin
+	$(GO) build -o $(BIN)/docguard ./examples/docguard
+
+# npm packages for the interoperability tests (PouchDB, pouchdb-server).
+interop-deps:
+	cd $(INTEROP) && npm ci --no-audit --no-fund --loglevel=error
+
+test: build interop-deps
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 15m $$($(GO) list ./... | grep -v -e /host -e /sdk -e /plugin -e /examples/minicouch)
+	$(GO) test -count=1 -race -timeout 15m $(RACE_PKGS)
+	$(MAKE) fuzz FUZZTIME=5s
+
+# Quick loop for development: no race detector, no npm.
+test-short:
+	$(GO) test -short -count=1 ./...
+
+FUZZTIME ?= 60s
+# Every Fuzz target in the tree, each run for FUZZTIME.
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
+	  for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/^func //'); do \
+	    echo "fuzz $$pkg $$f ($(FUZZTIME))"; \
+	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
+
+bench: build interop-deps
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./... | tee bench.out
+
+PROTOC_GEN_GO_VERSION      := v1.36.12
+PROTOC_GEN_GO_GRPC_VERSION := v1.5.1
+proto:
+	@command -v protoc >/dev/null || (apt-get update -qq && apt-get install -y -qq protobuf-compiler)
+	GOBIN=$(CURDIR)/$(BIN)/tools $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+	GOBIN=$(CURDIR)/$(BIN)/tools $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+	PATH=$(CURDIR)/$(BIN)/tools:$$PATH protoc -I hooks --go_out=hooks/hookspb --go_opt=paths=source_relative \
+	  --go-grpc_out=hooks/hookspb --go-grpc_opt=paths=source_relative hooks/hooks.proto
+
+STATICCHECK_VERSION := 2025.1.1
+lint:
+	$(GO) vet ./...
+	GOBIN=$(CURDIR)/$(BIN)/tools $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	$(BIN)/tools/staticcheck ./...
+
+# minicouch on $(DEMO_ADDR) with the replicator loaded, ready for curl.
+demo: build
+	@mkdir -p $(DEMO_DATA)
+	@echo "minicouch: http://$(DEMO_USER):$(DEMO_PASS)@$(DEMO_ADDR)/   (Ctrl-C stops it)"
+	$(BIN)/minicouch --addr $(DEMO_ADDR) --data $(DEMO_DATA) --admin $(DEMO_USER):$(DEMO_PASS) --plugin $(BIN)/replicator
+
+clean:
+	rm -rf $(BIN) .demo bench.out

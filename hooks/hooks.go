@@ -1,0 +1,282 @@
+// Package hooks is the couchepi hook contract shared by the host (what a
+// server embeds) and the sdk (what a plugin imports): hook names, the user
+// context of a request, CouchDB-shaped errors, subscription and route
+// declarations, hook event payloads and the Services a server offers to
+// plugins. The wire form of the contract is hooks.proto (package hookspb).
+package hooks
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// Hook names one of the couch_epi-style hooks a plugin can subscribe to.
+type Hook string
+
+// The hooks a server dispatches to plugins.
+const (
+	// BeforeDocUpdate runs synchronously before every write to a subscribed db;
+	// the plugin returns the (possibly changed) doc or a rejection.
+	BeforeDocUpdate Hook = "before_doc_update"
+	// AfterDocWrite runs asynchronously after a write is durable.
+	AfterDocWrite Hook = "after_doc_write"
+	// AfterDocRead runs synchronously before a doc of a subscribed db is returned.
+	AfterDocRead Hook = "after_doc_read"
+	// AfterDBCreate runs asynchronously after a db was created.
+	AfterDBCreate Hook = "after_db_create"
+	// AfterDBDelete runs asynchronously after a db was deleted.
+	AfterDBDelete Hook = "after_db_delete"
+)
+
+// Hooks lists every hook in a fixed order.
+var Hooks = []Hook{BeforeDocUpdate, AfterDocWrite, AfterDocRead, AfterDBCreate, AfterDBDelete}
+
+// Valid reports whether h is one of the known hooks.
+func (h Hook) Valid() bool {
+	for _, k := range Hooks {
+		if h == k {
+			return true
+		}
+	}
+	return false
+}
+
+// UserCtx is CouchDB's user context of a request. Name "" means anonymous
+// and is encoded as JSON null.
+type UserCtx struct {
+	Name  string
+	Roles []string
+}
+
+type userCtxJSON struct {
+	Name  *string  `json:"name"`
+	Roles []string `json:"roles"`
+}
+
+// MarshalJSON encodes u as CouchDB's userCtx object {"name":…|null,"roles":[…]}.
+func (u UserCtx) MarshalJSON() ([]byte, error) {
+	j := userCtxJSON{Roles: u.Roles}
+	if j.Roles == nil {
+		j.Roles = []string{}
+	}
+	if u.Name != "" {
+		n := u.Name
+		j.Name = &n
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON decodes CouchDB's userCtx object; a null name is anonymous.
+func (u *UserCtx) UnmarshalJSON(b []byte) error {
+	var j userCtxJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	u.Name = ""
+	if j.Name != nil {
+		u.Name = *j.Name
+	}
+	u.Roles = j.Roles
+	return nil
+}
+
+// HasRole reports whether u has the given role.
+func (u UserCtx) HasRole(role string) bool {
+	for _, r := range u.Roles {
+		if r == role {
+			return true
+		}
+	}
+	return false
+}
+
+// IsAdmin reports whether u has the "_admin" role.
+func (u UserCtx) IsAdmin() bool { return u.HasRole("_admin") }
+
+// ReplicatorRole is the role carried by the host's own writes on behalf of a
+// plugin; a plugin recognises it and skips validating its own state updates.
+const ReplicatorRole = "_replicator"
+
+// SystemUser is the context of the host's own writes on behalf of a plugin;
+// the replicator recognises the "_replicator" role and skips validation.
+var SystemUser = UserCtx{Name: "", Roles: []string{"_admin", ReplicatorRole}}
+
+// IsSystem reports whether u is the host's system user context.
+func (u UserCtx) IsSystem() bool { return u.IsAdmin() && u.HasRole(ReplicatorRole) }
+
+// Error is a CouchDB-shaped error: HTTP status + {"error":…, "reason":…}.
+type Error struct {
+	Status int
+	Err    string
+	Reason string
+}
+
+// Error formats e as "status error: reason".
+func (e *Error) Error() string {
+	return fmt.Sprintf("%d %s: %s", e.Status, e.Err, e.Reason)
+}
+
+// MarshalJSON encodes e as CouchDB's error body {"error":…,"reason":…}.
+func (e *Error) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Error  string `json:"error"`
+		Reason string `json:"reason"`
+	}{e.Err, e.Reason})
+}
+
+// Forbidden returns CouchDB's 403 {"error":"forbidden","reason":reason}.
+func Forbidden(reason string) *Error {
+	return &Error{Status: 403, Err: "forbidden", Reason: reason}
+}
+
+// NotFound returns CouchDB's 404 {"error":"not_found","reason":reason}.
+func NotFound(reason string) *Error {
+	return &Error{Status: 404, Err: "not_found", Reason: reason}
+}
+
+// Conflict returns CouchDB's 409 {"error":"conflict","reason":"Document update conflict."}.
+func Conflict() *Error {
+	return &Error{Status: 409, Err: "conflict", Reason: "Document update conflict."}
+}
+
+// ServiceUnavailable returns a 503 {"error":"service_unavailable","reason":reason}.
+func ServiceUnavailable(reason string) *Error {
+	return &Error{Status: 503, Err: "service_unavailable", Reason: reason}
+}
+
+// Subscription declares interest in one hook for dbs matching DB: an exact
+// name ("_replicator") or a pattern where "*" matches any run of characters
+// including "/" ("*/_replicator" matches "a/_replicator" and "a/b/_replicator";
+// "*" matches every db).
+type Subscription struct {
+	Hook Hook
+	DB   string
+}
+
+// Matches reports whether the db name matches the subscription's DB pattern.
+func (s Subscription) Matches(db string) bool { return MatchDB(s.DB, db) }
+
+// MatchDB reports whether db matches pattern, where "*" matches any run of
+// characters (including none and "/"); other characters match themselves.
+func MatchDB(pattern, db string) bool {
+	if !strings.Contains(pattern, "*") {
+		return pattern == db
+	}
+	parts := strings.Split(pattern, "*")
+	if !strings.HasPrefix(db, parts[0]) {
+		return false
+	}
+	db = db[len(parts[0]):]
+	last := parts[len(parts)-1]
+	for _, p := range parts[1 : len(parts)-1] {
+		i := strings.Index(db, p)
+		if i < 0 {
+			return false
+		}
+		db = db[i+len(p):]
+	}
+	return strings.HasSuffix(db, last)
+}
+
+// Route declares an HTTP route a plugin serves. Path is exact ("/_replicate")
+// or a prefix ending in "/*" ("/_scheduler/jobs/*" matches "/_scheduler/jobs"
+// and everything below it); Method "" matches any method.
+type Route struct {
+	Method string
+	Path   string
+}
+
+// Matches reports whether a request with method and escaped path is served by r.
+func (r Route) Matches(method, path string) bool {
+	if r.Method != "" && r.Method != method {
+		return false
+	}
+	if prefix, ok := strings.CutSuffix(r.Path, "/*"); ok {
+		return path == prefix || strings.HasPrefix(path, prefix+"/")
+	}
+	return r.Path == path
+}
+
+// PluginInfo is what a plugin declares at handshake: its name and version,
+// the hooks it subscribes to and the HTTP routes it serves.
+type PluginInfo struct {
+	Name          string
+	Version       string
+	Subscriptions []Subscription
+	Routes        []Route
+}
+
+// DocWrite is an after_doc_write event. Doc is the winning revision's JSON
+// body including _id and _rev.
+type DocWrite struct {
+	DB      string
+	DBUUID  string
+	DocID   string
+	Rev     string
+	Seq     string
+	Deleted bool
+	Doc     []byte
+}
+
+// Change is one row of a _changes feed (style=all_docs: Revs are the leaf revs).
+type Change struct {
+	Seq     string
+	ID      string
+	Revs    []string
+	Deleted bool
+}
+
+// ChangesPage is one page of a db's changes feed.
+type ChangesPage struct {
+	Results []Change
+	LastSeq string
+	Pending int64
+}
+
+// DBInfo names a db and its identity.
+type DBInfo struct {
+	Name      string
+	UUID      string
+	UpdateSeq string
+}
+
+// ServerInfo describes the server a plugin runs in. UUID is the [couchdb]
+// uuid (32 hex), Node e.g. "nonode@nohost", URL the server's base URL for
+// local endpoints, e.g. "http://127.0.0.1:5984/".
+type ServerInfo struct {
+	UUID    string
+	Version string
+	Vendor  string
+	Node    string
+	URL     string
+}
+
+// Config is a server's ini configuration: section -> key -> value.
+type Config map[string]map[string]string
+
+// Get returns the value of key in section, or def when unset.
+func (c Config) Get(section, key, def string) string {
+	if v, ok := c[section][key]; ok {
+		return v
+	}
+	return def
+}
+
+// Services is what a server does for plugins (implemented by the server,
+// called by plugins through the host).
+type Services interface {
+	// ServerInfo describes the server.
+	ServerInfo(ctx context.Context) (ServerInfo, error)
+	// ListDBs lists every db.
+	ListDBs(ctx context.Context) ([]DBInfo, error)
+	// Changes reads a db's changes feed: since "" or "0" = from start;
+	// all_docs style; never _local docs; at most limit rows (0 = no limit).
+	Changes(ctx context.Context, db, since string, limit int) (ChangesPage, error)
+	// GetDoc reads a doc's winning revision; *Error 404 not_found if missing or deleted.
+	GetDoc(ctx context.Context, db, docID string) ([]byte, error)
+	// UpdateDoc writes doc as SystemUser (before_doc_update still runs with
+	// that ctx); returns the new rev or *Error 409 conflict.
+	UpdateDoc(ctx context.Context, db string, doc []byte) (rev string, err error)
+}

@@ -1,0 +1,109 @@
+package parse
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/url"
+	"strings"
+)
+
+// redactedPassword replaces passwords in URLs and basic credentials.
+const redactedPassword = "*****"
+
+// redactedHeader replaces Authorization header values.
+const redactedHeader = "****"
+
+// RedactURL returns u with the password of its userinfo replaced by "*****"
+// ("http://user:*****@host/db/"); the user name is kept. A URL without a
+// password is returned unchanged. If u cannot be parsed but looks like it
+// carries userinfo, everything between "://" and the last "@" before the
+// path is replaced, so no password can leak.
+func RedactURL(u string) string {
+	p, err := url.Parse(u)
+	if err == nil {
+		if p.User == nil {
+			return u
+		}
+		if _, ok := p.User.Password(); !ok {
+			return u
+		}
+		p.User = url.UserPassword(p.User.Username(), redactedPassword)
+		// url.URL escapes "*" in userinfo; show the stars as CouchDB does.
+		return strings.Replace(p.String(), "%2A%2A%2A%2A%2A@", redactedPassword+"@", 1)
+	}
+	i := strings.Index(u, "://")
+	if i < 0 {
+		return u
+	}
+	rest := u[i+3:]
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	at := strings.LastIndexByte(rest[:end], '@')
+	if at < 0 {
+		return u
+	}
+	userinfo := rest[:at]
+	user := userinfo
+	if c := strings.IndexByte(userinfo, ':'); c >= 0 {
+		user = userinfo[:c]
+	}
+	return u[:i+3] + user + ":" + redactedPassword + rest[at:]
+}
+
+// Redacted returns a deep copy of r safe to log or show: basic passwords
+// become "*****", passwords in URLs and proxies become "*****",
+// Authorization header values become "****", and other auth plugin
+// settings are dropped to "{}"-free nil (they may hold secrets).
+func (r *Rep) Redacted() *Rep {
+	c := r.Clone()
+	for _, e := range []*Endpoint{&c.Source, &c.Target} {
+		e.URL = RedactURL(e.URL)
+		e.Proxy = RedactURL(e.Proxy)
+		if e.Auth != nil && e.Auth.Password != "" {
+			e.Auth.Password = redactedPassword
+		}
+		for k := range e.Headers {
+			if strings.EqualFold(k, "authorization") || strings.EqualFold(k, "cookie") {
+				e.Headers[k] = redactedHeader
+			}
+		}
+		if len(e.AuthOther) > 0 {
+			e.AuthOther = redactJSONSecrets(e.AuthOther)
+		}
+	}
+	return c
+}
+
+// redactJSONSecrets replaces every string value inside a JSON value with
+// "*****", keeping the shape (which auth plugins are configured) visible.
+func redactJSONSecrets(raw json.RawMessage) json.RawMessage {
+	var v any
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	if err := d.Decode(&v); err != nil {
+		return nil
+	}
+	var walk func(any) any
+	walk = func(x any) any {
+		switch t := x.(type) {
+		case string:
+			return redactedPassword
+		case map[string]any:
+			for k, e := range t {
+				t[k] = walk(e)
+			}
+		case []any:
+			for i, e := range t {
+				t[i] = walk(e)
+			}
+		}
+		return x
+	}
+	out, err := json.Marshal(walk(v))
+	if err != nil {
+		return nil
+	}
+	return out
+}

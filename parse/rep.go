@@ -1,0 +1,236 @@
+package parse
+
+import (
+	"encoding/json"
+	"strings"
+)
+
+// UserCtx is the user context of the caller that wrote a replication doc or
+// posted a replication. Name "" means anonymous and is encoded as JSON null.
+// It is separate from hooks.UserCtx because parse imports nothing of ours.
+type UserCtx struct {
+	Name  string   `json:"name"`
+	Roles []string `json:"roles"`
+}
+
+// MarshalJSON encodes the context as CouchDB does: an anonymous user's name
+// is null, and roles is always an array.
+func (u UserCtx) MarshalJSON() ([]byte, error) {
+	var v struct {
+		Name  *string  `json:"name"`
+		Roles []string `json:"roles"`
+	}
+	if u.Name != "" {
+		v.Name = &u.Name
+	}
+	v.Roles = u.Roles
+	if v.Roles == nil {
+		v.Roles = []string{}
+	}
+	return json.Marshal(v)
+}
+
+// UnmarshalJSON decodes {"name":…|null,"roles":[…]}; a null name is anonymous.
+func (u *UserCtx) UnmarshalJSON(b []byte) error {
+	var v struct {
+		Name  *string  `json:"name"`
+		Roles []string `json:"roles"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	u.Name = ""
+	if v.Name != nil {
+		u.Name = *v.Name
+	}
+	u.Roles = v.Roles
+	return nil
+}
+
+// HasRole reports whether the context holds the given role.
+func (u UserCtx) HasRole(role string) bool {
+	for _, r := range u.Roles {
+		if r == role {
+			return true
+		}
+	}
+	return false
+}
+
+// IsAdmin reports whether the user is a server admin (role "_admin").
+func (u UserCtx) IsAdmin() bool { return u.HasRole(RoleAdmin) }
+
+// IsReplicator reports whether the context is the replicator's own
+// (role "_replicator"); such writes skip validation.
+func (u UserCtx) IsReplicator() bool { return u.HasRole(RoleReplicator) }
+
+// Role names CouchDB gives special meaning to in replicator databases.
+const (
+	// RoleAdmin is the server admin role.
+	RoleAdmin = "_admin"
+	// RoleReplicator is the role of the replicator's own writes.
+	RoleReplicator = "_replicator"
+)
+
+// BasicAuth is the one basic-auth credential of an endpoint, after
+// CouchDB's precedence rules (auth.basic > URL userinfo > Authorization header).
+type BasicAuth struct {
+	Username string `json:"username"`
+	Password string `json:"password"`
+}
+
+// Endpoint is a normalised replication source or target.
+// It is JSON-serialisable and round-trips without loss.
+type Endpoint struct {
+	// URL has no userinfo; a trailing "/" is appended unless it has "?".
+	URL string `json:"url"`
+	// Headers are the user's headers, minus the basic Authorization header
+	// (whose credential moved to Auth).
+	Headers map[string]string `json:"headers,omitempty"`
+	// Auth is the basic credential, or nil.
+	Auth *BasicAuth `json:"auth,omitempty"`
+	// AuthOther holds the `auth` object's members other than "basic"
+	// (other auth plugins' settings), passed through as a JSON object.
+	AuthOther json.RawMessage `json:"auth_other,omitempty"`
+	// Proxy is the proxy URL for this endpoint ("" = none).
+	Proxy string `json:"proxy,omitempty"`
+}
+
+// RedactedURL is the endpoint URL as monitoring and logs show it.
+// Endpoint URLs carry no userinfo, so this is the URL itself unless a
+// password slipped into it, in which case it is replaced by "*****".
+func (e Endpoint) RedactedURL() string { return RedactURL(e.URL) }
+
+// RedactedProxy is the proxy URL with any password replaced by "*****",
+// or "" when there is no proxy.
+func (e Endpoint) RedactedProxy() string {
+	if e.Proxy == "" {
+		return ""
+	}
+	return RedactURL(e.Proxy)
+}
+
+// Rep is a parsed replication: a `_replicator` document or a
+// `POST /_replicate` body, with config defaults applied. It is
+// JSON-serialisable and round-trips without loss (it is stored in job data).
+type Rep struct {
+	Source Endpoint `json:"source"`
+	Target Endpoint `json:"target"`
+
+	Continuous   bool `json:"continuous,omitempty"`
+	CreateTarget bool `json:"create_target,omitempty"`
+	Cancel       bool `json:"cancel,omitempty"`
+	// CreateTargetParams is a JSON object (nil = {}).
+	CreateTargetParams json.RawMessage `json:"create_target_params,omitempty"`
+
+	// DocIDs are percent-decoded, sorted and deduplicated; nil = none.
+	DocIDs []string `json:"doc_ids,omitempty"`
+	// Filter is "" (none), "_view", "_doc_ids" or another builtin, or "ddoc/name".
+	Filter string `json:"filter,omitempty"`
+	// QueryParams is a JSON object with key order preserved (it matters
+	// for the replication id); nil = {}.
+	QueryParams json.RawMessage `json:"query_params,omitempty"`
+	// Selector is a JSON object, or nil.
+	Selector json.RawMessage `json:"selector,omitempty"`
+	// SinceSeq is any JSON value, or nil.
+	SinceSeq json.RawMessage `json:"since_seq,omitempty"`
+	// ID is the `_local_id`/`replication_id`/`id` alias used to cancel by id
+	// (spaces turned back into "+").
+	ID string `json:"id,omitempty"`
+
+	UseCheckpoints     bool   `json:"use_checkpoints"`
+	CheckpointInterval int    `json:"checkpoint_interval"` // ms
+	WorkerProcesses    int    `json:"worker_processes"`
+	WorkerBatchSize    int    `json:"worker_batch_size"`
+	HTTPConnections    int    `json:"http_connections"`
+	ConnectionTimeout  int    `json:"connection_timeout"` // ms
+	RetriesPerRequest  int    `json:"retries_per_request"`
+	SocketOptions      string `json:"socket_options,omitempty"`
+	UseBulkGet         bool   `json:"use_bulk_get"`
+	WinningRevsOnly    bool   `json:"winning_revs_only,omitempty"`
+
+	// UserCtx is who started it: the HTTP user for transient replications,
+	// the doc's user_ctx (display only) for persistent ones.
+	UserCtx UserCtx `json:"user_ctx"`
+	// Owner is the doc's `owner` ("" = none/null).
+	Owner string `json:"owner,omitempty"`
+	// DB and DocID locate the replication doc of a persistent job;
+	// both are "" for transient (POST /_replicate) replications.
+	DB    string `json:"db,omitempty"`
+	DocID string `json:"doc_id,omitempty"`
+}
+
+// RepID is a CouchDB replication id: a 32-hex base and an extension.
+type RepID struct {
+	// Base is lowercase hex md5; it names the `_local/<Base>` checkpoint docs.
+	Base string `json:"base"`
+	// Ext is "", "+continuous", "+continuous+create_target" or "+create_target".
+	Ext string `json:"ext"`
+}
+
+// String is the full replication id, Base+Ext.
+func (id RepID) String() string { return id.Base + id.Ext }
+
+// ParseRepID splits a replication id at its first "+" into Base and Ext,
+// after turning spaces back into "+" (form decoding turns "+" into " ").
+func ParseRepID(s string) RepID {
+	s = strings.ReplaceAll(s, " ", "+")
+	if i := strings.IndexByte(s, '+'); i >= 0 {
+		return RepID{Base: s[:i], Ext: s[i:]}
+	}
+	return RepID{Base: s}
+}
+
+// Error is a validation error of a replication doc or body. It carries only
+// the reason text; the HTTP status is the caller's choice (403 forbidden for
+// doc writes, 400 bad_request for POST /_replicate).
+type Error struct {
+	Reason string
+}
+
+// Error returns the reason text.
+func (e *Error) Error() string { return e.Reason }
+
+// newError builds an *Error with a fixed reason.
+func newError(reason string) *Error { return &Error{Reason: reason} }
+
+// Options are the typed `[replicator]` config values that act as defaults
+// for replication options, plus what POST /_replicate needs to rewrite bare
+// database names into local endpoint URLs.
+type Options struct {
+	WorkerProcesses    int    // worker_processes, default 4
+	WorkerBatchSize    int    // worker_batch_size, default 500
+	HTTPConnections    int    // http_connections, default 20
+	ConnectionTimeout  int    // connection_timeout in ms, default 30000
+	RetriesPerRequest  int    // retries_per_request, default 5
+	CheckpointInterval int    // checkpoint_interval in ms, default 30000
+	UseCheckpoints     bool   // use_checkpoints, default true
+	UseBulkGet         bool   // use_bulk_get, default true
+	SocketOptions      string // socket_options, default "[{keepalive, true}, {nodelay, false}]"
+
+	// LocalURL is the server's own base URL (e.g. "http://127.0.0.1:5984/");
+	// POST /_replicate rewrites bare db names to LocalURL + url.PathEscape(name).
+	// "" makes bare names invalid, as in `_replicator` docs.
+	LocalURL string
+	// LocalHeaders are copied into endpoints rewritten from bare db names:
+	// the HTTP layer puts the request's Authorization and Cookie headers here.
+	LocalHeaders map[string]string
+}
+
+// DefaultSocketOptions is CouchDB's default `socket_options` value.
+const DefaultSocketOptions = "[{keepalive, true}, {nodelay, false}]"
+
+// DefaultOptions returns CouchDB's built-in `[replicator]` defaults.
+func DefaultOptions() Options {
+	return Options{
+		WorkerProcesses:    4,
+		WorkerBatchSize:    500,
+		HTTPConnections:    20,
+		ConnectionTimeout:  30000,
+		RetriesPerRequest:  5,
+		CheckpointInterval: 30000,
+		UseCheckpoints:     true,
+		UseBulkGet:         true,
+		SocketOptions:      DefaultSocketOptions,
+	}
+}

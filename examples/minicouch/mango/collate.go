@@ -1,0 +1,122 @@
+// Package mango matches JSON documents against CouchDB Mango selectors, as
+// used by the `_selector` filter of `_changes` and by `_find`.
+package mango
+
+import (
+	"sort"
+	"strings"
+	"unicode"
+)
+
+// typeRank orders JSON types as CouchDB's view collation does:
+// null < false < true < numbers < strings < arrays < objects.
+func typeRank(v any) int {
+	switch x := v.(type) {
+	case nil:
+		return 0
+	case bool:
+		if x {
+			return 2
+		}
+		return 1
+	case float64:
+		return 3
+	case string:
+		return 4
+	case []any:
+		return 5
+	case map[string]any:
+		return 6
+	}
+	return 7
+}
+
+// Compare orders two decoded JSON values (as produced by encoding/json into
+// any) with CouchDB's collation: it returns -1, 0 or 1. Strings are compared
+// case-insensitively first, then lower case before upper case, approximating
+// ICU's default collation; objects compare by their sorted keys then values.
+func Compare(a, b any) int {
+	ra, rb := typeRank(a), typeRank(b)
+	if ra != rb {
+		return cmpInt(ra, rb)
+	}
+	switch x := a.(type) {
+	case float64:
+		y := b.(float64)
+		switch {
+		case x < y:
+			return -1
+		case x > y:
+			return 1
+		}
+		return 0
+	case string:
+		return CompareStrings(x, b.(string))
+	case []any:
+		y := b.([]any)
+		for i := 0; i < len(x) && i < len(y); i++ {
+			if c := Compare(x[i], y[i]); c != 0 {
+				return c
+			}
+		}
+		return cmpInt(len(x), len(y))
+	case map[string]any:
+		y := b.(map[string]any)
+		kx, ky := sortedKeys(x), sortedKeys(y)
+		for i := 0; i < len(kx) && i < len(ky); i++ {
+			if c := CompareStrings(kx[i], ky[i]); c != 0 {
+				return c
+			}
+			if c := Compare(x[kx[i]], y[ky[i]]); c != 0 {
+				return c
+			}
+		}
+		return cmpInt(len(kx), len(ky))
+	}
+	return 0
+}
+
+// CompareStrings approximates ICU root collation: letters compare without
+// regard to case first, then a lower-case letter sorts before its upper-case
+// form, and finally raw code points break remaining ties.
+func CompareStrings(a, b string) int {
+	if a == b {
+		return 0
+	}
+	la, lb := strings.ToLower(a), strings.ToLower(b)
+	if la != lb {
+		return strings.Compare(la, lb)
+	}
+	ra, rb := []rune(a), []rune(b)
+	for i := 0; i < len(ra) && i < len(rb); i++ {
+		if ra[i] != rb[i] {
+			if unicode.IsLower(ra[i]) && !unicode.IsLower(rb[i]) {
+				return -1
+			}
+			if !unicode.IsLower(ra[i]) && unicode.IsLower(rb[i]) {
+				return 1
+			}
+			return cmpInt(int(ra[i]), int(rb[i]))
+		}
+	}
+	return cmpInt(len(ra), len(rb))
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func cmpInt(a, b int) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,400 @@
+package couchclient
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/couchepi/couchepi/parse"
+	"github.com/hashicorp/go-hclog"
+)
+
+// maxRetryWait caps the doubling wait between retries.
+const maxRetryWait = 5 * time.Minute
+
+// Client talks to one endpoint (a database URL). It is safe for concurrent
+// use; at most http_connections requests are in flight at once, extra callers
+// wait in line.
+type Client struct {
+	pool    *Pool
+	ep      parse.Endpoint
+	base    *url.URL
+	baseErr error
+	redBase string
+	headers http.Header
+	timeout time.Duration
+	retries int
+	sem     chan struct{}
+	hc      *http.Client
+	auth    *session
+	log     hclog.Logger
+}
+
+// Endpoint returns the client of one endpoint of rep (rep supplies
+// http_connections, connection_timeout and retries_per_request; nil rep = CouchDB defaults).
+func (p *Pool) Endpoint(ep parse.Endpoint, rep *parse.Rep) *Client {
+	conns, timeoutMS, retries := 20, 30000, 5
+	if rep != nil {
+		if rep.HTTPConnections > 0 {
+			conns = rep.HTTPConnections
+		}
+		if rep.ConnectionTimeout > 0 {
+			timeoutMS = rep.ConnectionTimeout
+		}
+		if rep.RetriesPerRequest >= 0 {
+			retries = rep.RetriesPerRequest
+		}
+	}
+	c := &Client{
+		pool:    p,
+		ep:      ep,
+		redBase: ep.RedactedURL(),
+		timeout: time.Duration(timeoutMS) * time.Millisecond,
+		retries: retries,
+		sem:     make(chan struct{}, conns),
+		log:     p.log.With("endpoint", ep.RedactedURL()),
+	}
+	c.base, c.baseErr = url.Parse(ep.URL)
+	if c.baseErr == nil && (c.base.Scheme != "http" && c.base.Scheme != "https" || c.base.Host == "") {
+		c.baseErr = fmt.Errorf("unsupported endpoint URL %s", c.redBase)
+	}
+	c.headers = http.Header{}
+	c.headers.Set("Accept", "application/json")
+	c.headers.Set("User-Agent", "CouchDB-Replicator/"+p.opts.Version)
+	for k, v := range ep.Headers {
+		c.headers.Set(k, v)
+	}
+	if c.baseErr == nil {
+		tr, err := p.transport(c.base, ep.Proxy, conns)
+		if err != nil {
+			c.baseErr = err
+		} else {
+			c.hc = &http.Client{Transport: tr, CheckRedirect: checkRedirect}
+		}
+	}
+	c.auth = newSession(c)
+	return c
+}
+
+// checkRedirect follows up to 10 redirects keeping the original headers (credentials included).
+func checkRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	for k, v := range via[0].Header {
+		if _, ok := req.Header[k]; !ok {
+			req.Header[k] = v
+		}
+	}
+	return nil
+}
+
+// URL returns the endpoint's database URL (no credentials).
+func (c *Client) URL() string { return c.ep.URL }
+
+// RedactedURL returns the endpoint URL as logs and errors show it.
+func (c *Client) RedactedURL() string { return c.redBase }
+
+// Request is one HTTP request relative to the endpoint URL.
+type Request struct {
+	// Method is the HTTP method.
+	Method string
+	// Path is appended to the endpoint URL; it must already be escaped ("_changes", "_local/x").
+	Path string
+	// Query is the raw query string, without "?".
+	Query string
+	// Header adds or overrides headers (e.g. Accept: multipart/mixed).
+	Header http.Header
+	// Body is a replayable request body (sent with Content-Length).
+	Body []byte
+	// GetBody, when set, opens a fresh streamed body for every attempt; ContentLength -1 = chunked.
+	GetBody       func(ctx context.Context) (io.ReadCloser, error)
+	ContentLength int64
+	// NoRetry sends the request once (still honouring the rate limiter and 429s).
+	NoRetry bool
+}
+
+// Do sends r with CouchDB's replicator rules: rate limiter wait, auth, retries
+// of 408/5xx/connection failures, 429 back-off, session refresh on 401/403.
+// Any status the rules do not retry is returned to the caller, who must close the body.
+// The body is watched by the inactivity timeout (connection_timeout).
+func (c *Client) Do(ctx context.Context, r *Request) (*http.Response, error) {
+	if c.baseErr != nil {
+		return nil, &Error{Kind: "http_request_failed", Method: r.Method, URL: c.redBase + r.Path, Reason: c.baseErr.Error()}
+	}
+	key := RateKey{URL: c.ep.URL, Method: r.Method}
+	wait := c.pool.opts.RetryWait
+	retries := c.retries
+	if r.NoRetry {
+		retries = 0
+	}
+	start := time.Now()
+	refreshed := false
+	rawURL := c.ep.URL + r.Path
+	if r.Query != "" {
+		rawURL += "?" + r.Query
+	}
+	redURL := c.redBase + r.Path
+	for {
+		if iv := c.pool.limiter.Interval(key); iv > 0 {
+			if iv >= MaxInterval {
+				return nil, &Error{Kind: "max_backoff", Method: r.Method, URL: redURL, Reason: "max backoff reached"}
+			}
+			if err := sleep(ctx, time.Duration(iv)*time.Millisecond); err != nil {
+				return nil, err
+			}
+		}
+		resp, err := c.once(ctx, r, rawURL)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			if retries > 0 && time.Since(start) < c.pool.opts.HealthThreshold/2 {
+				c.log.Debug("retrying request", "method", r.Method, "url", redURL, "error", err.Error(), "wait", wait)
+				retries--
+				if serr := sleep(ctx, wait); serr != nil {
+					return nil, serr
+				}
+				wait = min(wait*2, maxRetryWait)
+				continue
+			}
+			return nil, &Error{Kind: "http_request_failed", Method: r.Method, URL: redURL, Reason: err.Error()}
+		}
+		c.auth.observe(resp)
+		switch {
+		case resp.StatusCode == http.StatusTooManyRequests:
+			drain(resp)
+			iv := c.pool.limiter.Failure(key)
+			c.log.Debug("429, backing off", "method", r.Method, "url", redURL, "interval_ms", iv)
+			continue
+		case resp.StatusCode == http.StatusRequestTimeout || resp.StatusCode >= 500:
+			c.pool.limiter.Success(key)
+			if retries > 0 && time.Since(start) < c.pool.opts.HealthThreshold/2 {
+				drain(resp)
+				c.log.Debug("retrying request", "method", r.Method, "url", redURL, "status", resp.StatusCode, "wait", wait)
+				retries--
+				if serr := sleep(ctx, wait); serr != nil {
+					return nil, serr
+				}
+				wait = min(wait*2, maxRetryWait)
+				continue
+			}
+			return resp, nil
+		case (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) && !refreshed && c.auth.active():
+			c.pool.limiter.Success(key)
+			refreshed = true
+			if c.auth.refreshAfterReject(ctx) {
+				drain(resp)
+				continue
+			}
+			return resp, nil
+		default:
+			c.pool.limiter.Success(key)
+			return resp, nil
+		}
+	}
+}
+
+// once sends one attempt; the returned body releases the connection slot and
+// stops the inactivity watchdog on Close.
+func (c *Client) once(ctx context.Context, r *Request, rawURL string) (*http.Response, error) {
+	select {
+	case c.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	rctx, cancel := context.WithCancelCause(ctx)
+	wd := newWatchdog(c.timeout, cancel)
+	fail := func(err error) (*http.Response, error) {
+		wd.stop()
+		cancel(nil)
+		<-c.sem
+		return nil, err
+	}
+	var body io.Reader
+	var length int64
+	switch {
+	case r.GetBody != nil:
+		rc, err := r.GetBody(rctx)
+		if err != nil {
+			return fail(err)
+		}
+		body, length = &resettingReader{rc: rc, wd: wd}, r.ContentLength
+	case r.Body != nil:
+		body, length = bytes.NewReader(r.Body), int64(len(r.Body))
+	}
+	req, err := http.NewRequestWithContext(rctx, r.Method, rawURL, body)
+	if err != nil {
+		if rc, ok := body.(io.Closer); ok {
+			rc.Close()
+		}
+		return fail(err)
+	}
+	if body != nil {
+		req.ContentLength = length
+		if length == 0 && r.Body != nil {
+			req.Body = http.NoBody
+		}
+	}
+	for k, v := range c.headers {
+		req.Header[k] = v
+	}
+	for k, v := range r.Header {
+		req.Header[k] = v
+	}
+	c.auth.authorize(ctx, req)
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		if cause := context.Cause(rctx); errors.Is(cause, errInactivity) {
+			err = cause
+		}
+		return fail(err)
+	}
+	wd.reset()
+	resp.Body = &watchedBody{rc: resp.Body, wd: wd, ctx: rctx, done: func() {
+		cancel(nil)
+		<-c.sem
+	}}
+	return resp, nil
+}
+
+// errInactivity is the cause of a request cancelled by the inactivity timeout.
+var errInactivity = errors.New("connection timeout: no data within connection_timeout")
+
+type watchdog struct {
+	d time.Duration
+	t *time.Timer
+}
+
+func newWatchdog(d time.Duration, cancel context.CancelCauseFunc) *watchdog {
+	return &watchdog{d: d, t: time.AfterFunc(d, func() { cancel(errInactivity) })}
+}
+
+func (w *watchdog) reset() { w.t.Reset(w.d) }
+func (w *watchdog) stop()  { w.t.Stop() }
+
+// watchedBody resets the inactivity timer on every read and frees the
+// connection slot once on Close.
+type watchedBody struct {
+	rc     io.ReadCloser
+	wd     *watchdog
+	ctx    context.Context
+	done   func()
+	closed bool
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if n > 0 {
+		b.wd.reset()
+	}
+	if err != nil && err != io.EOF {
+		if cause := context.Cause(b.ctx); errors.Is(cause, errInactivity) {
+			err = cause
+		}
+	}
+	return n, err
+}
+
+func (b *watchedBody) Close() error {
+	if b.closed {
+		return nil
+	}
+	b.closed = true
+	b.wd.stop()
+	err := b.rc.Close()
+	b.done()
+	return err
+}
+
+// resettingReader resets the inactivity timer while a streamed request body is being sent.
+type resettingReader struct {
+	rc io.ReadCloser
+	wd *watchdog
+}
+
+func (r *resettingReader) Read(p []byte) (int, error) {
+	n, err := r.rc.Read(p)
+	if n > 0 {
+		r.wd.reset()
+	}
+	return n, err
+}
+
+func (r *resettingReader) Close() error { return r.rc.Close() }
+
+// drain discards a small remainder of a body so the connection can be reused, then closes it.
+func drain(resp *http.Response) {
+	io.CopyN(io.Discard, resp.Body, 64<<10)
+	resp.Body.Close()
+}
+
+// sleep waits d with ±0 jitter, returning early with ctx's error.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Jitter returns a random duration in [0, d); used by callers spreading retries.
+func Jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return time.Duration(rand.Int64N(int64(d)))
+}
+
+// Error is a request that failed after the retry rules gave up.
+type Error struct {
+	// Kind is "http_request_failed" or "max_backoff".
+	Kind string
+	// Method and URL (redacted) of the request.
+	Method, URL string
+	// Reason is the last failure.
+	Reason string
+}
+
+// Error renders "<kind>: <METHOD> <url>: <reason>"; it never contains a password.
+func (e *Error) Error() string {
+	return e.Kind + ": " + e.Method + " " + e.URL + ": " + redactText(e.Reason)
+}
+
+// redactText removes any "user:password@" that a lower layer put into a message.
+func redactText(s string) string {
+	for _, scheme := range []string{"http://", "https://"} {
+		idx := 0
+		for {
+			i := strings.Index(s[idx:], scheme)
+			if i < 0 {
+				break
+			}
+			i += idx + len(scheme)
+			end := strings.IndexAny(s[i:], " \"'/")
+			if end < 0 {
+				end = len(s) - i
+			}
+			if at := strings.LastIndexByte(s[i:i+end], '@'); at >= 0 {
+				if colon := strings.IndexByte(s[i:i+at], ':'); colon >= 0 {
+					s = s[:i+colon+1] + "*****" + s[i+at:]
+				}
+			}
+			idx = i
+		}
+	}
+	return s
+}

@@ -1,0 +1,161 @@
+// Package jobdata is the record the replicator keeps per job in the jobs
+// queue (CouchDB 4.x `rep_jobs` job data): the parsed replication with its
+// credentials, where it came from, its state, stats and event history.
+// The record is stored as JSON; it never leaves the plugin unredacted.
+package jobdata
+
+import (
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/couchepi/couchepi/parse"
+	"github.com/couchepi/couchepi/plugin/replicate"
+)
+
+// JobType is the jobs-queue type of every replication job.
+const JobType = "rep_jobs"
+
+// Replication job states as CouchDB 4.x names them (shown in _scheduler/*).
+const (
+	Pending   = "pending"
+	Running   = "running"
+	Crashing  = "crashing"
+	Completed = "completed"
+	Failed    = "failed"
+)
+
+// States lists every job state in CouchDB's order.
+var States = []string{Pending, Running, Crashing, Completed, Failed}
+
+// Job history event types.
+const (
+	EventAdded   = "added"
+	EventStarted = "started"
+	EventStopped = "stopped"
+	EventPending = "pending"
+	EventCrashed = "crashed"
+)
+
+// Event is one entry of a job's history (newest first in Record.History).
+type Event struct {
+	Type      string `json:"type"`
+	Timestamp int64  `json:"timestamp"` // unix seconds
+	Reason    string `json:"reason,omitempty"`
+}
+
+// Record is the job data of one replication job.
+type Record struct {
+	Rep               *parse.Rep      `json:"rep"`                          // with credentials: never shown as is
+	RepID             string          `json:"rep_id,omitempty"`             // "" until the job first ran
+	BaseID            string          `json:"base_id,omitempty"`            // RepID without its extension
+	DBName            string          `json:"db_name,omitempty"`            // replicator db; "" for transient jobs
+	DBUUID            string          `json:"db_uuid,omitempty"`            // its instance uuid
+	DocID             string          `json:"doc_id,omitempty"`             // replication doc id; "" for transient jobs
+	ErrorCount        int             `json:"error_count"`                  // consecutive crashes (healed after health_threshold)
+	Stats             replicate.Stats `json:"rep_stats"`                    // latest stats of the running (or last) run
+	State             string          `json:"state"`                        // one of States
+	StateInfo         json.RawMessage `json:"state_info,omitempty"`         // error string (crashing/failed), stats (completed) or absent
+	StartTime         int64           `json:"start_time"`                   // when the job was added (unix s)
+	LastUpdated       int64           `json:"last_updated"`                 // last state change (unix s)
+	StatsUpdated      int64           `json:"stats_updated,omitempty"`      // last stats push of the running job (unix s)
+	LastStart         int64           `json:"last_start,omitempty"`         // last time a worker started it (unix s)
+	LastError         string          `json:"last_error,omitempty"`         // reason of the last crash
+	Node              string          `json:"node,omitempty"`               // node running it
+	PID               string          `json:"pid,omitempty"`                // worker name while running
+	History           []Event         `json:"job_history"`                  // newest first, capped at max_history
+	CheckpointHistory json.RawMessage `json:"checkpoint_history,omitempty"` // final checkpoint body of a completed one-shot
+}
+
+// New returns the record of a freshly added job: pending, with an `added` event.
+func New(rep *parse.Rep, dbName, dbUUID, docID string, now time.Time) *Record {
+	return &Record{
+		Rep:         rep,
+		DBName:      dbName,
+		DBUUID:      dbUUID,
+		DocID:       docID,
+		State:       Pending,
+		StartTime:   now.Unix(),
+		LastUpdated: now.Unix(),
+		History:     []Event{{Type: EventAdded, Timestamp: now.Unix()}},
+	}
+}
+
+// NewFailed returns the record of a job whose doc could not be parsed: it is
+// stored in state failed with the parse reason so monitoring shows it.
+func NewFailed(dbName, dbUUID, docID, reason string, now time.Time) *Record {
+	r := New(nil, dbName, dbUUID, docID, now)
+	r.State = Failed
+	r.ErrorCount = 1
+	r.LastError = reason
+	r.StateInfo = ErrorInfo(reason)
+	return r
+}
+
+// Decode parses stored job data.
+func Decode(data []byte) (*Record, error) {
+	var r Record
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Encode serialises the record for the jobs queue.
+func (r *Record) Encode() []byte {
+	b, err := json.Marshal(r)
+	if err != nil {
+		// Every field is a plain value or validated JSON: this cannot fail.
+		panic("jobdata: encode: " + err.Error())
+	}
+	return b
+}
+
+// Transient reports whether the job came from POST /_replicate.
+func (r *Record) Transient() bool { return r.DocID == "" }
+
+// Continuous reports whether the replication is continuous.
+func (r *Record) Continuous() bool { return r.Rep != nil && r.Rep.Continuous }
+
+// Active reports whether the job still waits to run or runs (not finished).
+func (r *Record) Active() bool {
+	return r.State == Pending || r.State == Running || r.State == Crashing
+}
+
+// ErrorInfo is the JSON string stored in StateInfo for an error reason.
+func ErrorInfo(reason string) json.RawMessage {
+	b, _ := json.Marshal(reason)
+	return b
+}
+
+// ErrorReason returns the error text held in StateInfo, or "" if it holds none.
+func (r *Record) ErrorReason() string {
+	var s string
+	if len(r.StateInfo) > 0 && json.Unmarshal(r.StateInfo, &s) == nil {
+		return s
+	}
+	return ""
+}
+
+// SplitReason splits a worker error "kind: reason" into its CouchDB error
+// name and reason, as POST /_replicate answers them.
+func SplitReason(s string) (kind, reason string) {
+	if k, r, ok := strings.Cut(s, ": "); ok && k != "" && !strings.ContainsAny(k, " `") {
+		return k, r
+	}
+	return "error", s
+}
+
+// ISOTime formats unix seconds as CouchDB's UTC timestamp "2006-01-02T15:04:05Z".
+func ISOTime(sec int64) string {
+	return time.Unix(sec, 0).UTC().Format("2006-01-02T15:04:05Z")
+}
+
+// LastStartOrAdded is when the current (or last) run started, or when the
+// job was added if it never ran: the `start_time` of completed stats.
+func (r *Record) LastStartOrAdded() int64 {
+	if r.LastStart != 0 {
+		return r.LastStart
+	}
+	return r.StartTime
+}

@@ -1,0 +1,69 @@
+package jobserver
+
+import (
+	"sort"
+	"time"
+)
+
+// Worker is what the scheduling policy knows of a running job.
+type Worker struct {
+	ID         string
+	Continuous bool
+	Started    time.Time
+	Priority   float64 // fair-share priority: higher runs less (stopped first)
+}
+
+// Trim picks the workers to stop when more than maxJobs run (the rotation
+// step of CouchDB 4.x's job server): only continuous jobs that ran at least
+// minRunTime, most over their fair share first, then the oldest start first.
+// One-shot jobs are never stopped.
+func Trim(workers []Worker, maxJobs int, minRunTime time.Duration, now time.Time) []string {
+	excess := len(workers) - maxJobs
+	if excess <= 0 {
+		return nil
+	}
+	var cands []Worker
+	for _, w := range workers {
+		if w.Continuous && now.Sub(w.Started) >= minRunTime {
+			cands = append(cands, w)
+		}
+	}
+	sort.SliceStable(cands, func(i, j int) bool {
+		if cands[i].Priority != cands[j].Priority {
+			return cands[i].Priority > cands[j].Priority
+		}
+		if !cands[i].Started.Equal(cands[j].Started) {
+			return cands[i].Started.Before(cands[j].Started)
+		}
+		return cands[i].ID < cands[j].ID
+	})
+	if len(cands) > excess {
+		cands = cands[:excess]
+	}
+	ids := make([]string, len(cands))
+	for i, w := range cands {
+		ids[i] = w.ID
+	}
+	return ids
+}
+
+// ChurnSlots is the most extra acceptors the interval step may start so that
+// pending jobs rotate in: bounded by what churn is left this interval and by
+// max_jobs + max_churn running jobs and acceptors in all.
+func ChurnSlots(maxJobs, maxChurn, churn, acceptors, workers int) int {
+	churnLeft := maxChurn - churn
+	slots := maxJobs + maxChurn - (acceptors + workers)
+	return max(0, min(churnLeft, slots))
+}
+
+// ExtraAcceptors is how many acceptors the interval step starts given the
+// number of due pending jobs (counted up to ChurnSlots).
+func ExtraAcceptors(maxJobs, maxChurn, churn, acceptors, workers, pending int) int {
+	return max(0, min(ChurnSlots(maxJobs, maxChurn, churn, acceptors, workers), pending))
+}
+
+// WantAcceptors is how many acceptors should wait for jobs outside the
+// interval step: max_acceptors while acceptors + workers < max_jobs.
+func WantAcceptors(maxJobs, maxAcceptors, workers int) int {
+	return max(0, min(maxAcceptors, maxJobs-workers))
+}

@@ -1,0 +1,327 @@
+package monitor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/couchepi/couchepi/plugin/jobserver/jobdata"
+)
+
+// ErrNotFound is returned by a Source when no job matches an id.
+var ErrNotFound = errors.New("monitor: job not found")
+
+// Source gives the monitor read access to the job records.
+type Source interface {
+	// Fold calls fn for every replication job record.
+	Fold(ctx context.Context, fn func(jobID string, rec *jobdata.Record) error) error
+	// Lookup finds a job by replication id or job id; ErrNotFound if none.
+	Lookup(ctx context.Context, id string) (*jobdata.Record, error)
+}
+
+// Handler serves `GET /_scheduler/jobs[/{id}]` and `GET /_scheduler/docs[/{db}[/{docid}]]`.
+type Handler struct {
+	src Source
+}
+
+// New returns a handler reading job records from src.
+func New(src Source) *Handler { return &Handler{src: src} }
+
+// httpError is a CouchDB error response.
+type httpError struct {
+	status      int
+	err, reason string
+}
+
+func (e *httpError) Error() string { return e.err + ": " + e.reason }
+
+var (
+	errNotAdmin = &httpError{http.StatusUnauthorized, "unauthorized", "You are not a server admin."}
+	errMissing  = &httpError{http.StatusNotFound, "not_found", "missing"}
+	errBadPath  = &httpError{http.StatusBadRequest, "bad_request", "Invalid path"}
+)
+
+// WriteJSON writes v as a JSON response with the given status.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	b := Marshal(v)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+// WriteError writes a CouchDB error body {"error":…,"reason":…}.
+func WriteError(w http.ResponseWriter, status int, errName, reason string) {
+	WriteJSON(w, status, struct {
+		Error  string `json:"error"`
+		Reason string `json:"reason"`
+	}{errName, reason})
+}
+
+// Serve answers a `/_scheduler/*` request. admin says whether the caller
+// is a server admin (CouchDB requires it for every scheduler endpoint).
+func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, admin bool) {
+	v, err := h.serve(r, admin)
+	if err != nil {
+		var he *httpError
+		if !errors.As(err, &he) {
+			he = &httpError{http.StatusInternalServerError, "error", err.Error()}
+		}
+		WriteError(w, he.status, he.err, he.reason)
+		return
+	}
+	WriteJSON(w, http.StatusOK, v)
+}
+
+func (h *Handler) serve(r *http.Request, admin bool) (any, error) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return nil, &httpError{http.StatusMethodNotAllowed, "method_not_allowed", "Only GET,HEAD allowed"}
+	}
+	if !admin {
+		return nil, errNotAdmin
+	}
+	rest, ok := strings.CutPrefix(r.URL.EscapedPath(), "/_scheduler/")
+	if !ok {
+		return nil, errBadPath
+	}
+	kind, rest, _ := strings.Cut(rest, "/")
+	ctx := r.Context()
+	switch kind {
+	case "jobs":
+		if rest != "" {
+			id, err := url.PathUnescape(rest)
+			if err != nil {
+				return nil, errBadPath
+			}
+			rec, err := h.src.Lookup(ctx, id)
+			if err != nil || !rec.Active() {
+				if err == nil || errors.Is(err, ErrNotFound) {
+					return nil, errMissing
+				}
+				return nil, err
+			}
+			return JobJSON(rec), nil
+		}
+		return h.jobs(ctx, r.URL.Query())
+	case "docs":
+		db, docID, err := SplitDocsPath(rest)
+		if err != nil {
+			return nil, err
+		}
+		if docID != "" {
+			return h.doc(ctx, db, docID)
+		}
+		return h.docs(ctx, db, r.URL.Query())
+	}
+	return nil, errBadPath
+}
+
+// listParams are the paging and filter query parameters of the list endpoints.
+type listParams struct {
+	limit, skip int
+	states      map[string]bool // nil = all
+}
+
+// parseListParams validates `limit`, `skip` and `states` as CouchDB does.
+func parseListParams(q url.Values) (listParams, error) {
+	p := listParams{limit: 100}
+	for _, f := range []struct {
+		name string
+		dst  *int
+	}{{"limit", &p.limit}, {"skip", &p.skip}} {
+		v := q.Get(f.name)
+		if v == "" {
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return p, &httpError{http.StatusBadRequest, "query_parse_error", f.name + " must be an integer"}
+		}
+		if n < 0 {
+			return p, &httpError{http.StatusBadRequest, "query_parse_error", f.name + " not in range of [0,infinity]"}
+		}
+		*f.dst = n
+	}
+	if v, ok := q["states"]; ok && len(v) > 0 {
+		st, err := ParseStates(v[0])
+		if err != nil {
+			return p, err
+		}
+		p.states = st
+	}
+	return p, nil
+}
+
+// AllStates are the state names `?states=` accepts, in CouchDB's order
+// (`initializing` and `error` are 3.x states merged into pending and
+// crashing here; they are accepted and match nothing).
+var AllStates = []string{"initializing", "error", "pending", "running", "crashing", "completed", "failed"}
+
+// ParseStates parses a `states` filter: a comma list, case-insensitive.
+func ParseStates(v string) (map[string]bool, error) {
+	set := map[string]bool{}
+	var unknown []string
+	for _, s := range strings.Split(v, ",") {
+		s = strings.ToLower(strings.TrimSpace(s))
+		if s == "" {
+			continue
+		}
+		known := false
+		for _, a := range AllStates {
+			known = known || a == s
+		}
+		if !known {
+			unknown = append(unknown, s)
+			continue
+		}
+		set[s] = true
+	}
+	if len(unknown) > 0 {
+		return nil, &httpError{http.StatusBadRequest, "query_parse_error",
+			fmt.Sprintf("Unknown states %s. Choose from: %s", strings.Join(unknown, ","), strings.Join(AllStates, ","))}
+	}
+	return set, nil
+}
+
+// page applies skip and limit.
+func page[T any](items []T, p listParams) []T {
+	start := min(p.skip, len(items))
+	end := min(start+p.limit, len(items))
+	return items[start:end]
+}
+
+type keyed struct {
+	key string
+	rec *jobdata.Record
+}
+
+// collect folds the records that pass keep, sorted by key.
+func (h *Handler) collect(ctx context.Context, keep func(*jobdata.Record) bool, key func(jobID string, rec *jobdata.Record) string) ([]keyed, error) {
+	var out []keyed
+	err := h.src.Fold(ctx, func(jobID string, rec *jobdata.Record) error {
+		if keep(rec) {
+			out = append(out, keyed{key(jobID, rec), rec})
+		}
+		return nil
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].key < out[j].key })
+	return out, err
+}
+
+// jobs answers `GET /_scheduler/jobs`: pending, running and crashing jobs, sorted by id.
+func (h *Handler) jobs(ctx context.Context, q url.Values) (any, error) {
+	p, err := parseListParams(q)
+	if err != nil {
+		return nil, err
+	}
+	all, err := h.collect(ctx, func(rec *jobdata.Record) bool {
+		return rec.Active() && (p.states == nil || p.states[rec.State])
+	}, func(jobID string, rec *jobdata.Record) string {
+		if rec.RepID != "" {
+			return rec.RepID
+		}
+		return "\xff" + jobID // never-run jobs (id null) after the others
+	})
+	if err != nil {
+		return nil, err
+	}
+	jobs := []json.RawMessage{}
+	for _, k := range page(all, p) {
+		jobs = append(jobs, JobJSON(k.rec))
+	}
+	return struct {
+		TotalRows int               `json:"total_rows"`
+		Offset    int               `json:"offset"`
+		Jobs      []json.RawMessage `json:"jobs"`
+	}{len(all), min(p.skip, len(all)), jobs}, nil
+}
+
+// docs answers `GET /_scheduler/docs[/{db}]`: every replication doc's job,
+// sorted by db and doc id.
+func (h *Handler) docs(ctx context.Context, db string, q url.Values) (any, error) {
+	p, err := parseListParams(q)
+	if err != nil {
+		return nil, err
+	}
+	all, err := h.collect(ctx, func(rec *jobdata.Record) bool {
+		return !rec.Transient() && (db == "" || rec.DBName == db) && (p.states == nil || p.states[rec.State])
+	}, func(_ string, rec *jobdata.Record) string { return rec.DBName + "\x00" + rec.DocID })
+	if err != nil {
+		return nil, err
+	}
+	docs := []json.RawMessage{}
+	for _, k := range page(all, p) {
+		docs = append(docs, DocJSON(k.rec))
+	}
+	return struct {
+		TotalRows int               `json:"total_rows"`
+		Offset    int               `json:"offset"`
+		Docs      []json.RawMessage `json:"docs"`
+	}{len(all), min(p.skip, len(all)), docs}, nil
+}
+
+// doc answers `GET /_scheduler/docs/{db}/{docid}`.
+func (h *Handler) doc(ctx context.Context, db, docID string) (any, error) {
+	var found *jobdata.Record
+	err := h.src.Fold(ctx, func(_ string, rec *jobdata.Record) error {
+		if !rec.Transient() && rec.DBName == db && rec.DocID == docID {
+			found = rec
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if found == nil {
+		return nil, errMissing
+	}
+	return DocJSON(found), nil
+}
+
+// IsReplicatorDB reports whether a db name is a replicator db
+// (`_replicator` or ending in `/_replicator`).
+func IsReplicatorDB(db string) bool {
+	return db == "_replicator" || strings.HasSuffix(db, "/_replicator")
+}
+
+// SplitDocsPath splits the escaped path after `/_scheduler/docs/` into a
+// replicator db name (which may contain `/`, raw or as %2F) and a doc id.
+// "" gives ("", ""): all dbs.
+func SplitDocsPath(rest string) (db, docID string, err error) {
+	rest = strings.TrimSuffix(rest, "/")
+	if rest == "" {
+		return "", "", nil
+	}
+	segs := strings.Split(rest, "/")
+	for i, s := range segs {
+		u, uerr := url.PathUnescape(s)
+		if uerr != nil {
+			return "", "", errBadPath
+		}
+		segs[i] = u
+	}
+	for i := range segs {
+		db := strings.Join(segs[:i+1], "/")
+		if IsReplicatorDB(db) {
+			return db, strings.Join(segs[i+1:], "/"), nil
+		}
+	}
+	return "", "", errBadPath
+}
+
+// ActiveTasks returns the `_active_tasks` entries of the running jobs.
+func ActiveTasks(ctx context.Context, src Source) ([]json.RawMessage, error) {
+	var out []json.RawMessage
+	err := src.Fold(ctx, func(_ string, rec *jobdata.Record) error {
+		if t := ActiveTask(rec); t != nil {
+			out = append(out, t)
+		}
+		return nil
+	})
+	return out, err
+}

@@ -1,0 +1,166 @@
+package jobs
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"math/big"
+	"time"
+
+	"github.com/couchepi/couchepi/plugin/kv"
+)
+
+// AcceptOptions bounds which pending jobs Accept may take.
+type AcceptOptions struct {
+	// MaxSchedTime: only jobs scheduled at or before it are taken. Zero
+	// means "now", re-evaluated while waiting, so Accept wakes when a job
+	// scheduled in the future becomes due.
+	MaxSchedTime time.Time
+	// NoSchedule: only jobs added with a zero stime are considered, and one
+	// is picked near a random id instead of scanning the queue (job ids must
+	// look random, like replication job ids).
+	NoSchedule bool
+	// NoWait: return ErrNotFound at once instead of blocking.
+	NoWait bool
+}
+
+// pickBatch is how many due pending jobs Accept reads to pick one at random.
+const pickBatch = 1024
+
+// Accept takes one due pending job of type typ, marks it running with a new
+// lock and returns it. Among up to 1024 due jobs it picks one at random (not
+// strict FIFO), so concurrent acceptors rarely collide. When none is due it
+// blocks until one is, woken by a watch on the type's pending counter (and a
+// timer for the next scheduled job), or until ctx ends (ctx.Err()).
+func (q *Queue) Accept(ctx context.Context, typ string, opt AcceptOptions) (*Job, error) {
+	for {
+		select {
+		case <-q.closed:
+			return nil, ErrClosed
+		default:
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		watch, err := q.store.Watch(wctx, q.l.counter(typ))
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		maxS := ms(opt.MaxSchedTime)
+		if opt.MaxSchedTime.IsZero() {
+			maxS = time.Now().UnixMilli()
+		}
+		var job *Job
+		next := int64(-1)
+		err = q.Transact(ctx, func(tx *Tx) error {
+			job, next = nil, -1
+			var err error
+			job, next, err = tx.accept(typ, maxS, opt.NoSchedule)
+			return err
+		})
+		if err != nil || job != nil || opt.NoWait {
+			cancel()
+			if err == nil && job == nil {
+				err = ErrNotFound
+			}
+			return job, err
+		}
+		var timer <-chan time.Time
+		var t *time.Timer
+		if next >= 0 && opt.MaxSchedTime.IsZero() {
+			d := time.Until(time.UnixMilli(next))
+			if d < time.Millisecond {
+				d = time.Millisecond
+			}
+			t = time.NewTimer(d)
+			timer = t.C
+		}
+		select {
+		case <-watch:
+		case <-timer:
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-q.closed:
+			err = ErrClosed
+		}
+		cancel()
+		if t != nil {
+			t.Stop()
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// accept picks and starts one due job; it returns the job, or nil and the
+// stime of the earliest pending job (-1 when none).
+func (tx *Tx) accept(typ string, maxS int64, noSchedule bool) (*Job, int64, error) {
+	l := tx.q.l
+	var keys [][]byte
+	collect := func(k, _ []byte) error {
+		keys = append(keys, append([]byte(nil), k...))
+		return nil
+	}
+	if noSchedule {
+		end := kv.PrefixEnd(l.pendingAt(typ, 0))
+		var rid [16]byte
+		rand.Read(rid[:])
+		if err := tx.t.Range(l.pending(typ, 0, hex.EncodeToString(rid[:])), end, kv.RangeOptions{Limit: 1}, collect); err != nil {
+			return nil, -1, err
+		}
+		if len(keys) == 0 {
+			if err := tx.t.Range(l.pendingAt(typ, 0), end, kv.RangeOptions{Limit: 1}, collect); err != nil {
+				return nil, -1, err
+			}
+		}
+	} else {
+		if err := tx.t.Range(l.pendingType(typ), kv.PrefixEnd(l.pendingAt(typ, maxS)), kv.RangeOptions{Limit: pickBatch}, collect); err != nil {
+			return nil, -1, err
+		}
+	}
+	if len(keys) == 0 {
+		next := int64(-1)
+		begin := l.pendingType(typ)
+		err := tx.t.Range(begin, kv.PrefixEnd(begin), kv.RangeOptions{Limit: 1}, func(k, _ []byte) error {
+			el, err := unpackAfter(begin, k)
+			if err != nil || len(el) != 2 {
+				return errBadKey
+			}
+			next = el[0].(int64)
+			return nil
+		})
+		return nil, next, err
+	}
+	i := 0
+	if len(keys) > 1 {
+		n, _ := rand.Int(rand.Reader, big.NewInt(int64(len(keys))))
+		i = int(n.Int64())
+	}
+	key := keys[i]
+	el, err := unpackAfter(l.pendingType(typ), key)
+	if err != nil || len(el) != 2 {
+		return nil, -1, errBadKey
+	}
+	id := el[1].(string)
+	tx.t.Clear(key)
+	r, err := tx.q.readRow(tx.t, typ, id)
+	if err != nil {
+		return nil, -1, err
+	}
+	if r == nil || r.state != rowPending {
+		// A stale queue entry (cannot happen through this package's
+		// operations); dropping it is the repair. Retry the pick.
+		tx.q.log.Warn("dropped stale pending entry", "type", typ, "job_id", id)
+		return tx.accept(typ, maxS, noSchedule)
+	}
+	data, err := tx.q.readData(tx.t, typ, id, r)
+	if err != nil {
+		return nil, -1, err
+	}
+	r.state = rowRunning
+	r.resubmit = false
+	r.lock = newLock()
+	tx.heartbeat(typ, id, r)
+	tx.writeRow(typ, id, r)
+	return &Job{Type: typ, ID: id, Data: data, lock: r.lock}, -1, nil
+}

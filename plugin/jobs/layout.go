@@ -1,0 +1,147 @@
+package jobs
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/couchepi/couchepi/plugin/kv"
+)
+
+// Key layout under the queue prefix P (after couch_jobs' FoundationDB layout):
+//
+//	P,1,Type,JobID        job row: state, resubmit, stime, lock, seq, data length, first data chunk
+//	P,2,Type,STime,JobID  ''                      pending queue ordered by stime (ms since epoch)
+//	P,3,Type              int64 LE counter        bumped on every enqueue; watched by acceptors
+//	P,4,Type              versionstamp            set by every transaction touching the type; watched by notifiers
+//	P,5,Type              int64 timeout (ms)      activity timeout; its presence means the type exists
+//	P,6,Type,VS,JobID     ''                      activity index of running jobs (VS = last update)
+//	P,7,Type,JobID,N      data chunk N ≥ 1        job data beyond the first chunk
+//	P,8                   monitor lease           holder id and expiry
+//	P,9,Type,VS,N         JobID, state, time      transition log read by notifiers, trimmed by the monitor
+const (
+	spaceJob       = 1
+	spacePending   = 2
+	spaceCounter   = 3
+	spaceWatermark = 4
+	spaceTimeout   = 5
+	spaceActivity  = 6
+	spaceChunk     = 7
+	spaceLease     = 8
+	spaceLog       = 9
+)
+
+type layout struct{ prefix []byte }
+
+func (l layout) key(elems ...any) []byte {
+	return pack(append([]byte(nil), l.prefix...), elems...)
+}
+
+func (l layout) job(typ, id string) []byte { return l.key(spaceJob, typ, id) }
+func (l layout) jobs(typ string) []byte    { return l.key(spaceJob, typ) }
+func (l layout) pending(typ string, stime int64, id string) []byte {
+	return l.key(spacePending, typ, stime, id)
+}
+func (l layout) pendingType(typ string) []byte            { return l.key(spacePending, typ) }
+func (l layout) pendingAt(typ string, stime int64) []byte { return l.key(spacePending, typ, stime) }
+func (l layout) counter(typ string) []byte                { return l.key(spaceCounter, typ) }
+func (l layout) watermark(typ string) []byte              { return l.key(spaceWatermark, typ) }
+func (l layout) timeout(typ string) []byte                { return l.key(spaceTimeout, typ) }
+func (l layout) timeouts() []byte                         { return l.key(spaceTimeout) }
+func (l layout) activityType(typ string) []byte           { return l.key(spaceActivity, typ) }
+func (l layout) activityAt(typ string, vs kv.Versionstamp) []byte {
+	return l.key(spaceActivity, typ, vsElem(vs))
+}
+func (l layout) activity(typ string, vs kv.Versionstamp, id string) []byte {
+	return l.key(spaceActivity, typ, vsElem(vs), id)
+}
+func (l layout) chunk(typ, id string, n int) []byte { return l.key(spaceChunk, typ, id, n) }
+func (l layout) chunks(typ, id string) []byte       { return l.key(spaceChunk, typ, id) }
+func (l layout) lease() []byte                      { return l.key(spaceLease) }
+func (l layout) logType(typ string) []byte          { return l.key(spaceLog, typ) }
+func (l layout) logAt(typ string, vs kv.Versionstamp) []byte {
+	return l.key(spaceLog, typ, vsElem(vs))
+}
+func (l layout) log(typ string, vs kv.Versionstamp, n int) []byte {
+	return l.key(spaceLog, typ, vsElem(vs), n)
+}
+
+// Row states stored in a job row.
+const (
+	rowPending  = 0
+	rowRunning  = 1
+	rowFinished = 2
+)
+
+// ChunkSize is the largest job data value stored under one key; data beyond
+// it is split across chunk keys (FoundationDB values are limited to 100 KB).
+const ChunkSize = 90 * 1024
+
+// MaxDataSize bounds the data of one job; larger data fails with
+// ErrDataTooLarge, keeping every transaction far below FoundationDB's 10 MB.
+const MaxDataSize = 1 << 20
+
+// row is a decoded job row. Layout of the value:
+// [0] format 1, [1] state, [2] resubmit, [3:11] stime, [11:27] lock,
+// [27:37] seq versionstamp, [37:41] total data length, [41:] first chunk.
+type row struct {
+	state    byte
+	resubmit bool
+	stime    int64
+	lock     [16]byte
+	seq      kv.Versionstamp
+	total    int
+	inline   []byte
+}
+
+const rowHeader = 41
+const rowSeqOffset = 27
+
+func (r *row) encode() []byte {
+	b := make([]byte, rowHeader, rowHeader+len(r.inline))
+	b[0] = 1
+	b[1] = r.state
+	if r.resubmit {
+		b[2] = 1
+	}
+	binary.BigEndian.PutUint64(b[3:11], uint64(r.stime))
+	copy(b[11:27], r.lock[:])
+	copy(b[27:37], r.seq[:])
+	binary.BigEndian.PutUint32(b[37:41], uint32(r.total))
+	return append(b, r.inline...)
+}
+
+func decodeRow(b []byte) (*row, error) {
+	if len(b) < rowHeader || b[0] != 1 {
+		return nil, fmt.Errorf("jobs: malformed job row (%d bytes)", len(b))
+	}
+	r := &row{state: b[1], resubmit: b[2] == 1, stime: int64(binary.BigEndian.Uint64(b[3:11]))}
+	copy(r.lock[:], b[11:27])
+	copy(r.seq[:], b[27:37])
+	r.total = int(binary.BigEndian.Uint32(b[37:41]))
+	r.inline = append([]byte(nil), b[rowHeader:]...)
+	return r, nil
+}
+
+func (r *row) State() State {
+	switch r.state {
+	case rowPending:
+		return Pending
+	case rowRunning:
+		return Running
+	default:
+		return Finished
+	}
+}
+
+func putInt64(v int64) []byte {
+	b := make([]byte, 8)
+	binary.BigEndian.PutUint64(b, uint64(v))
+	return b
+}
+
+func getInt64(b []byte) int64 {
+	if len(b) != 8 {
+		return 0
+	}
+	return int64(binary.BigEndian.Uint64(b))
+}

@@ -1,0 +1,261 @@
+package jobs
+
+import (
+	"context"
+	"encoding/hex"
+	"math/rand/v2"
+	"time"
+
+	"github.com/couchepi/couchepi/plugin/kv"
+)
+
+// reenqueueBatch is how many stale running jobs one monitor transaction
+// re-enqueues.
+const reenqueueBatch = 500
+
+// monitorType is the activity monitor's memory for one type.
+type monitorType struct {
+	last *kv.Versionstamp // watermark seen at the previous run; nil before the first
+	next time.Time
+}
+
+// RunMonitors runs the activity monitor for every job type until ctx ends
+// (call it in its own goroutine). Every process sharing the store may run
+// it; a lease key in the store (renewed every Options.MonitorTick, expiring
+// after Options.MonitorLease) makes exactly one of them act. For each type,
+// every timeout (+ up to min(timeout/2, 10 s) jitter) the monitor
+// re-enqueues, at their stime, the running jobs that were not updated since
+// its previous run, i.e. for a whole interval. It also trims the transition
+// log past Options.EventRetention.
+func (q *Queue) RunMonitors(ctx context.Context) {
+	var id [16]byte
+	for i := range id {
+		id[i] = byte(rand.IntN(256))
+	}
+	holder := hex.EncodeToString(id[:])
+	types := map[string]*monitorType{}
+	leader := false
+	tick := time.NewTicker(q.opts.MonitorTick)
+	defer tick.Stop()
+	for {
+		ok, err := q.lease(ctx, holder)
+		if err != nil && ctx.Err() == nil {
+			q.log.Warn("monitor lease failed", "error", err)
+		}
+		if ok != leader {
+			q.log.Debug("monitor leadership changed", "leader", ok, "holder", holder)
+			leader = ok
+			types = map[string]*monitorType{}
+		}
+		if leader {
+			if err := q.monitorOnce(ctx, types); err != nil && ctx.Err() == nil {
+				q.log.Warn("activity monitor failed", "error", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			q.releaseLease(holder)
+			return
+		case <-q.closed:
+			q.releaseLease(holder)
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// lease takes or renews the monitor lease; it reports whether holder has it.
+func (q *Queue) lease(ctx context.Context, holder string) (bool, error) {
+	var ok bool
+	err := q.store.Update(ctx, func(t kv.Tx) error {
+		ok = false
+		now := time.Now().UnixMilli()
+		v, err := t.Get(q.l.lease())
+		if err != nil {
+			return err
+		}
+		if v != nil {
+			el, err := unpack(v)
+			if err == nil && len(el) == 2 && el[0].(string) != holder && el[1].(int64) > now {
+				return nil
+			}
+		}
+		t.Set(q.l.lease(), pack(nil, holder, now+q.opts.MonitorLease.Milliseconds()))
+		ok = true
+		return nil
+	})
+	return ok, err
+}
+
+// releaseLease gives the lease up at shutdown so another process takes over
+// without waiting for expiry.
+func (q *Queue) releaseLease(holder string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = q.store.Update(ctx, func(t kv.Tx) error {
+		v, err := t.Get(q.l.lease())
+		if err != nil || v == nil {
+			return err
+		}
+		if el, err := unpack(v); err == nil && len(el) == 2 && el[0].(string) == holder {
+			t.Clear(q.l.lease())
+		}
+		return nil
+	})
+}
+
+// monitorOnce runs the due per-type monitors and trims the transition log.
+func (q *Queue) monitorOnce(ctx context.Context, types map[string]*monitorType) error {
+	timeouts := map[string]time.Duration{}
+	begin := q.l.timeouts()
+	err := q.store.View(ctx, func(t kv.ReadTx) error {
+		return t.Range(begin, kv.PrefixEnd(begin), kv.RangeOptions{}, func(k, v []byte) error {
+			el, err := unpackAfter(begin, k)
+			if err != nil || len(el) != 1 {
+				return errBadKey
+			}
+			timeouts[el[0].(string)] = time.Duration(getInt64(v)) * time.Millisecond
+			return nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	for typ := range types {
+		if _, ok := timeouts[typ]; !ok {
+			delete(types, typ)
+		}
+	}
+	now := time.Now()
+	for typ, timeout := range timeouts {
+		mt := types[typ]
+		if mt == nil {
+			mt = &monitorType{next: now}
+			types[typ] = mt
+		}
+		if now.Before(mt.next) {
+			continue
+		}
+		var cur kv.Versionstamp
+		err := q.store.View(ctx, func(t kv.ReadTx) error {
+			w, err := t.Get(q.l.watermark(typ))
+			copy(cur[:], w)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if mt.last != nil {
+			n, err := q.reenqueueStale(ctx, typ, *mt.last)
+			if err != nil {
+				return err
+			}
+			if n > 0 {
+				q.log.Info("re-enqueued running jobs with no update for a whole type timeout", "type", typ, "count", n, "timeout", timeout)
+			}
+		}
+		mt.last = &cur
+		jitter := min(timeout/2, 10*time.Second)
+		mt.next = now.Add(timeout)
+		if jitter > 0 {
+			mt.next = mt.next.Add(time.Duration(rand.Int64N(int64(jitter))))
+		}
+		if err := q.trimLog(ctx, typ); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// reenqueueStale re-enqueues running jobs of typ whose last update is at or
+// before vs.
+func (q *Queue) reenqueueStale(ctx context.Context, typ string, vs kv.Versionstamp) (int, error) {
+	total := 0
+	begin := q.l.activityType(typ)
+	end := kv.PrefixEnd(q.l.activityAt(typ, vs))
+	for {
+		n := 0
+		err := q.Transact(ctx, func(tx *Tx) error {
+			n = 0
+			type stale struct {
+				key []byte
+				vs  kv.Versionstamp
+				id  string
+			}
+			var found []stale
+			err := tx.t.Range(begin, end, kv.RangeOptions{Limit: reenqueueBatch}, func(k, _ []byte) error {
+				el, err := unpackAfter(begin, k)
+				if err != nil || len(el) != 2 {
+					return errBadKey
+				}
+				found = append(found, stale{key: append([]byte(nil), k...), vs: kv.Versionstamp(el[0].(vsElem)), id: el[1].(string)})
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			for _, s := range found {
+				tx.t.Clear(s.key)
+				r, err := q.readRow(tx.t, typ, s.id)
+				if err != nil {
+					return err
+				}
+				if r == nil || r.state != rowRunning || r.seq != s.vs {
+					continue
+				}
+				tx.enqueue(typ, s.id, r, r.stime)
+				tx.writeRow(typ, s.id, r)
+				n++
+			}
+			if len(found) == reenqueueBatch {
+				n = -n - 1 // more to do
+			}
+			return nil
+		})
+		if err != nil {
+			return total, err
+		}
+		if n < 0 {
+			total += -n - 1
+			continue
+		}
+		return total + n, nil
+	}
+}
+
+// trimLog drops transition-log entries older than Options.EventRetention.
+func (q *Queue) trimLog(ctx context.Context, typ string) error {
+	cutoff := time.Now().Add(-q.opts.EventRetention).UnixMilli()
+	begin := q.l.logType(typ)
+	for {
+		more := false
+		err := q.store.Update(ctx, func(t kv.Tx) error {
+			more = false
+			var last []byte
+			n := 0
+			err := t.Range(begin, kv.PrefixEnd(begin), kv.RangeOptions{Limit: 1000}, func(k, v []byte) error {
+				el, err := unpack(v)
+				if err != nil || len(el) != 3 {
+					return errBadKey
+				}
+				if el[2].(int64) >= cutoff {
+					return errStop
+				}
+				last = append(last[:0], k...)
+				n++
+				return nil
+			})
+			if err != nil && err != errStop {
+				return err
+			}
+			if last != nil {
+				t.ClearRange(begin, append(last, 0))
+			}
+			more = n == 1000
+			return nil
+		})
+		if err != nil || !more {
+			return err
+		}
+	}
+}

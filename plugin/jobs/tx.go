@@ -1,0 +1,329 @@
+package jobs
+
+import (
+	"bytes"
+	"context"
+	"time"
+
+	"github.com/couchepi/couchepi/plugin/kv"
+)
+
+// Tx runs job operations and the caller's own key-value work in one
+// transaction (Queue.Transact). It must not be used after the transaction
+// function returns.
+type Tx struct {
+	q       *Queue
+	t       kv.Tx
+	nlog    int
+	touched map[string]struct{}
+}
+
+// Transact runs fn in one serializable transaction. fn may be retried on
+// conflict, so it must be idempotent. Changes to Job values made by a
+// failed attempt may remain; callers retry with the same Job.
+//
+// On FoundationDB, a job row written in a transaction carries a placeholder
+// versionstamp and cannot be read again in the same transaction: do not
+// operate twice on the same job inside one Transact.
+func (q *Queue) Transact(ctx context.Context, fn func(tx *Tx) error) error {
+	select {
+	case <-q.closed:
+		return ErrClosed
+	default:
+	}
+	return q.store.Update(ctx, func(t kv.Tx) error {
+		tx := &Tx{q: q, t: t}
+		if err := fn(tx); err != nil {
+			return err
+		}
+		tx.commit()
+		return nil
+	})
+}
+
+// commit stamps the watermark of every touched type, waking notifiers.
+func (tx *Tx) commit() {
+	for typ := range tx.touched {
+		vs := tx.t.Versionstamp()
+		tx.t.Set(tx.q.l.watermark(typ), vs[:])
+	}
+}
+
+// KV returns the underlying transaction for the caller's own keys, which
+// must live outside the queue's prefix.
+func (tx *Tx) KV() kv.Tx { return tx.t }
+
+// logEvent records a transition of typ/id for subscribers.
+func (tx *Tx) logEvent(typ, id string, st State) {
+	if tx.touched == nil {
+		tx.touched = make(map[string]struct{})
+	}
+	tx.touched[typ] = struct{}{}
+	tx.nlog++
+	tx.t.Set(tx.q.l.log(typ, tx.t.Versionstamp(), tx.nlog), pack(nil, id, string(st), time.Now().UnixMilli()))
+}
+
+// readRow reads a job row (without chunked data); nil when absent.
+func (q *Queue) readRow(t kv.ReadTx, typ, id string) (*row, error) {
+	v, err := t.Get(q.l.job(typ, id))
+	if err != nil || v == nil {
+		return nil, err
+	}
+	return decodeRow(v)
+}
+
+// readData assembles a job's data from its row and chunks.
+func (q *Queue) readData(t kv.ReadTx, typ, id string, r *row) ([]byte, error) {
+	if r.total <= len(r.inline) {
+		return append([]byte{}, r.inline...), nil
+	}
+	data := make([]byte, 0, r.total)
+	data = append(data, r.inline...)
+	begin := q.l.chunks(typ, id)
+	err := t.Range(begin, kv.PrefixEnd(begin), kv.RangeOptions{}, func(_, v []byte) error {
+		data = append(data, v...)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(data) != r.total {
+		return nil, errBadKey
+	}
+	return data, nil
+}
+
+// setData stores data in r (first chunk) and chunk keys (the rest).
+func (tx *Tx) setData(typ, id string, r *row, data []byte) error {
+	if len(data) > MaxDataSize {
+		return ErrDataTooLarge
+	}
+	if r.total > len(r.inline) {
+		begin := tx.q.l.chunks(typ, id)
+		tx.t.ClearRange(begin, kv.PrefixEnd(begin))
+	}
+	r.total = len(data)
+	first := min(len(data), ChunkSize)
+	r.inline = append([]byte{}, data[:first]...)
+	for n, off := 1, first; off < len(data); n++ {
+		end := min(len(data), off+ChunkSize)
+		tx.t.Set(tx.q.l.chunk(typ, id, n), data[off:end])
+		off = end
+	}
+	return nil
+}
+
+func (tx *Tx) writeRow(typ, id string, r *row) {
+	tx.t.Set(tx.q.l.job(typ, id), r.encode())
+}
+
+// enqueue makes r pending at stime and wakes acceptors.
+func (tx *Tx) enqueue(typ, id string, r *row, stime int64) {
+	r.state = rowPending
+	r.resubmit = false
+	r.lock = [16]byte{}
+	r.seq = kv.Versionstamp{}
+	r.stime = stime
+	tx.t.Set(tx.q.l.pending(typ, stime, id), nil)
+	tx.t.Add(tx.q.l.counter(typ), 1)
+	tx.logEvent(typ, id, Pending)
+}
+
+// stopRunning drops r's activity entry.
+func (tx *Tx) stopRunning(typ, id string, r *row) {
+	tx.t.Clear(tx.q.l.activity(typ, r.seq, id))
+}
+
+// heartbeat moves a running job's activity entry to this transaction's
+// versionstamp.
+func (tx *Tx) heartbeat(typ, id string, r *row) {
+	vs := tx.t.Versionstamp()
+	r.seq = vs
+	tx.t.Set(tx.q.l.activity(typ, vs, id), nil)
+	tx.logEvent(typ, id, Running)
+}
+
+// owned returns the row of a job the caller holds the lock of, or ErrHalt.
+func (tx *Tx) owned(j *Job) (*row, error) {
+	r, err := tx.q.readRow(tx.t, j.Type, j.ID)
+	if err != nil {
+		return nil, err
+	}
+	if r == nil || r.state != rowRunning || !bytes.Equal(r.lock[:], j.lock[:]) {
+		return nil, ErrHalt
+	}
+	return r, nil
+}
+
+// Add adds job typ/id with data, scheduled at stime (zero = as soon as
+// possible). The type needs a timeout (ErrNoTypeTimeout). Re-adding an
+// existing job: a finished one is re-enqueued with the new data; a pending
+// one gets the new stime and data; a running one is flagged resubmit with
+// the new stime (its data is not changed), so Finish re-enqueues it.
+func (tx *Tx) Add(typ, id string, data []byte, stime time.Time) error {
+	tm, err := tx.t.Get(tx.q.l.timeout(typ))
+	if err != nil {
+		return err
+	}
+	if tm == nil {
+		return ErrNoTypeTimeout
+	}
+	if len(data) > MaxDataSize {
+		return ErrDataTooLarge
+	}
+	st := ms(stime)
+	r, err := tx.q.readRow(tx.t, typ, id)
+	if err != nil {
+		return err
+	}
+	switch {
+	case r == nil || r.state == rowFinished:
+		if r == nil {
+			r = &row{}
+		}
+		if err := tx.setData(typ, id, r, data); err != nil {
+			return err
+		}
+		tx.enqueue(typ, id, r, st)
+	case r.state == rowPending:
+		if err := tx.setData(typ, id, r, data); err != nil {
+			return err
+		}
+		if r.stime != st {
+			tx.t.Clear(tx.q.l.pending(typ, r.stime, id))
+			tx.enqueue(typ, id, r, st)
+		} else {
+			tx.logEvent(typ, id, Pending)
+		}
+	default: // running
+		r.resubmit = true
+		r.stime = st
+	}
+	tx.writeRow(typ, id, r)
+	return nil
+}
+
+// Remove deletes job typ/id in any state (ErrNotFound if absent). A runner
+// holding it gets ErrHalt on its next Update or Finish; subscribers get a
+// NotFound event.
+func (tx *Tx) Remove(typ, id string) error {
+	r, err := tx.q.readRow(tx.t, typ, id)
+	if err != nil {
+		return err
+	}
+	if r == nil {
+		return ErrNotFound
+	}
+	switch r.state {
+	case rowPending:
+		tx.t.Clear(tx.q.l.pending(typ, r.stime, id))
+	case rowRunning:
+		tx.stopRunning(typ, id, r)
+	}
+	if r.total > len(r.inline) {
+		begin := tx.q.l.chunks(typ, id)
+		tx.t.ClearRange(begin, kv.PrefixEnd(begin))
+	}
+	tx.t.Clear(tx.q.l.job(typ, id))
+	tx.logEvent(typ, id, NotFound)
+	return nil
+}
+
+// Update is the runner's heartbeat: it proves the runner is alive (the
+// activity monitor leaves the job alone for another type timeout) and
+// replaces the data unless data is nil. ErrHalt when the lock was lost.
+// j.Resubmit reports whether the job was re-added meanwhile.
+func (tx *Tx) Update(j *Job, data []byte) error {
+	r, err := tx.owned(j)
+	if err != nil {
+		return err
+	}
+	if data != nil {
+		if err := tx.setData(j.Type, j.ID, r, data); err != nil {
+			return err
+		}
+	}
+	tx.stopRunning(j.Type, j.ID, r)
+	tx.heartbeat(j.Type, j.ID, r)
+	tx.writeRow(j.Type, j.ID, r)
+	j.Resubmit = r.resubmit
+	if data != nil {
+		j.Data = data
+	}
+	return nil
+}
+
+// Finish releases a running job: it becomes finished, or pending again (at
+// the stime of the re-add) if it was re-added while running. data replaces
+// the job's data unless nil. ErrHalt when the lock was lost.
+func (tx *Tx) Finish(j *Job, data []byte) error {
+	r, err := tx.owned(j)
+	if err != nil {
+		return err
+	}
+	if data != nil {
+		if err := tx.setData(j.Type, j.ID, r, data); err != nil {
+			return err
+		}
+	}
+	tx.stopRunning(j.Type, j.ID, r)
+	if r.resubmit {
+		tx.enqueue(j.Type, j.ID, r, r.stime)
+	} else {
+		r.state = rowFinished
+		r.lock = [16]byte{}
+		r.seq = kv.Versionstamp{}
+		tx.logEvent(j.Type, j.ID, Finished)
+	}
+	tx.writeRow(j.Type, j.ID, r)
+	if data != nil {
+		j.Data = data
+	}
+	return nil
+}
+
+// Resubmit puts a running job back in the pending queue at stime (zero = as
+// soon as possible) and releases it; data replaces the job's data unless
+// nil. ErrHalt when the lock was lost.
+func (tx *Tx) Resubmit(j *Job, stime time.Time, data []byte) error {
+	r, err := tx.owned(j)
+	if err != nil {
+		return err
+	}
+	if data != nil {
+		if err := tx.setData(j.Type, j.ID, r, data); err != nil {
+			return err
+		}
+	}
+	tx.stopRunning(j.Type, j.ID, r)
+	tx.enqueue(j.Type, j.ID, r, ms(stime))
+	tx.writeRow(j.Type, j.ID, r)
+	if data != nil {
+		j.Data = data
+	}
+	return nil
+}
+
+// GetState returns the state of typ/id, ErrNotFound if absent.
+func (tx *Tx) GetState(typ, id string) (State, error) {
+	r, err := tx.q.readRow(tx.t, typ, id)
+	if err != nil {
+		return "", err
+	}
+	if r == nil {
+		return "", ErrNotFound
+	}
+	return r.State(), nil
+}
+
+// GetData returns the data of typ/id, ErrNotFound if absent.
+func (tx *Tx) GetData(typ, id string) ([]byte, error) {
+	r, err := tx.q.readRow(tx.t, typ, id)
+	if err != nil {
+		return nil, err
+	}
+	if r == nil {
+		return nil, ErrNotFound
+	}
+	return tx.q.readData(tx.t, typ, id, r)
+}

@@ -1,0 +1,68 @@
+package sdk
+
+import (
+	"context"
+	"os"
+
+	pb "github.com/couchepi/couchepi/hooks/hookspb"
+	"github.com/couchepi/couchepi/hooks/wire"
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+)
+
+// maxMsgSize bounds one gRPC message (a doc in a hook call or an event
+// batch); HTTP bodies are streamed in small chunks and never hit it.
+const maxMsgSize = 256 << 20
+
+// Logger returns the plugin's logger: JSON lines on stderr, which the host
+// re-logs through its own hclog.Logger under the plugin's name.
+func Logger() hclog.Logger { return logger }
+
+var logger = hclog.New(&hclog.LoggerOptions{
+	Name:       "plugin",
+	Output:     os.Stderr,
+	JSONFormat: true,
+	Level:      hclog.LevelFromString(envOr("COUCHEPI_PLUGIN_LOG_LEVEL", "info")),
+})
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// Serve runs p as a couchepi plugin: it answers the host's handshake and
+// serves hooks until the host closes the plugin. Call it from main; it blocks.
+// Run by hand (outside a host) it prints a notice and exits.
+func Serve(p Plugin) {
+	plugin.Serve(&plugin.ServeConfig{
+		HandshakeConfig: wire.Handshake,
+		VersionedPlugins: map[int]plugin.PluginSet{
+			wire.Protocol: {wire.PluginKey: &grpcPlugin{impl: p}},
+		},
+		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
+			opts = append(opts, grpc.MaxRecvMsgSize(maxMsgSize), grpc.MaxSendMsgSize(maxMsgSize))
+			return grpc.NewServer(opts...)
+		},
+		Logger: logger.Named("go-plugin"),
+	})
+}
+
+// grpcPlugin is the go-plugin glue: it registers the Plugin service.
+type grpcPlugin struct {
+	plugin.NetRPCUnsupportedPlugin
+	impl Plugin
+}
+
+// GRPCServer registers p's Plugin service on the plugin's gRPC server.
+func (g *grpcPlugin) GRPCServer(broker *plugin.GRPCBroker, s *grpc.Server) error {
+	pb.RegisterPluginServer(s, newServer(g.impl, broker))
+	return nil
+}
+
+// GRPCClient is not used in a plugin process.
+func (g *grpcPlugin) GRPCClient(context.Context, *plugin.GRPCBroker, *grpc.ClientConn) (interface{}, error) {
+	return nil, errHostOnly
+}

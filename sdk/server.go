@@ -1,0 +1,219 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+
+	"github.com/couchepi/couchepi/hooks"
+	pb "github.com/couchepi/couchepi/hooks/hookspb"
+	"github.com/couchepi/couchepi/hooks/wire"
+	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+var errHostOnly = errors.New("couchepi: the plugin client side lives in the host package")
+
+// server implements the Plugin gRPC service on top of a Plugin.
+type server struct {
+	pb.UnimplementedPluginServer
+	p      Plugin
+	broker *plugin.GRPCBroker
+
+	// inflight counts sync hook and HTTP calls so Stop can drain them.
+	inflight sync.WaitGroup
+	mu       sync.Mutex
+	conn     *grpc.ClientConn
+	started  bool
+	stopped  bool
+}
+
+func newServer(p Plugin, broker *plugin.GRPCBroker) *server {
+	return &server{p: p, broker: broker}
+}
+
+// enter registers an in-flight call; it fails once Stop began, so the host
+// retries on the process that replaced this one.
+func (s *server) enter() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return status.Error(codes.Unavailable, "plugin is stopping")
+	}
+	s.inflight.Add(1)
+	return nil
+}
+
+func (s *server) GetInfo(context.Context, *pb.Empty) (*pb.PluginInfo, error) {
+	return wire.InfoToPB(s.p.Info()), nil
+}
+
+func (s *server) Configure(ctx context.Context, req *pb.ConfigureRequest) (*pb.Empty, error) {
+	return &pb.Empty{}, wire.ToStatus(s.p.Configure(ctx, wire.ConfigFromPB(req)))
+}
+
+func (s *server) Start(ctx context.Context, req *pb.StartRequest) (*pb.Empty, error) {
+	conn, err := s.broker.Dial(req.GetHostServicesBrokerId())
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "dial host services: %v", err)
+	}
+	s.mu.Lock()
+	s.conn = conn
+	s.started = true
+	s.mu.Unlock()
+	if err := s.p.Start(ctx, &hostClient{c: pb.NewHostServicesClient(conn)}); err != nil {
+		return nil, wire.ToStatus(err)
+	}
+	return &pb.Empty{}, nil
+}
+
+// Stop refuses new sync calls, waits for in-flight ones, then stops the plugin.
+func (s *server) Stop(ctx context.Context, _ *pb.Empty) (*pb.Empty, error) {
+	s.mu.Lock()
+	already := s.stopped
+	s.stopped = true
+	started := s.started
+	s.mu.Unlock()
+	if already {
+		return &pb.Empty{}, nil
+	}
+	done := make(chan struct{})
+	go func() { s.inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	var err error
+	if started {
+		err = s.p.Stop(ctx)
+	}
+	s.mu.Lock()
+	if s.conn != nil {
+		s.conn.Close()
+		s.conn = nil
+	}
+	s.mu.Unlock()
+	return &pb.Empty{}, wire.ToStatus(err)
+}
+
+func (s *server) Health(ctx context.Context, _ *pb.Empty) (*pb.Empty, error) {
+	if hc, ok := s.p.(HealthChecker); ok {
+		if err := hc.Health(ctx); err != nil {
+			return nil, wire.ToStatus(err)
+		}
+	}
+	return &pb.Empty{}, nil
+}
+
+func (s *server) BeforeDocUpdate(ctx context.Context, req *pb.DocHookRequest) (*pb.DocHookReply, error) {
+	h, ok := s.p.(BeforeDocUpdater)
+	if !ok {
+		return &pb.DocHookReply{Doc: req.GetDoc()}, nil
+	}
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	defer s.inflight.Done()
+	doc, err := h.BeforeDocUpdate(ctx, req.GetDb(), req.GetDoc(), wire.UserCtxFromPB(req.GetUser()))
+	if err != nil {
+		return nil, wire.ToStatus(err)
+	}
+	return &pb.DocHookReply{Doc: doc}, nil
+}
+
+func (s *server) AfterDocRead(ctx context.Context, req *pb.DocHookRequest) (*pb.DocHookReply, error) {
+	h, ok := s.p.(AfterDocReader)
+	if !ok {
+		return &pb.DocHookReply{Doc: req.GetDoc()}, nil
+	}
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	defer s.inflight.Done()
+	doc, err := h.AfterDocRead(ctx, req.GetDb(), req.GetDoc(), wire.UserCtxFromPB(req.GetUser()))
+	if err != nil {
+		return nil, wire.ToStatus(err)
+	}
+	return &pb.DocHookReply{Doc: doc}, nil
+}
+
+// Deliver hands a batch of after_* events to the plugin in order. When a
+// handler fails, later events of that db are skipped and the db is reported
+// for CatchUp, so the host never loses them silently.
+func (s *server) Deliver(ctx context.Context, req *pb.DeliverRequest) (*pb.DeliverReply, error) {
+	var failed map[string]bool
+	reply := &pb.DeliverReply{}
+	for _, ev := range req.GetEvents() {
+		db := ev.GetDb()
+		if failed[db] {
+			continue
+		}
+		var err error
+		switch hooks.Hook(ev.GetHook()) {
+		case hooks.AfterDocWrite:
+			if h, ok := s.p.(AfterDocWriter); ok {
+				err = h.AfterDocWrite(ctx, wire.DocWriteFromPB(ev))
+			}
+		case hooks.AfterDBCreate:
+			if h, ok := s.p.(DBWatcher); ok {
+				err = h.AfterDBCreate(ctx, db, ev.GetDbUuid())
+			}
+		case hooks.AfterDBDelete:
+			if h, ok := s.p.(DBWatcher); ok {
+				err = h.AfterDBDelete(ctx, db, ev.GetDbUuid())
+			}
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, wire.ToStatus(ctx.Err())
+			}
+			logger.Warn("event handler failed; asking for catch-up", "hook", ev.GetHook(), "db", db, "error", err)
+			if failed == nil {
+				failed = map[string]bool{}
+			}
+			failed[db] = true
+			reply.CatchUp = append(reply.CatchUp, db)
+		}
+	}
+	return reply, nil
+}
+
+func (s *server) CatchUp(ctx context.Context, req *pb.CatchUpRequest) (*pb.Empty, error) {
+	if h, ok := s.p.(CatchUpper); ok {
+		if err := h.CatchUp(ctx, req.GetDb()); err != nil {
+			return nil, wire.ToStatus(err)
+		}
+	}
+	return &pb.Empty{}, nil
+}
+
+func (s *server) ActiveTasks(ctx context.Context, _ *pb.Empty) (*pb.ActiveTasksReply, error) {
+	h, ok := s.p.(ActiveTasker)
+	if !ok {
+		return &pb.ActiveTasksReply{}, nil
+	}
+	tasks, err := h.ActiveTasks(ctx)
+	if err != nil {
+		return nil, wire.ToStatus(err)
+	}
+	reply := &pb.ActiveTasksReply{Tasks: make([][]byte, len(tasks))}
+	for i, t := range tasks {
+		reply.Tasks[i] = t
+	}
+	return reply, nil
+}
+
+func (s *server) ServeHTTP(stream pb.Plugin_ServeHTTPServer) error {
+	h, ok := s.p.(http.Handler)
+	if !ok {
+		return status.Error(codes.Unimplemented, "plugin serves no HTTP routes")
+	}
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.inflight.Done()
+	return serveHTTP(h, stream)
+}

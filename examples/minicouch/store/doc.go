@@ -1,0 +1,44 @@
+// Package store is minicouch's storage engine: every database of a server in
+// one durable bbolt file (<data dir>/minicouch.db), with CouchDB 3.x document
+// semantics — full revision trees with conflicts, tombstones, revs_limit
+// stemming, _local documents, per-database update sequences, content-addressed
+// attachments and the reads the replication protocol needs (_changes,
+// _all_docs, _revs_diff, open_revs).
+//
+// # API notes for callers
+//
+// The HTTP layer validates database names, parses request bodies with
+// ParseDoc, runs plugin hooks and formats responses; the store owns
+// persistence and revision logic. Errors returned by the store are *Error
+// values carrying CouchDB's HTTP status, error and reason strings.
+//
+// Sequences are uint64 (the HTTP layer formats them as strings). Every
+// acknowledged write is fsynced (bbolt commit) before the method returns.
+//
+// # Layout in the bbolt file
+//
+//	dbs/<name>/meta    uuid, counters, _security, revs_limit
+//	dbs/<name>/docs    doc id  -> flags byte + encoded revision tree + seq
+//	dbs/<name>/seqs    seq(8 bytes BE) -> doc id (one entry per doc, at its latest seq)
+//	dbs/<name>/revs    doc id 0x00 rev -> stored revision body
+//	dbs/<name>/local   _local doc id -> rev + body
+//	dbs/<name>/atts    "md5-<b64>" digest -> attachment blob header
+//	dbs/<name>/blobs   blob id(8) chunk(4) -> up to 256 KiB of attachment data
+//
+// Attachments are stored once per digest per database. Blobs no longer
+// referenced by any stored revision are reclaimed by DB.Compact (and all of a
+// database's data goes when it is deleted).
+//
+// # Revision ids
+//
+// A new edit gets the id <gen>-<md5 hex> where the md5 is computed over, in
+// order: "1" or "0" for deleted, a 0x00, the parent rev string ("" for a new
+// document), a 0x00, the stored JSON body (non-underscore members as sent),
+// then for each attachment sorted by name: 0x00, name, 0x00, digest. The same
+// edit of the same parent therefore yields the same rev, as in CouchDB.
+//
+// # Ordering
+//
+// _all_docs orders ids by raw byte order, not CouchDB's ICU collation; for
+// ASCII ids without mixed case the two agree.
+package store

@@ -1,0 +1,167 @@
+package store
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/couchepi/couchepi/examples/minicouch/revtree"
+)
+
+// LocalPrefix starts the ids of _local documents.
+const LocalPrefix = "_local/"
+
+// DesignPrefix starts the ids of design documents.
+const DesignPrefix = "_design/"
+
+// ValidateDocID checks a document id by CouchDB's rules: non-empty, UTF-8,
+// and starting with "_" only for _design/ and _local/ documents.
+func ValidateDocID(id string) error {
+	switch {
+	case id == "":
+		return IllegalDocID("Document id must not be empty")
+	case !utf8.ValidString(id):
+		return IllegalDocID("Document id must be valid UTF-8")
+	case id[0] == '_' && !strings.HasPrefix(id, DesignPrefix) && !strings.HasPrefix(id, LocalPrefix):
+		return IllegalDocID("Only reserved document ids may start with underscore.")
+	}
+	return nil
+}
+
+// ParseDoc parses a document body as a client sends it (PUT, POST,
+// _bulk_docs) with CouchDB's rules for special members: _id, _rev,
+// _deleted, _revisions and _attachments are taken, _revs_info, _conflicts,
+// _deleted_conflicts and _local_seq are ignored, any other member starting
+// with "_" is a doc_validation error. The id, when present, is validated.
+func ParseDoc(raw []byte) (*Doc, error) {
+	if !json.Valid(raw) {
+		return nil, BadRequest("invalid UTF-8 JSON")
+	}
+	d := &Doc{}
+	body := make([]byte, 0, len(raw))
+	body = append(body, '{')
+	err := eachMember(raw, func(key string, rawKey, val []byte) error {
+		if !strings.HasPrefix(key, "_") {
+			if len(body) > 1 {
+				body = append(body, ',')
+			}
+			body = append(body, rawKey...)
+			body = append(body, ':')
+			body = append(body, val...)
+			return nil
+		}
+		switch key {
+		case "_id":
+			var id string
+			if json.Unmarshal(val, &id) != nil {
+				return BadRequest("Document id must be a string")
+			}
+			if err := ValidateDocID(id); err != nil {
+				return err
+			}
+			d.ID = id
+		case "_rev":
+			var rev string
+			if json.Unmarshal(val, &rev) != nil {
+				return BadRequest("Invalid rev format")
+			}
+			if !strings.HasPrefix(d.ID, LocalPrefix) && !strings.HasPrefix(rev, "0-") {
+				if _, err := revtree.ParseRev(rev); err != nil {
+					return BadRequest("Invalid rev format")
+				}
+			}
+			d.Rev = rev
+		case "_deleted":
+			d.Deleted = bytes.Equal(val, []byte("true"))
+		case "_revisions":
+			var r Revisions
+			if json.Unmarshal(val, &r) != nil || r.Start < 1 || len(r.IDs) == 0 || len(r.IDs) > r.Start {
+				return BadRequest("_revisions must be an object with a positive start and non-empty ids")
+			}
+			for _, id := range r.IDs {
+				if id == "" {
+					return BadRequest("Invalid rev format")
+				}
+			}
+			d.Revisions = &r
+		case "_attachments":
+			atts, err := parseAttachments(val)
+			if err != nil {
+				return err
+			}
+			d.Attachments = atts
+		case "_revs_info", "_conflicts", "_deleted_conflicts", "_local_seq":
+		default:
+			return DocValidation("Bad special document member: " + key)
+		}
+		return nil
+	})
+	if err == errNotObject {
+		return nil, BadRequest("Document must be a JSON object")
+	}
+	if err != nil {
+		return nil, err
+	}
+	d.Body = append(body, '}')
+	if d.Revisions != nil && d.Rev != "" {
+		if r, err := revtree.ParseRev(d.Rev); err == nil && (r.Gen != d.Revisions.Start || r.Hash != d.Revisions.IDs[0]) {
+			return nil, BadRequest("_rev and _revisions do not match")
+		}
+	}
+	return d, nil
+}
+
+type rawAttachment struct {
+	ContentType   *string `json:"content_type"`
+	Data          *string `json:"data"`
+	Stub          bool    `json:"stub"`
+	Follows       bool    `json:"follows"`
+	Digest        string  `json:"digest"`
+	Length        int64   `json:"length"`
+	RevPos        int     `json:"revpos"`
+	Encoding      string  `json:"encoding"`
+	EncodedLength int64   `json:"encoded_length"`
+}
+
+func parseAttachments(val []byte) ([]Attachment, error) {
+	var atts []Attachment
+	err := eachMember(val, func(name string, _, v []byte) error {
+		if strings.HasPrefix(name, "_") {
+			return BadRequest("Attachment name '" + name + "' starts with prohibited character '_'")
+		}
+		if !utf8.ValidString(name) || name == "" {
+			return BadRequest("Attachment name is not UTF-8 encoded")
+		}
+		var ra rawAttachment
+		if err := json.Unmarshal(v, &ra); err != nil {
+			return BadRequest("Invalid attachment " + name)
+		}
+		a := Attachment{Name: name, Stub: ra.Stub, Follows: ra.Follows, Digest: ra.Digest,
+			Length: ra.Length, RevPos: ra.RevPos, Encoding: ra.Encoding, EncodedLength: ra.EncodedLength}
+		if ra.ContentType != nil {
+			a.ContentType = *ra.ContentType
+		} else {
+			a.ContentType = "application/octet-stream"
+		}
+		switch {
+		case ra.Stub:
+		case ra.Follows:
+		case ra.Data != nil:
+			data, err := base64.StdEncoding.DecodeString(*ra.Data)
+			if err != nil {
+				return BadRequest("Invalid attachment data for " + name)
+			}
+			a.Data = data
+		default:
+			return BadRequest("Attachment " + name + " has no data, stub or follows")
+		}
+		atts = append(atts, a)
+		return nil
+	})
+	if err == errNotObject {
+		return nil, BadRequest("_attachments must be an object")
+	}
+	return atts, err
+}

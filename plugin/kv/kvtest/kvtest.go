@@ -1,0 +1,411 @@
+// Package kvtest is the conformance suite every kv.Store backend must pass.
+package kvtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/couchepi/couchepi/plugin/kv"
+)
+
+// Run runs the conformance suite; open returns a fresh, empty store (the
+// suite closes it).
+func Run(t *testing.T, open func(t *testing.T) kv.Store) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s kv.Store)
+	}{
+		{"GetSetClear", testGetSetClear},
+		{"ClearRange", testClearRange},
+		{"Range", testRange},
+		{"Add", testAdd},
+		{"ConcurrentAdd", testConcurrentAdd},
+		{"SerializableReadModifyWrite", testSerializable},
+		{"Versionstamp", testVersionstamp},
+		{"Watch", testWatch},
+		{"RetryOnConflict", testRetry},
+		{"ReadYourWrites", testReadYourWrites},
+		{"Rollback", testRollback},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := open(t)
+			defer s.Close()
+			tc.fn(t, s)
+		})
+	}
+}
+
+func set(t *testing.T, s kv.Store, kvs ...string) {
+	t.Helper()
+	err := s.Update(context.Background(), func(tx kv.Tx) error {
+		for i := 0; i+1 < len(kvs); i += 2 {
+			tx.Set([]byte(kvs[i]), []byte(kvs[i+1]))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func get(t *testing.T, s kv.Store, key string) []byte {
+	t.Helper()
+	var v []byte
+	err := s.View(context.Background(), func(tx kv.ReadTx) error {
+		var err error
+		v, err = tx.Get([]byte(key))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func keys(t *testing.T, s kv.Store, begin, end string, opt kv.RangeOptions) string {
+	t.Helper()
+	var out []string
+	var e []byte
+	if end != "" {
+		e = []byte(end)
+	}
+	err := s.View(context.Background(), func(tx kv.ReadTx) error {
+		return tx.Range([]byte(begin), e, opt, func(k, v []byte) error {
+			out = append(out, string(k)+"="+string(v))
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprint(out)
+}
+
+func testGetSetClear(t *testing.T, s kv.Store) {
+	if v := get(t, s, "a"); v != nil {
+		t.Fatalf("absent key: got %q, want nil", v)
+	}
+	set(t, s, "a", "1", "empty", "")
+	if v := get(t, s, "a"); string(v) != "1" {
+		t.Fatalf("got %q, want 1", v)
+	}
+	if v := get(t, s, "empty"); v == nil || len(v) != 0 {
+		t.Fatalf("empty value: got %#v, want non-nil empty", v)
+	}
+	set(t, s, "a", "2")
+	if v := get(t, s, "a"); string(v) != "2" {
+		t.Fatalf("overwrite: got %q, want 2", v)
+	}
+	err := s.Update(context.Background(), func(tx kv.Tx) error { tx.Clear([]byte("a")); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := get(t, s, "a"); v != nil {
+		t.Fatalf("cleared key: got %q", v)
+	}
+}
+
+func testClearRange(t *testing.T, s kv.Store) {
+	set(t, s, "a", "1", "b", "2", "b\x00", "3", "bz", "4", "c", "5")
+	err := s.Update(context.Background(), func(tx kv.Tx) error {
+		tx.ClearRange([]byte("b"), []byte("c"))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := keys(t, s, "", "\xff", kv.RangeOptions{}), "[a=1 c=5]"; got != want {
+		t.Fatalf("after ClearRange: got %s, want %s", got, want)
+	}
+}
+
+func testRange(t *testing.T, s kv.Store) {
+	set(t, s, "k1", "1", "k2", "2", "k3", "3", "k4", "4", "l", "x", "j", "y")
+	end := string(kv.PrefixEnd([]byte("k")))
+	cases := []struct {
+		name       string
+		begin, end string
+		opt        kv.RangeOptions
+		want       string
+	}{
+		{"all prefix", "k", end, kv.RangeOptions{}, "[k1=1 k2=2 k3=3 k4=4]"},
+		{"limit", "k", end, kv.RangeOptions{Limit: 2}, "[k1=1 k2=2]"},
+		{"reverse", "k", end, kv.RangeOptions{Reverse: true}, "[k4=4 k3=3 k2=2 k1=1]"},
+		{"reverse limit", "k", end, kv.RangeOptions{Reverse: true, Limit: 3}, "[k4=4 k3=3 k2=2]"},
+		{"end exclusive", "k2", "k4", kv.RangeOptions{}, "[k2=2 k3=3]"},
+		{"reverse end exclusive", "k2", "k4", kv.RangeOptions{Reverse: true}, "[k3=3 k2=2]"},
+		{"empty", "m", "z", kv.RangeOptions{}, "[]"},
+		{"reverse past end", "k", "zz", kv.RangeOptions{Reverse: true, Limit: 1}, "[l=x]"},
+	}
+	for _, c := range cases {
+		if got := keys(t, s, c.begin, c.end, c.opt); got != c.want {
+			t.Errorf("%s: got %s, want %s", c.name, got, c.want)
+		}
+	}
+	stop := errors.New("stop")
+	n := 0
+	err := s.View(context.Background(), func(tx kv.ReadTx) error {
+		return tx.Range([]byte("k"), []byte(end), kv.RangeOptions{}, func(k, v []byte) error {
+			n++
+			return stop
+		})
+	})
+	if !errors.Is(err, stop) || n != 1 {
+		t.Errorf("error from fn: got %v after %d keys, want stop after 1", err, n)
+	}
+}
+
+func counter(t *testing.T, s kv.Store, key string) int64 {
+	t.Helper()
+	v := get(t, s, key)
+	var b [8]byte
+	copy(b[:], v)
+	var n int64
+	for i := 7; i >= 0; i-- {
+		n = n<<8 | int64(b[i])
+	}
+	return n
+}
+
+func testAdd(t *testing.T, s kv.Store) {
+	ctx := context.Background()
+	for _, d := range []int64{5, -7, 1 << 40} {
+		if err := s.Update(ctx, func(tx kv.Tx) error { tx.Add([]byte("c"), d); return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := counter(t, s, "c"), int64(5-7+1<<40); got != want {
+		t.Fatalf("counter: got %d, want %d", got, want)
+	}
+}
+
+func testConcurrentAdd(t *testing.T, s kv.Store) {
+	const workers, each = 8, 25
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				if err := s.Update(context.Background(), func(tx kv.Tx) error { tx.Add([]byte("c"), 1); return nil }); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if got := counter(t, s, "c"); got != workers*each {
+		t.Fatalf("counter: got %d, want %d", got, workers*each)
+	}
+}
+
+func testSerializable(t *testing.T, s kv.Store) {
+	const workers, each = 8, 25
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				err := s.Update(context.Background(), func(tx kv.Tx) error {
+					v, err := tx.Get([]byte("n"))
+					if err != nil {
+						return err
+					}
+					n := 0
+					fmt.Sscan(string(v), &n)
+					tx.Set([]byte("n"), []byte(fmt.Sprint(n+1)))
+					return nil
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if got := string(get(t, s, "n")); got != fmt.Sprint(workers*each) {
+		t.Fatalf("read-modify-write lost updates: got %s, want %d", got, workers*each)
+	}
+}
+
+func testVersionstamp(t *testing.T, s kv.Store) {
+	ctx := context.Background()
+	for i := 0; i < 5; i++ {
+		err := s.Update(ctx, func(tx kv.Tx) error {
+			vs := tx.Versionstamp()
+			if again := tx.Versionstamp(); again != vs {
+				return fmt.Errorf("versionstamp changed within a tx: %s then %s", vs, again)
+			}
+			tx.Set([]byte(fmt.Sprintf("vs%d", i)), vs[:])
+			key := append([]byte("vskey/"), vs[:]...)
+			tx.Set(key, []byte{byte(i)})
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var prev []byte
+	for i := 0; i < 5; i++ {
+		v := get(t, s, fmt.Sprintf("vs%d", i))
+		if len(v) != 10 {
+			t.Fatalf("versionstamp %d: %d bytes, want 10", i, len(v))
+		}
+		if prev != nil && bytes.Compare(prev, v) >= 0 {
+			t.Fatalf("versionstamps not increasing: %x then %x", prev, v)
+		}
+		prev = v
+	}
+	if got := keys(t, s, "vskey/", string(kv.PrefixEnd([]byte("vskey/"))), kv.RangeOptions{}); got != "[vskey/"+string(get(t, s, "vs0"))+"=\x00 vskey/"+string(get(t, s, "vs1"))+"=\x01 vskey/"+string(get(t, s, "vs2"))+"=\x02 vskey/"+string(get(t, s, "vs3"))+"=\x03 vskey/"+string(get(t, s, "vs4"))+"=\x04]" {
+		t.Fatalf("versionstamped keys not in commit order: %q", got)
+	}
+}
+
+func fired(ch <-chan struct{}, d time.Duration) bool {
+	select {
+	case <-ch:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+func testWatch(t *testing.T, s kv.Store) {
+	ctx := context.Background()
+	set(t, s, "w", "0")
+	w, err := s.Watch(ctx, []byte("w"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set(t, s, "other", "1", "w0", "x")
+	if fired(w, 200*time.Millisecond) {
+		t.Fatal("watch fired on unrelated keys")
+	}
+	set(t, s, "w", "1")
+	if !fired(w, 5*time.Second) {
+		t.Fatal("watch did not fire on change")
+	}
+
+	w, err = s.Watch(ctx, []byte("c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update(ctx, func(tx kv.Tx) error { tx.Add([]byte("c"), 1); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if !fired(w, 5*time.Second) {
+		t.Fatal("watch did not fire on Add")
+	}
+
+	w, err = s.Watch(ctx, []byte("w"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update(ctx, func(tx kv.Tx) error { tx.ClearRange([]byte("v"), []byte("x")); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if !fired(w, 5*time.Second) {
+		t.Fatal("watch did not fire on ClearRange")
+	}
+
+	w, err = s.Watch(ctx, []byte("r"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Update(ctx, func(tx kv.Tx) error { tx.Set([]byte("r"), []byte("1")); return errors.New("abort") })
+	if fired(w, 200*time.Millisecond) {
+		t.Fatal("watch fired on a rolled-back write")
+	}
+
+	cctx, cancel := context.WithCancel(ctx)
+	w, err = s.Watch(cctx, []byte("never"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if !fired(w, 5*time.Second) {
+		t.Fatal("watch not closed when its context ended")
+	}
+}
+
+func testRetry(t *testing.T, s kv.Store) {
+	attempts := 0
+	err := s.Update(context.Background(), func(tx kv.Tx) error {
+		attempts++
+		tx.Set([]byte(fmt.Sprintf("attempt%d", attempts)), []byte("x"))
+		if attempts < 3 {
+			return fmt.Errorf("simulated: %w", kv.ErrConflict)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if attempts != 3 {
+		t.Fatalf("attempts: got %d, want 3", attempts)
+	}
+	if got, want := keys(t, s, "attempt", "attempu", kv.RangeOptions{}), "[attempt3=x]"; got != want {
+		t.Fatalf("writes of conflicted attempts leaked: got %s, want %s", got, want)
+	}
+}
+
+func testReadYourWrites(t *testing.T, s kv.Store) {
+	set(t, s, "a", "1", "c", "3")
+	err := s.Update(context.Background(), func(tx kv.Tx) error {
+		tx.Set([]byte("b"), []byte("2"))
+		tx.Clear([]byte("c"))
+		tx.Add([]byte("n"), 4)
+		if v, _ := tx.Get([]byte("b")); string(v) != "2" {
+			return fmt.Errorf("own Set not visible: %q", v)
+		}
+		if v, _ := tx.Get([]byte("c")); v != nil {
+			return fmt.Errorf("own Clear not visible: %q", v)
+		}
+		if v, _ := tx.Get([]byte("n")); len(v) != 8 || v[0] != 4 {
+			return fmt.Errorf("own Add not visible: %x", v)
+		}
+		var got []string
+		err := tx.Range([]byte("a"), []byte("d"), kv.RangeOptions{}, func(k, v []byte) error {
+			got = append(got, string(k))
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if fmt.Sprint(got) != "[a b]" {
+			return fmt.Errorf("own writes not in range: %v", got)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func testRollback(t *testing.T, s kv.Store) {
+	set(t, s, "a", "1", "b", "2")
+	boom := errors.New("boom")
+	err := s.Update(context.Background(), func(tx kv.Tx) error {
+		tx.Set([]byte("a"), []byte("changed"))
+		tx.Set([]byte("new"), []byte("x"))
+		tx.Clear([]byte("b"))
+		tx.ClearRange([]byte("a"), []byte("z"))
+		tx.Add([]byte("n"), 1)
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("got %v, want the function's error", err)
+	}
+	if got, want := keys(t, s, "", "\xff", kv.RangeOptions{}), "[a=1 b=2]"; got != want {
+		t.Fatalf("after rollback: got %s, want %s", got, want)
+	}
+}

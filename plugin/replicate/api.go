@@ -1,0 +1,79 @@
+// Package replicate runs one replication with the CouchDB replication
+// protocol: open both endpoints, find the start sequence from the
+// checkpoints, read the source's changes, and have worker_processes workers
+// diff, fetch and write each batch, checkpointing the through_seq.
+package replicate
+
+import (
+	"encoding/json"
+	"errors"
+
+	"github.com/couchepi/couchepi/parse"
+	"github.com/couchepi/couchepi/plugin/couchclient"
+	"github.com/hashicorp/go-hclog"
+)
+
+// Stats are a replication's counters, with CouchDB's JSON names.
+type Stats struct {
+	RevisionsChecked      int64           `json:"revisions_checked"`
+	MissingRevisionsFound int64           `json:"missing_revisions_found"`
+	DocsRead              int64           `json:"docs_read"`
+	DocsWritten           int64           `json:"docs_written"`
+	DocWriteFailures      int64           `json:"doc_write_failures"`
+	ChangesPending        *int64          `json:"changes_pending"`
+	BulkGetDocs           int64           `json:"bulk_get_docs"`
+	BulkGetAttempts       int64           `json:"bulk_get_attempts"`
+	CheckpointedSourceSeq json.RawMessage `json:"checkpointed_source_seq"`
+	SourceSeq             json.RawMessage `json:"source_seq"`
+	ThroughSeq            json.RawMessage `json:"through_seq"`
+}
+
+// Options are how a replication is run (the Rep says what to replicate).
+type Options struct {
+	// Logger receives structured, credential-free logs (nil = discard).
+	Logger hclog.Logger
+	// Pool is the shared HTTP pool (nil = a private pool closed when Run returns).
+	Pool *couchclient.Pool
+	// ServerUUID is the local server's uuid, an input of the replication id.
+	ServerUUID string
+	// RepID is a precomputed replication id (nil = computed, fetching filter code).
+	RepID *parse.RepID
+	// StartStats are stats carried over from earlier runs; the start stats are
+	// the per-field max of these and the checkpoint history's newest entry.
+	StartStats Stats
+	// OnStats is called when stats change (at most once a second) and at each checkpoint.
+	OnStats func(Stats)
+	// OnCheckpoint is called after each successful checkpoint.
+	OnCheckpoint func(Stats)
+}
+
+// Result is the final checkpoint body of a one-shot replication, as
+// POST /_replicate answers it, and the final stats.
+type Result struct {
+	// Body is {"session_id","source_last_seq","replication_id_version":4,"history":[…]},
+	// possibly with "no_changes":true, or {"use_checkpoints":false}.
+	Body  json.RawMessage
+	Stats Stats
+}
+
+// ErrStopped is returned by Run when ctx was cancelled and the final checkpoint was written.
+var ErrStopped = errors.New("replication stopped")
+
+// Error is a replication failure in CouchDB's words.
+type Error struct {
+	// Kind is CouchDB's error atom: db_not_found, unauthorized, forbidden,
+	// filter_fetch_error, changes_req_failed, revs_diff_failed, bulk_docs_failed,
+	// doc_write_failed, open_doc_revs_failed, checkpoint_commit_failure, http_request_failed, …
+	Kind string
+	// Reason says what failed; it never contains a password.
+	Reason string
+	// Fatal errors will not go away by retrying (bad filter, unauthorized).
+	Fatal bool
+}
+
+// Error returns Kind + ": " + Reason.
+func (e *Error) Error() string { return e.Kind + ": " + e.Reason }
+
+func newError(kind, reason string, fatal bool) *Error {
+	return &Error{Kind: kind, Reason: reason, Fatal: fatal}
+}

@@ -1,0 +1,252 @@
+package replicate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/couchepi/couchepi/parse"
+	"github.com/couchepi/couchepi/plugin/couchclient"
+	"github.com/hashicorp/go-hclog"
+)
+
+// change is one row of the source's changes feed. A row with only lastSeq
+// set is a marker: the feed moved past filtered-out changes.
+type change struct {
+	Seq     json.RawMessage `json:"seq"`
+	ID      string          `json:"id"`
+	Changes []struct {
+		Rev string `json:"rev"`
+	} `json:"changes"`
+	Deleted bool            `json:"deleted"`
+	LastSeq json.RawMessage `json:"last_seq"`
+}
+
+// viewArgs are the _view filter query params CouchDB JSON-encodes.
+var viewArgs = map[string]bool{
+	"key": true, "startkey": true, "start_key": true, "endkey": true, "end_key": true, "keys": true,
+}
+
+// changesReader streams the source's changes feed into out.
+type changesReader struct {
+	src  *couchclient.Client
+	rep  *parse.Rep
+	log  hclog.Logger
+	out  chan<- change
+	wait time.Duration // first retry wait
+}
+
+// run reads from since until the feed ends (one-shot) or ctx is done (continuous).
+// It closes out when it returns.
+func (r *changesReader) run(ctx context.Context, since json.RawMessage) error {
+	defer close(r.out)
+	retries := r.rep.RetriesPerRequest
+	wait := r.wait
+	for {
+		progressed, last, err := r.request(ctx, since)
+		if last != nil {
+			since = last
+		}
+		if err == nil && !r.rep.Continuous {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			var fe *Error
+			if errors.As(err, &fe) {
+				return fe
+			}
+			if progressed {
+				retries = r.rep.RetriesPerRequest
+				wait = r.wait
+			} else {
+				if retries <= 0 {
+					return asError(err)
+				}
+				retries--
+				r.log.Debug("changes feed failed, retrying", "error", err.Error(), "wait", wait)
+				t := time.NewTimer(wait)
+				select {
+				case <-t.C:
+				case <-ctx.Done():
+					t.Stop()
+					return ctx.Err()
+				}
+				wait = min(wait*2, 5*time.Minute)
+			}
+		}
+	}
+}
+
+// query builds the _changes query string and body for since.
+func (r *changesReader) query(since json.RawMessage) (string, []byte) {
+	feed := "normal"
+	if r.rep.Continuous {
+		feed = "continuous"
+	}
+	style := "all_docs"
+	if r.rep.WinningRevsOnly {
+		style = "main_only"
+	}
+	timeout := max(1000, r.rep.ConnectionTimeout/3)
+	q := "feed=" + feed + "&style=" + style + "&since=" + url.QueryEscape(seqString(since)) + "&timeout=" + strconv.Itoa(timeout)
+	var body []byte
+	switch {
+	case len(r.rep.DocIDs) > 0 && r.rep.Filter != "_view" && !strings.Contains(r.rep.Filter, "/"):
+		q += "&filter=_doc_ids"
+		body, _ = json.Marshal(map[string][]string{"doc_ids": r.rep.DocIDs})
+	case len(r.rep.Selector) > 0:
+		q += "&filter=_selector"
+		body = append(append([]byte(`{"selector":`), r.rep.Selector...), '}')
+	case r.rep.Filter != "":
+		q += "&filter=" + url.QueryEscape(r.rep.Filter)
+		q += queryParams(r.rep.QueryParams, r.rep.Filter == "_view")
+	}
+	return q, body
+}
+
+// queryParams renders query_params in their original order, values stringified.
+func queryParams(raw json.RawMessage, view bool) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return ""
+	}
+	var b strings.Builder
+	for dec.More() {
+		kt, err := dec.Token()
+		if err != nil {
+			break
+		}
+		k, _ := kt.(string)
+		var v json.RawMessage
+		if dec.Decode(&v) != nil {
+			break
+		}
+		val := string(v)
+		if !(view && viewArgs[k]) {
+			val = seqString(v)
+		}
+		b.WriteString("&" + url.QueryEscape(k) + "=" + url.QueryEscape(val))
+	}
+	return b.String()
+}
+
+// request runs one _changes request. It reports whether any row arrived and the
+// last seq seen (a row's seq, or the feed's last_seq in continuous mode).
+func (r *changesReader) request(ctx context.Context, since json.RawMessage) (bool, json.RawMessage, error) {
+	q, body := r.query(since)
+	req := &couchclient.Request{Method: http.MethodGet, Path: "_changes", Query: q}
+	if body != nil {
+		req.Method = http.MethodPost
+		req.Body = body
+		req.Header = http.Header{"Content-Type": {"application/json"}}
+	}
+	resp, err := r.src.Do(ctx, req)
+	if err != nil {
+		return false, nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		e := statusError("changes_req_failed", resp, req.Method, r.src.RedactedURL()+"_changes")
+		e.Fatal = resp.StatusCode/100 == 4
+		return false, nil, e
+	}
+	dec := json.NewDecoder(resp.Body)
+	if r.rep.Continuous {
+		return r.readContinuous(ctx, dec, since)
+	}
+	return r.readNormal(ctx, dec)
+}
+
+func (r *changesReader) emit(ctx context.Context, c change) error {
+	select {
+	case r.out <- c:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (r *changesReader) readNormal(ctx context.Context, dec *json.Decoder) (bool, json.RawMessage, error) {
+	var last json.RawMessage
+	progressed := false
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return false, nil, fmt.Errorf("invalid _changes response: %v", err)
+	}
+	for dec.More() {
+		kt, err := dec.Token()
+		if err != nil {
+			return progressed, last, err
+		}
+		if kt != "results" {
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return progressed, last, err
+			}
+			continue
+		}
+		if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+			return progressed, last, fmt.Errorf("invalid _changes results: %v", err)
+		}
+		for dec.More() {
+			var c change
+			if err := dec.Decode(&c); err != nil {
+				return progressed, last, err
+			}
+			if c.ID == "" {
+				continue
+			}
+			if err := r.emit(ctx, c); err != nil {
+				return progressed, last, err
+			}
+			progressed, last = true, c.Seq
+		}
+		if _, err := dec.Token(); err != nil {
+			return progressed, last, err
+		}
+	}
+	_, err := dec.Token()
+	return progressed, last, err
+}
+
+func (r *changesReader) readContinuous(ctx context.Context, dec *json.Decoder, since json.RawMessage) (bool, json.RawMessage, error) {
+	var last json.RawMessage
+	progressed := false
+	for {
+		var c change
+		if err := dec.Decode(&c); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return progressed, last, err
+		}
+		if c.LastSeq != nil && c.ID == "" {
+			if !bytes.Equal(c.LastSeq, since) && !bytes.Equal(c.LastSeq, last) {
+				if err := r.emit(ctx, change{LastSeq: c.LastSeq}); err != nil {
+					return progressed, last, err
+				}
+			}
+			return progressed, c.LastSeq, nil
+		}
+		if c.ID == "" {
+			continue
+		}
+		if err := r.emit(ctx, c); err != nil {
+			return progressed, last, err
+		}
+		progressed, last = true, c.Seq
+	}
+}

@@ -1,0 +1,264 @@
+package replicate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/couchepi/couchepi/plugin/couchclient"
+)
+
+// Individual fetch limits, 3.x values.
+const (
+	maxURLLen       = 7000
+	missingDocRetry = 2000 * time.Millisecond
+)
+
+// fetchOutcome is what fetching and writing one revision came to.
+type fetchOutcome int
+
+const (
+	fetchDone        fetchOutcome = iota // written, or rejected and counted
+	fetchMissing                         // the source no longer has the rev
+	fetchMissingStub                     // the target lacks an attachment stub's body
+)
+
+// docPath escapes a doc id for a URL path, keeping the "_design/" prefix readable.
+func docPath(id string) string {
+	if rest, ok := strings.CutPrefix(id, "_design/"); ok {
+		return "_design/" + url.PathEscape(rest)
+	}
+	return url.PathEscape(id)
+}
+
+// fetchAndWrite copies one revision with an individual GET (attachments
+// streamed) and writes it; a missing rev or stub is refetched once, after
+// missing_doc_retry_msec, without atts_since.
+func (r *run) fetchAndWrite(ctx context.Context, m missingRev, w *bulkWriter) error {
+	pas := m.pas
+	for attempt := 0; ; attempt++ {
+		out, err := r.fetchOne(ctx, m.id, m.rev, pas, w)
+		if err != nil {
+			return err
+		}
+		if out == fetchDone {
+			return nil
+		}
+		if attempt > 0 {
+			r.log.Warn("revision still missing after retry, skipped", "doc_id", m.id, "rev", m.rev)
+			if out == fetchMissingStub {
+				r.stats.docWriteFailures.Add(1)
+			}
+			return nil
+		}
+		r.log.Debug("retrying fetch of unexpectedly missing revision", "doc_id", m.id, "rev", m.rev)
+		if err := sleepCtx(ctx, r.missingDocRetry); err != nil {
+			return err
+		}
+		pas = nil
+	}
+}
+
+// openRevsQuery builds the individual GET query, truncating atts_since to keep the URL short.
+func openRevsQuery(base string, rev string, pas []string) string {
+	revJSON, _ := json.Marshal([]string{rev})
+	q := "revs=true&open_revs=" + url.QueryEscape(string(revJSON)) + "&latest=true&attachments=true"
+	for n := len(pas); n > 0; n-- {
+		pj, _ := json.Marshal(pas[:n])
+		cand := q + "&atts_since=" + url.QueryEscape(string(pj))
+		if len(base)+len(cand) < maxURLLen {
+			return cand
+		}
+	}
+	return q
+}
+
+func (r *run) fetchOne(ctx context.Context, id, rev string, pas []string, w *bulkWriter) (fetchOutcome, error) {
+	path := docPath(id)
+	resp, err := r.src.Do(ctx, &couchclient.Request{
+		Method: http.MethodGet, Path: path, Query: openRevsQuery(r.src.URL()+path, rev, pas),
+		Header: http.Header{"Accept": {"multipart/mixed"}},
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		return 0, newError("open_doc_revs_failed", fmt.Sprintf("failed to fetch %s revision %s from %s: %v", id, rev, r.src.RedactedURL(), asError(err).Reason), false)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		drainClose(resp)
+		return fetchMissing, nil
+	}
+	if resp.StatusCode != http.StatusOK {
+		return 0, statusError("open_doc_revs_failed", resp, "GET", r.src.RedactedURL()+path)
+	}
+	mt, params, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if mt == "multipart/mixed" {
+		return r.readMultipart(ctx, id, resp.Body, params["boundary"], w)
+	}
+	var rows []struct {
+		OK      json.RawMessage `json:"ok"`
+		Missing string          `json:"missing"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&rows); err != nil {
+		return 0, r.readFailure(ctx, id, rev, err)
+	}
+	out := fetchDone
+	for _, row := range rows {
+		if row.OK == nil {
+			out = fetchMissing
+			continue
+		}
+		r.stats.docsRead.Add(1)
+		o, err := r.writeJSONDoc(ctx, id, row.OK, w)
+		if err != nil {
+			return 0, err
+		}
+		if o != fetchDone {
+			out = o
+		}
+	}
+	return out, nil
+}
+
+func (r *run) readFailure(ctx context.Context, id, rev string, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return newError("open_doc_revs_failed", fmt.Sprintf("failed to read %s revision %s from %s: %v", id, rev, r.src.RedactedURL(), err), false)
+}
+
+// readMultipart handles an open_revs multipart/mixed response: JSON parts are
+// docs without attachment bodies, multipart/related parts are streamed to the target as they are read.
+func (r *run) readMultipart(ctx context.Context, id string, body io.Reader, boundary string, w *bulkWriter) (fetchOutcome, error) {
+	mr := multipart.NewReader(body, boundary)
+	out := fetchDone
+	for {
+		part, err := mr.NextRawPart()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return 0, r.readFailure(ctx, id, "", err)
+		}
+		ct := part.Header.Get("Content-Type")
+		pmt, _, _ := mime.ParseMediaType(ct)
+		var o fetchOutcome
+		if pmt == "multipart/related" {
+			r.stats.docsRead.Add(1)
+			o, err = r.putDoc(ctx, id, ct, part, -1)
+		} else {
+			var doc []byte
+			doc, err = io.ReadAll(part)
+			if err != nil {
+				return 0, r.readFailure(ctx, id, "", err)
+			}
+			var probe struct {
+				ID      string `json:"_id"`
+				Missing string `json:"missing"`
+			}
+			json.Unmarshal(doc, &probe)
+			if probe.ID == "" {
+				o = fetchMissing
+			} else {
+				r.stats.docsRead.Add(1)
+				o, err = r.writeJSONDoc(ctx, id, doc, w)
+			}
+		}
+		part.Close()
+		if err != nil {
+			return 0, err
+		}
+		if o != fetchDone {
+			out = o
+		}
+	}
+}
+
+// writeJSONDoc writes a doc fetched as JSON: design docs and docs with
+// attachment stubs are PUT on their own, the rest join the _bulk_docs buffer.
+func (r *run) writeJSONDoc(ctx context.Context, id string, doc json.RawMessage, w *bulkWriter) (fetchOutcome, error) {
+	if strings.HasPrefix(id, "_design/") || hasAttachments(doc) {
+		return r.putDoc(ctx, id, "application/json", bytes.NewReader(doc), int64(len(doc)))
+	}
+	return fetchDone, w.add(ctx, doc)
+}
+
+// putDoc writes one doc to the target with `PUT {docid}?new_edits=false`,
+// streaming body (read once: a failed attempt is not replayed here, the caller refetches).
+func (r *run) putDoc(ctx context.Context, id, contentType string, body io.Reader, length int64) (fetchOutcome, error) {
+	used := false
+	path := docPath(id)
+	resp, err := r.tgt.Do(ctx, &couchclient.Request{
+		Method: http.MethodPut, Path: path, Query: "new_edits=false",
+		Header:        http.Header{"Content-Type": {contentType}},
+		ContentLength: length,
+		NoRetry:       true,
+		GetBody: func(context.Context) (io.ReadCloser, error) {
+			if used {
+				return nil, errors.New("streamed body cannot be replayed")
+			}
+			used = true
+			return io.NopCloser(body), nil
+		},
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		return 0, newError("doc_write_failed", fmt.Sprintf("PUT %s%s: %s", r.tgt.RedactedURL(), path, asError(err).Reason), false)
+	}
+	defer resp.Body.Close()
+	var res struct {
+		Error  string `json:"error"`
+		Reason string `json:"reason"`
+	}
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	json.Unmarshal(raw, &res)
+	switch {
+	case resp.StatusCode/100 == 2:
+		r.stats.docsWritten.Add(1)
+		return fetchDone, nil
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden ||
+		resp.StatusCode == http.StatusRequestEntityTooLarge || resp.StatusCode == http.StatusUnsupportedMediaType ||
+		resp.StatusCode == http.StatusBadRequest && strings.HasPrefix(res.Reason, "Attachment name "):
+		r.log.Warn("target rejected document", "doc_id", id, "status", resp.StatusCode, "error", res.Error, "reason", res.Reason)
+		r.stats.docWriteFailures.Add(1)
+		return fetchDone, nil
+	case resp.StatusCode == http.StatusPreconditionFailed && res.Error == "missing_stub":
+		return fetchMissingStub, nil
+	default:
+		reason := fmt.Sprintf("%d PUT %s%s", resp.StatusCode, r.tgt.RedactedURL(), path)
+		if res.Error != "" {
+			reason += ": " + res.Error + ": " + res.Reason
+		}
+		return 0, newError("doc_write_failed", reason, false)
+	}
+}
+
+// drainClose discards a short remainder of a response body and closes it.
+func drainClose(resp *http.Response) {
+	io.CopyN(io.Discard, resp.Body, 64<<10)
+	resp.Body.Close()
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,56 @@
+package replicate
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/couchepi/couchepi/parse"
+	"github.com/couchepi/couchepi/plugin/couchclient"
+)
+
+// statusError turns an unexpected response into an *Error of the given kind:
+// "<status> <METHOD> <url>: <error>: <reason>" (the body's CouchDB error, if any).
+func statusError(kind string, resp *http.Response, method, redURL string) *Error {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	var ce struct {
+		Error  string `json:"error"`
+		Reason string `json:"reason"`
+	}
+	detail := ""
+	if json.Unmarshal(body, &ce) == nil && ce.Error != "" {
+		detail = ": " + ce.Error
+		if ce.Reason != "" {
+			detail += ": " + ce.Reason
+		}
+	}
+	reason := fmt.Sprintf("%d %s %s%s", resp.StatusCode, method, parse.RedactURL(redURL), detail)
+	return newError(kind, reason, resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden)
+}
+
+// asError converts a client failure into an *Error (http_request_failed, max_backoff) unchanged in meaning.
+func asError(err error) *Error {
+	var re *Error
+	if errors.As(err, &re) {
+		return re
+	}
+	var ce *couchclient.Error
+	if errors.As(err, &ce) {
+		return newError(ce.Kind, ce.Method+" "+ce.URL+": "+ce.Reason, false)
+	}
+	return newError("replication_failed", redactAll(err.Error()), false)
+}
+
+// redactAll hides anything that looks like a password in a URL inside s.
+func redactAll(s string) string {
+	fields := strings.Fields(s)
+	for i, f := range fields {
+		if strings.Contains(f, "://") && strings.Contains(f, "@") {
+			fields[i] = parse.RedactURL(strings.Trim(f, `"'`))
+		}
+	}
+	return strings.Join(fields, " ")
+}

@@ -1,0 +1,555 @@
+package replicate
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/couchepi/couchepi/parse"
+	"github.com/couchepi/couchepi/plugin/couchclient"
+	"github.com/hashicorp/go-hclog"
+)
+
+// Timing of a run.
+const (
+	stopGrace        = 10 * time.Second // in-flight batches may finish after a stop
+	finalCheckpoint  = 30 * time.Second // bound of the checkpoint written on stop
+	pendingInterval  = 5 * time.Second
+	statsMinInterval = time.Second
+)
+
+// run is the state of one replication run.
+type run struct {
+	rep  *parse.Rep
+	opts Options
+	log  hclog.Logger
+	src  *couchclient.Client
+	tgt  *couchclient.Client
+
+	repID     parse.RepID
+	sessionID string
+	startTime time.Time
+	startSeq  json.RawMessage
+
+	stats       counters
+	tracker     *throughTracker
+	revsDiffEMA adaptive
+	bulkGetEMA  adaptive
+
+	missingDocRetry time.Duration
+
+	srcInfo, tgtInfo dbInfo
+
+	cpMu      sync.Mutex
+	history   []json.RawMessage
+	existing  *Checkpoint
+	srcRev    string
+	tgtRev    string
+	committed json.RawMessage
+	lastBody  []byte
+
+	errMu    sync.Mutex
+	firstErr error
+}
+
+// dbInfo is what `GET {db}/` tells the replicator.
+type dbInfo struct {
+	UpdateSeq         json.RawMessage `json:"update_seq"`
+	InstanceStartTime json.RawMessage `json:"instance_start_time"`
+}
+
+// Run replicates rep until it is done (one-shot) or ctx is cancelled
+// (continuous, or a stop). On cancel it writes a final checkpoint within a
+// bounded time and returns ErrStopped. Failures are *Error.
+func Run(ctx context.Context, rep *parse.Rep, opts Options) (*Result, error) {
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
+	}
+	if opts.Pool == nil {
+		opts.Pool = couchclient.NewPool(couchclient.PoolOptions{Logger: opts.Logger})
+		defer opts.Pool.Close()
+	}
+	r := &run{
+		rep:             rep,
+		opts:            opts,
+		log:             opts.Logger.With("source", rep.Source.RedactedURL(), "target", rep.Target.RedactedURL()),
+		src:             opts.Pool.Endpoint(rep.Source, rep),
+		tgt:             opts.Pool.Endpoint(rep.Target, rep),
+		sessionID:       newSessionID(),
+		startTime:       time.Now(),
+		missingDocRetry: missingDocRetry,
+	}
+	if err := r.start(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil, ErrStopped
+		}
+		return nil, err
+	}
+	return r.loop(ctx)
+}
+
+// start opens both endpoints, computes the id and reads the checkpoints.
+func (r *run) start(ctx context.Context) error {
+	var err error
+	if r.srcInfo, err = openDB(ctx, r.src); err != nil {
+		return err
+	}
+	if r.rep.CreateTarget {
+		if err := createDB(ctx, r.tgt, r.rep.CreateTargetParams); err != nil {
+			return err
+		}
+	}
+	if r.tgtInfo, err = openDB(ctx, r.tgt); err != nil {
+		return err
+	}
+	if r.opts.RepID != nil {
+		r.repID = *r.opts.RepID
+	} else if r.repID, err = ComputeRepID(ctx, r.rep, r.opts.ServerUUID, r.opts.Pool); err != nil {
+		return err
+	}
+	r.log = r.log.With("replication_id", r.repID.String())
+	var sp startPoint
+	if r.rep.UseCheckpoints {
+		s, err := readCheckpoint(ctx, r.src, r.repID.Base)
+		if err != nil {
+			return asError(err)
+		}
+		t, err := readCheckpoint(ctx, r.tgt, r.repID.Base)
+		if err != nil {
+			return asError(err)
+		}
+		var sb, tb *Checkpoint
+		if s != nil {
+			r.srcRev, sb = s.Rev, s.Body
+			r.existing = s.Body
+		}
+		if t != nil {
+			r.tgtRev, tb = t.Rev, t.Body
+		}
+		sp = compareCheckpoints(sb, tb)
+		if sp.seq == nil && (sb != nil || tb != nil) {
+			r.log.Info("no common ancestry -- performing full replication")
+		}
+	}
+	r.history = sp.history
+	r.startSeq = sp.seq
+	if r.startSeq == nil {
+		r.startSeq = json.RawMessage("0")
+		if len(r.rep.SinceSeq) > 0 {
+			r.startSeq = r.rep.SinceSeq
+		}
+	}
+	r.stats.seed(r.opts.StartStats, sp.newest)
+	r.committed = r.startSeq
+	r.stats.setCheckpointed(r.startSeq)
+	r.tracker = newThroughTracker(r.startSeq)
+	r.log.Debug("replication starting", "since", string(r.startSeq), "session_id", r.sessionID)
+	return nil
+}
+
+// openDB checks that an endpoint exists and reads its info.
+func openDB(ctx context.Context, c *couchclient.Client) (dbInfo, error) {
+	var info dbInfo
+	resp, err := c.Do(ctx, &couchclient.Request{Method: http.MethodGet, Path: ""})
+	if err != nil {
+		var dnsErr *net.DNSError
+		if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
+			return info, newError("nxdomain", "could not resolve "+c.RedactedURL(), false)
+		}
+		return info, newError("db_not_found", "could not open "+c.RedactedURL(), false)
+	}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusUnauthorized:
+		drainClose(resp)
+		return info, newError("unauthorized", "unauthorized to access or create database "+c.RedactedURL(), true)
+	case http.StatusForbidden:
+		drainClose(resp)
+		return info, newError("forbidden", "forbidden to access database "+c.RedactedURL(), true)
+	default:
+		drainClose(resp)
+		return info, newError("db_not_found", "could not open "+c.RedactedURL(), false)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&info); err != nil || info.UpdateSeq == nil {
+		return info, newError("db_not_found", "could not open "+c.RedactedURL(), false)
+	}
+	return info, nil
+}
+
+// createDB PUTs the target with create_target_params as the query; only 401/403 are fatal.
+func createDB(ctx context.Context, c *couchclient.Client, params json.RawMessage) error {
+	resp, err := c.Do(ctx, &couchclient.Request{Method: http.MethodPut, Path: "", Query: paramsQuery(params)})
+	if err != nil {
+		return nil // the open that follows reports it
+	}
+	defer drainClose(resp)
+	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+		return newError("unauthorized", "unauthorized to access or create database "+c.RedactedURL(), true)
+	}
+	return nil
+}
+
+// paramsQuery renders an object as a query string, values stringified.
+func paramsQuery(params json.RawMessage) string {
+	q := queryParams(params, false)
+	if len(q) > 0 {
+		return q[1:]
+	}
+	return ""
+}
+
+func newSessionID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// setErr records the first failure.
+func (r *run) setErr(err error) {
+	r.errMu.Lock()
+	defer r.errMu.Unlock()
+	if r.firstErr == nil {
+		r.firstErr = err
+	}
+}
+
+func (r *run) err() error {
+	r.errMu.Lock()
+	defer r.errMu.Unlock()
+	return r.firstErr
+}
+
+// loop runs the changes reader, batcher, workers and checkpointer.
+func (r *run) loop(ctx context.Context) (*Result, error) {
+	workers := max(1, r.rep.WorkerProcesses)
+	batchSize := max(1, r.rep.WorkerBatchSize)
+	readerCtx, cancelReader := context.WithCancel(ctx)
+	defer cancelReader()
+	workCtx, cancelWork := context.WithCancel(context.Background())
+	defer cancelWork()
+	fail := func(err error) {
+		r.setErr(err)
+		cancelReader()
+		cancelWork()
+	}
+
+	changes := make(chan change, batchSize*workers*2)
+	batches := make(chan *batch)
+	reader := &changesReader{src: r.src, rep: r.rep, log: r.log, out: changes, wait: 250 * time.Millisecond}
+	go func() {
+		if err := reader.run(readerCtx, r.startSeq); err != nil && readerCtx.Err() == nil {
+			fail(err)
+		}
+	}()
+	go r.batcher(readerCtx, changes, batches, batchSize)
+
+	var wg sync.WaitGroup
+	for i := 0; i < workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for b := range batches {
+				if err := r.process(workCtx, b); err != nil {
+					if workCtx.Err() == nil {
+						fail(asError(err))
+					}
+					return
+				}
+				r.tracker.complete(b.ord, b.lastSeq)
+			}
+		}()
+	}
+	workersDone := make(chan struct{})
+	go func() { wg.Wait(); close(workersDone) }()
+
+	bgCtx, stopBg := context.WithCancel(context.Background())
+	var bg sync.WaitGroup
+	bg.Add(2)
+	go func() { defer bg.Done(); r.checkpointLoop(bgCtx, fail) }()
+	go func() { defer bg.Done(); r.statsLoop(bgCtx) }()
+
+	stopped := false
+	select {
+	case <-workersDone:
+	case <-ctx.Done():
+		stopped = true
+		t := time.NewTimer(stopGrace)
+		select {
+		case <-workersDone:
+		case <-t.C:
+			cancelWork()
+			<-workersDone
+		}
+		t.Stop()
+	}
+	stopBg()
+	bg.Wait()
+	if ctx.Err() != nil {
+		stopped = true
+	}
+
+	runErr := r.err()
+	if r.rep.UseCheckpoints {
+		cctx, cancel := context.WithTimeout(context.Background(), finalCheckpoint)
+		if err := r.checkpoint(cctx); err != nil && runErr == nil {
+			runErr = err
+		}
+		cancel()
+	}
+	r.updatePending(context.Background())
+	stats := r.snapshot()
+	if r.opts.OnStats != nil {
+		r.opts.OnStats(stats)
+	}
+	if runErr != nil {
+		return nil, asError(runErr)
+	}
+	if stopped {
+		return nil, ErrStopped
+	}
+	return &Result{Body: r.resultBody(), Stats: stats}, nil
+}
+
+// batcher groups changes into batches of up to size, numbering them in feed order.
+func (r *run) batcher(ctx context.Context, in <-chan change, out chan<- *batch, size int) {
+	defer close(out)
+	send := func(b *batch) bool {
+		if len(b.changes) == 0 {
+			return true
+		}
+		b.lastSeq = b.changes[len(b.changes)-1].Seq
+		b.ord = r.tracker.add()
+		select {
+		case out <- b:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	for {
+		c, ok := <-in
+		if !ok || ctx.Err() != nil {
+			return
+		}
+		b := &batch{changes: make([]change, 0, size)}
+	collect:
+		for {
+			if c.ID == "" && c.LastSeq != nil {
+				if !send(b) {
+					return
+				}
+				b = &batch{changes: make([]change, 0, size)}
+				r.tracker.complete(r.tracker.add(), c.LastSeq)
+			} else {
+				b.changes = append(b.changes, c)
+				if len(b.changes) >= size {
+					break collect
+				}
+			}
+			select {
+			case c, ok = <-in:
+				if !ok {
+					send(b)
+					return
+				}
+			default:
+				break collect
+			}
+		}
+		if !send(b) {
+			return
+		}
+	}
+}
+
+func (r *run) snapshot() Stats {
+	through, source := r.tracker.seqs()
+	return r.stats.snapshot(through, source)
+}
+
+// statsLoop reports changed stats at most once a second and refreshes changes_pending.
+func (r *run) statsLoop(ctx context.Context) {
+	t := time.NewTicker(statsMinInterval)
+	defer t.Stop()
+	lastSum := int64(-1)
+	lastPending := time.Time{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if time.Since(lastPending) >= pendingInterval {
+			r.updatePending(ctx)
+			lastPending = time.Now()
+			lastSum = -1
+		}
+		if s := r.stats.sum(); s != lastSum && r.opts.OnStats != nil {
+			lastSum = s
+			r.opts.OnStats(r.snapshot())
+		}
+	}
+}
+
+// updatePending sets changes_pending: update_seq difference for numeric seqs,
+// else `_changes?since=…&limit=0`'s pending; null on failure.
+func (r *run) updatePending(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, source := r.tracker.seqs()
+	if n, err := strconv.ParseInt(string(source), 10, 64); err == nil {
+		if info, err := openDB(ctx, r.src); err == nil {
+			if u, err := strconv.ParseInt(string(info.UpdateSeq), 10, 64); err == nil {
+				p := max(0, u-n)
+				r.stats.setPending(&p)
+				return
+			}
+		}
+	}
+	resp, err := r.src.Do(ctx, &couchclient.Request{Method: http.MethodGet, Path: "_changes",
+		Query: "since=" + url.QueryEscape(seqString(source)) + "&limit=0", NoRetry: true})
+	if err != nil {
+		r.stats.setPending(nil)
+		return
+	}
+	defer resp.Body.Close()
+	var v struct {
+		Pending *int64 `json:"pending"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&v) != nil {
+		r.stats.setPending(nil)
+		return
+	}
+	r.stats.setPending(v.Pending)
+}
+
+// checkpointLoop checkpoints every checkpoint_interval.
+func (r *run) checkpointLoop(ctx context.Context, fail func(error)) {
+	if !r.rep.UseCheckpoints {
+		return
+	}
+	iv := time.Duration(r.rep.CheckpointInterval) * time.Millisecond
+	if iv <= 0 {
+		iv = 30 * time.Second
+	}
+	t := time.NewTicker(iv)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := r.checkpoint(ctx); err != nil && ctx.Err() == nil {
+				fail(err)
+				return
+			}
+		}
+	}
+}
+
+// checkpoint records the through_seq on both endpoints, unless it has not moved.
+func (r *run) checkpoint(ctx context.Context) error {
+	r.cpMu.Lock()
+	defer r.cpMu.Unlock()
+	through, _ := r.tracker.seqs()
+	if bytes.Equal(through, r.committed) {
+		return nil
+	}
+	tgtIST, err := ensureFullCommit(ctx, r.tgt)
+	if err != nil {
+		return checkpointFailure("target", asError(err).Reason)
+	}
+	srcIST, err := ensureFullCommit(ctx, r.src)
+	if err != nil {
+		return checkpointFailure("source", asError(err).Reason)
+	}
+	if !sameInstance(srcIST, seqString(r.srcInfo.InstanceStartTime)) {
+		return newError("checkpoint_commit_failure", "instance_start_time on source database has changed since last checkpoint.", false)
+	}
+	if !sameInstance(tgtIST, seqString(r.tgtInfo.InstanceStartTime)) {
+		return newError("checkpoint_commit_failure", "instance_start_time on target database has changed since last checkpoint.", false)
+	}
+	stats := r.snapshot()
+	body := r.checkpointBody(through, stats)
+	srcRev, err := writeCheckpoint(ctx, r.src, "source", r.repID.Base, r.srcRev, body)
+	if err != nil {
+		return err
+	}
+	r.srcRev = srcRev
+	tgtRev, err := writeCheckpoint(ctx, r.tgt, "target", r.repID.Base, r.tgtRev, body)
+	if err != nil {
+		return err
+	}
+	r.tgtRev = tgtRev
+	r.committed = through
+	r.lastBody = body
+	r.stats.setCheckpointed(through)
+	r.log.Debug("checkpoint written", "seq", string(through))
+	stats.CheckpointedSourceSeq = through
+	if r.opts.OnCheckpoint != nil {
+		r.opts.OnCheckpoint(stats)
+	}
+	if r.opts.OnStats != nil {
+		r.opts.OnStats(stats)
+	}
+	return nil
+}
+
+// sameInstance compares instance_start_time values; "0" (or none) on either side matches.
+func sameInstance(a, b string) bool {
+	return a == b || a == "0" || b == "0" || a == "" || b == ""
+}
+
+// checkpointBody is the `_local` checkpoint doc for seq (without _id/_rev).
+func (r *run) checkpointBody(seq json.RawMessage, s Stats) []byte {
+	now := time.Now().UTC().Format(http.TimeFormat)
+	start := r.startTime.UTC().Format(http.TimeFormat)
+	entry, _ := json.Marshal(HistoryEntry{
+		SessionID: r.sessionID, StartTime: start, EndTime: now,
+		StartLastSeq: r.startSeq, EndLastSeq: seq, RecordedSeq: seq,
+		MissingChecked: s.RevisionsChecked, MissingFound: s.MissingRevisionsFound,
+		DocsRead: s.DocsRead, DocsWritten: s.DocsWritten, DocWriteFailures: s.DocWriteFailures,
+		BulkGetDocs: s.BulkGetDocs, BulkGetAttempts: s.BulkGetAttempts,
+	})
+	hist := append([]json.RawMessage{entry}, r.history...)
+	if len(hist) > maxHistory {
+		hist = hist[:maxHistory]
+	}
+	cp := Checkpoint{SessionID: r.sessionID, SourceLastSeq: seq, ReplicationIDVersion: 4, History: hist}
+	if len(r.rep.DocIDs) > 0 {
+		cp.StartTime, cp.EndTime = start, now
+		cp.DocsRead, cp.DocsWritten, cp.DocWriteFailures = &s.DocsRead, &s.DocsWritten, &s.DocWriteFailures
+	}
+	b, _ := json.Marshal(&cp)
+	return b
+}
+
+// resultBody is what a finished one-shot replication answers.
+func (r *run) resultBody() json.RawMessage {
+	if !r.rep.UseCheckpoints {
+		return json.RawMessage(`{"use_checkpoints":false}`)
+	}
+	r.cpMu.Lock()
+	defer r.cpMu.Unlock()
+	if r.lastBody != nil {
+		return r.lastBody
+	}
+	body := []byte(`{}`)
+	if r.existing != nil {
+		body, _ = json.Marshal(r.existing)
+	}
+	if len(body) > 2 {
+		return append(body[:len(body)-1], []byte(`,"no_changes":true}`)...)
+	}
+	return json.RawMessage(`{"no_changes":true}`)
+}

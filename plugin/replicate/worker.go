@@ -1,0 +1,257 @@
+package replicate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/couchepi/couchepi/plugin/couchclient"
+)
+
+// Adaptive skip constants, 3.x values.
+const (
+	revsDiffAlpha     = 0.4
+	revsDiffThreshold = 0.95
+	bulkGetAlpha      = 0.25
+	bulkGetThreshold  = 0.5
+	adaptiveRecheck   = 37 * time.Second
+)
+
+// batch is up to worker_batch_size changes, numbered in feed order.
+type batch struct {
+	ord     uint64
+	changes []change
+	lastSeq json.RawMessage
+}
+
+// missingRev is a revision the target lacks, with the ancestors it has.
+type missingRev struct {
+	id, rev string
+	pas     []string
+}
+
+// adaptive is an exponential moving average deciding whether an optional request is worth making.
+type adaptive struct {
+	mu    sync.Mutex
+	ratio float64
+	last  time.Time
+}
+
+func (a *adaptive) value() (float64, time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.ratio, a.last
+}
+
+func (a *adaptive) update(alpha, sample float64, now time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.ratio = alpha*sample + (1-alpha)*a.ratio
+	a.last = now
+}
+
+// process replicates one batch: revs_diff, fetch, write.
+func (r *run) process(ctx context.Context, b *batch) error {
+	order := make([]string, 0, len(b.changes))
+	revs := make(map[string][]string, len(b.changes))
+	n := 0
+	for _, c := range b.changes {
+		if _, ok := revs[c.ID]; !ok {
+			order = append(order, c.ID)
+		}
+		for _, cr := range c.Changes {
+			if cr.Rev != "" && !contains(revs[c.ID], cr.Rev) {
+				revs[c.ID] = append(revs[c.ID], cr.Rev)
+				n++
+			}
+		}
+	}
+	missing, err := r.findMissing(ctx, order, revs, n)
+	if err != nil {
+		return err
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	w := &bulkWriter{r: r}
+	var individual, bulk []missingRev
+	for _, m := range missing {
+		if strings.HasPrefix(m.id, "_design/") {
+			individual = append(individual, m)
+		} else {
+			bulk = append(bulk, m)
+		}
+	}
+	if len(bulk) > 0 {
+		if r.useBulkGet() {
+			rest, err := r.bulkGet(ctx, bulk, w)
+			if err != nil {
+				return err
+			}
+			individual = append(individual, rest...)
+		} else {
+			individual = append(individual, bulk...)
+		}
+	}
+	for _, m := range individual {
+		if err := r.fetchAndWrite(ctx, m, w); err != nil {
+			return err
+		}
+	}
+	return w.flush(ctx)
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// findMissing asks the target which revs it lacks (or, when nearly every rev
+// recently was missing, assumes all are: writes use new_edits=false, so that is safe).
+func (r *run) findMissing(ctx context.Context, order []string, revs map[string][]string, n int) ([]missingRev, error) {
+	r.stats.missingChecked.Add(int64(n))
+	ratio, last := r.revsDiffEMA.value()
+	if ratio > revsDiffThreshold && time.Since(last) < adaptiveRecheck {
+		out := make([]missingRev, 0, n)
+		for _, id := range order {
+			for _, rev := range revs[id] {
+				out = append(out, missingRev{id: id, rev: rev})
+			}
+		}
+		r.stats.missingFound.Add(int64(n))
+		return out, nil
+	}
+	body, _ := json.Marshal(revs)
+	resp, err := r.tgt.Do(ctx, &couchclient.Request{
+		Method: http.MethodPost, Path: "_revs_diff", Body: body,
+		Header: http.Header{"Content-Type": {"application/json"}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, statusError("revs_diff_failed", resp, "POST", r.tgt.RedactedURL()+"_revs_diff")
+	}
+	var diff map[string]struct {
+		Missing           []string `json:"missing"`
+		PossibleAncestors []string `json:"possible_ancestors"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&diff); err != nil {
+		return nil, newError("revs_diff_failed", "invalid _revs_diff response from "+r.tgt.RedactedURL()+": "+err.Error(), false)
+	}
+	var out []missingRev
+	fresh := 0
+	for _, id := range order {
+		d, ok := diff[id]
+		if !ok {
+			continue
+		}
+		for _, rev := range d.Missing {
+			out = append(out, missingRev{id: id, rev: rev, pas: d.PossibleAncestors})
+			if len(d.PossibleAncestors) == 0 {
+				fresh++
+			}
+		}
+	}
+	r.stats.missingFound.Add(int64(len(out)))
+	if n > 0 {
+		r.revsDiffEMA.update(revsDiffAlpha, float64(fresh)/float64(n), time.Now())
+	}
+	return out, nil
+}
+
+func (r *run) useBulkGet() bool {
+	if !r.rep.UseBulkGet {
+		return false
+	}
+	ratio, last := r.bulkGetEMA.value()
+	return ratio <= bulkGetThreshold || time.Since(last) >= adaptiveRecheck
+}
+
+// bulkGet fetches revs with `_bulk_get`; docs it cannot use (attachments,
+// errors, any non-200) are returned for individual fetching.
+func (r *run) bulkGet(ctx context.Context, revs []missingRev, w *bulkWriter) ([]missingRev, error) {
+	type req struct {
+		ID        string   `json:"id"`
+		Rev       string   `json:"rev"`
+		AttsSince []string `json:"atts_since,omitempty"`
+	}
+	reqs := make([]req, len(revs))
+	for i, m := range revs {
+		reqs[i] = req{ID: m.id, Rev: m.rev, AttsSince: m.pas}
+	}
+	body, _ := json.Marshal(map[string]any{"docs": reqs, "latest": true, "revs": true, "attachments": false})
+	r.stats.bulkGetAttempts.Add(int64(len(revs)))
+	resp, err := r.src.Do(ctx, &couchclient.Request{
+		Method: http.MethodPost, Path: "_bulk_get", Query: "latest=true&revs=true&attachments=false", Body: body,
+		Header: http.Header{"Content-Type": {"application/json"}},
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		r.bulkGetEMA.update(bulkGetAlpha, 1, time.Now())
+		return revs, nil
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		drainClose(resp)
+		r.bulkGetEMA.update(bulkGetAlpha, 1, time.Now())
+		return revs, nil
+	}
+	var res struct {
+		Results []struct {
+			ID   string `json:"id"`
+			Docs []struct {
+				OK    json.RawMessage `json:"ok"`
+				Error json.RawMessage `json:"error"`
+			} `json:"docs"`
+		} `json:"results"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		r.bulkGetEMA.update(bulkGetAlpha, 1, time.Now())
+		return revs, nil
+	}
+	var rest []missingRev
+	got := 0
+	for i, m := range revs {
+		ok := i < len(res.Results) && res.Results[i].ID == m.id && len(res.Results[i].Docs) == 1 &&
+			res.Results[i].Docs[0].OK != nil && !hasAttachments(res.Results[i].Docs[0].OK)
+		if !ok {
+			rest = append(rest, m)
+			continue
+		}
+		got++
+		r.stats.docsRead.Add(1)
+		if err := w.add(ctx, res.Results[i].Docs[0].OK); err != nil {
+			return nil, err
+		}
+	}
+	r.stats.bulkGetDocs.Add(int64(got))
+	r.bulkGetEMA.update(bulkGetAlpha, float64(len(rest))/float64(len(revs)), time.Now())
+	return rest, nil
+}
+
+// hasAttachments reports whether a doc body has a non-empty _attachments object.
+func hasAttachments(doc json.RawMessage) bool {
+	if !bytes.Contains(doc, []byte(`"_attachments"`)) {
+		return false
+	}
+	var v struct {
+		Atts map[string]json.RawMessage `json:"_attachments"`
+	}
+	json.Unmarshal(doc, &v)
+	return len(v.Atts) > 0
+}

@@ -3,7 +3,6 @@ package parse
 import (
 	"bytes"
 	"encoding/json"
-	"net/url"
 	"strings"
 )
 
@@ -12,45 +11,6 @@ const redactedPassword = "*****"
 
 // redactedHeader replaces Authorization header values.
 const redactedHeader = "****"
-
-// RedactURL returns u with the password of its userinfo replaced by "*****"
-// ("http://user:*****@host/db/"); the user name is kept. A URL without a
-// password is returned unchanged. If u cannot be parsed but looks like it
-// carries userinfo, everything between "://" and the last "@" before the
-// path is replaced, so no password can leak.
-func RedactURL(u string) string {
-	p, err := url.Parse(u)
-	if err == nil {
-		if p.User == nil {
-			return u
-		}
-		if _, ok := p.User.Password(); !ok {
-			return u
-		}
-		p.User = url.UserPassword(p.User.Username(), redactedPassword)
-		// url.URL escapes "*" in userinfo; show the stars as CouchDB does.
-		return strings.Replace(p.String(), "%2A%2A%2A%2A%2A@", redactedPassword+"@", 1)
-	}
-	i := strings.Index(u, "://")
-	if i < 0 {
-		return u
-	}
-	rest := u[i+3:]
-	end := strings.IndexAny(rest, "/?#")
-	if end < 0 {
-		end = len(rest)
-	}
-	at := strings.LastIndexByte(rest[:end], '@')
-	if at < 0 {
-		return u
-	}
-	userinfo := rest[:at]
-	user := userinfo
-	if c := strings.IndexByte(userinfo, ':'); c >= 0 {
-		user = userinfo[:c]
-	}
-	return u[:i+3] + user + ":" + redactedPassword + rest[at:]
-}
 
 // Redacted returns a deep copy of r safe to log or show: basic passwords
 // become "*****", passwords in URLs and proxies become "*****",

@@ -1,0 +1,297 @@
+package parse
+
+import (
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+)
+
+// normalizeSelector validates a Mango selector and returns it in the
+// normalised form CouchDB hashes into the replication id: operators made
+// explicit (a bare value means `$eq`, several fields mean `$and`), nested
+// field names joined with ".", negations pushed down to the terminals, and
+// every object's keys sorted recursively. The algorithm follows
+// mango_selector:normalize/1; errors are readable sentences.
+func normalizeSelector(raw json.RawMessage) (any, error) {
+	v, err := decodeOrdered(raw)
+	if err != nil {
+		return nil, errors.New("not valid JSON")
+	}
+	o, ok := v.(object)
+	if !ok {
+		return nil, errors.New("not a JSON object")
+	}
+	if len(o) == 0 {
+		return object{}, nil
+	}
+	if v, err = normOps(o); err != nil {
+		return nil, err
+	}
+	if v, err = normFields(v, ""); err != nil {
+		return nil, err
+	}
+	if v, err = normNegations(v); err != nil {
+		return nil, err
+	}
+	if top, ok := v.(object); ok {
+		for _, f := range top {
+			if f.Key == "" {
+				return nil, errors.New("missing field name")
+			}
+		}
+	}
+	return ejsort(v), nil
+}
+
+func errBadArg(op string) error { return errors.New("bad argument for operator `" + op + "`") }
+
+var errBadField = errors.New("invalid field")
+
+// single returns the only member of a one-member object.
+func single(v any) (field, bool) {
+	if o, ok := v.(object); ok && len(o) == 1 {
+		return o[0], true
+	}
+	return field{}, false
+}
+
+func obj1(k string, v any) object { return object{{Key: k, Value: v}} }
+
+func isInteger(v any) bool {
+	n, ok := v.(json.Number)
+	return ok && !strings.ContainsAny(n.String(), ".eE")
+}
+
+// normOps validates operators and makes implicit ones explicit.
+func normOps(v any) (any, error) {
+	if o, ok := v.(object); ok && len(o) > 1 {
+		args := make([]any, 0, len(o))
+		for _, f := range o {
+			a, err := normOps(object{f})
+			if err != nil {
+				return nil, err
+			}
+			args = append(args, a)
+		}
+		return obj1("$and", args), nil
+	}
+	f, ok := single(v)
+	if !ok {
+		return obj1("$eq", v), nil // a bare value (or {}) means equality
+	}
+	arg := f.Value
+	switch f.Key {
+	case "$and", "$or", "$nor":
+		list, ok := arg.([]any)
+		if !ok {
+			return nil, errBadArg(f.Key)
+		}
+		out := make([]any, len(list))
+		for i, a := range list {
+			var err error
+			if out[i], err = normOps(a); err != nil {
+				return nil, err
+			}
+		}
+		return obj1(f.Key, out), nil
+	case "$not", "$elemMatch", "$allMatch", "$keyMapMatch":
+		if _, ok := arg.(object); !ok {
+			return nil, errBadArg(f.Key)
+		}
+		a, err := normOps(arg)
+		if err != nil {
+			return nil, err
+		}
+		return obj1(f.Key, a), nil
+	case "$in", "$nin", "$all":
+		if _, ok := arg.([]any); !ok {
+			return nil, errBadArg(f.Key)
+		}
+		return v, nil
+	case "$exists":
+		if _, ok := arg.(bool); !ok {
+			return nil, errBadArg(f.Key)
+		}
+		return v, nil
+	case "$type", "$regex", "$beginsWith":
+		if _, ok := arg.(string); !ok {
+			return nil, errBadArg(f.Key)
+		}
+		return v, nil
+	case "$mod":
+		l, ok := arg.([]any)
+		if !ok || len(l) != 2 || !isInteger(l[0]) || !isInteger(l[1]) || strings.TrimLeft(l[0].(json.Number).String(), "-0") == "" {
+			return nil, errBadArg(f.Key)
+		}
+		return v, nil
+	case "$size":
+		if !isInteger(arg) || strings.HasPrefix(arg.(json.Number).String(), "-") {
+			return nil, errBadArg(f.Key)
+		}
+		return v, nil
+	case "$text":
+		switch arg.(type) {
+		case string, json.Number, bool:
+			return obj1("$default", obj1("$text", arg)), nil
+		}
+		return nil, errBadArg(f.Key)
+	case "$default", "$lt", "$lte", "$eq", "$ne", "$gte", "$gt":
+		return v, nil
+	case "$where", "$geoWithin", "$geoIntersects", "$near", "$nearSphere":
+		return nil, errors.New("operator `" + f.Key + "` is not supported")
+	}
+	if strings.HasPrefix(f.Key, "$") {
+		return nil, errors.New("unknown operator `" + f.Key + "`")
+	}
+	c, err := normOps(arg)
+	if err != nil {
+		return nil, err
+	}
+	return obj1(f.Key, c), nil
+}
+
+// normFields pushes field names down to the terminal operators, joining
+// nested names with ".".
+func normFields(v any, path string) (any, error) {
+	f, ok := single(v)
+	if !ok {
+		return nil, errBadField
+	}
+	switch f.Key {
+	case "$and", "$or", "$nor":
+		list, _ := f.Value.([]any)
+		out := make([]any, len(list))
+		for i, a := range list {
+			var err error
+			if out[i], err = normFields(a, path); err != nil {
+				return nil, err
+			}
+		}
+		return obj1(f.Key, out), nil
+	case "$not":
+		a, err := normFields(f.Value, path)
+		if err != nil {
+			return nil, err
+		}
+		return obj1("$not", a), nil
+	case "$elemMatch", "$allMatch", "$keyMapMatch":
+		var a any = object{}
+		if o, _ := f.Value.(object); len(o) > 0 {
+			var err error
+			if a, err = normFields(f.Value, ""); err != nil {
+				return nil, err
+			}
+		}
+		return obj1(path, obj1(f.Key, a)), nil
+	case "$default":
+		if _, ok := single(f.Value); ok && path == "" && f.Value.(object)[0].Key == "$text" {
+			return v, nil
+		}
+		return nil, errBadField
+	}
+	if strings.HasPrefix(f.Key, "$") {
+		return obj1(path, v), nil
+	}
+	if path == "" {
+		return normFields(f.Value, f.Key)
+	}
+	return normFields(f.Value, path+"."+f.Key)
+}
+
+// normNegations moves `$not`/`$nor` as far down the tree as possible.
+func normNegations(v any) (any, error) {
+	f, ok := single(v)
+	if !ok {
+		return v, nil
+	}
+	switch f.Key {
+	case "$not":
+		return negate(f.Value)
+	case "$nor":
+		return mapList("$and", f.Value, negate)
+	case "$and", "$or":
+		return mapList(f.Key, f.Value, normNegations)
+	case "$elemMatch", "$allMatch", "$keyMapMatch":
+		a, err := normNegations(f.Value)
+		if err != nil {
+			return nil, err
+		}
+		return obj1(f.Key, a), nil
+	}
+	return v, nil
+}
+
+// negated maps comparison operators to their negation.
+var negated = map[string]string{
+	"$lt": "$gte", "$lte": "$gt", "$eq": "$ne", "$ne": "$eq",
+	"$gte": "$lt", "$gt": "$lte", "$in": "$nin", "$nin": "$in",
+}
+
+// negate applies a negation to an expression (De Morgan for $and/$or).
+func negate(v any) (any, error) {
+	f, ok := single(v)
+	if !ok {
+		return nil, errBadArg("$not")
+	}
+	switch f.Key {
+	case "$not":
+		return normNegations(f.Value)
+	case "$nor":
+		return mapList("$or", f.Value, normNegations)
+	case "$and":
+		return mapList("$or", f.Value, negate)
+	case "$or":
+		return mapList("$and", f.Value, negate)
+	case "$default":
+		return nil, errBadArg("$not")
+	case "$exists":
+		b, _ := f.Value.(bool)
+		return obj1("$exists", !b), nil
+	}
+	if op, ok := negated[f.Key]; ok {
+		return obj1(op, f.Value), nil
+	}
+	if strings.HasPrefix(f.Key, "$") {
+		return obj1("$not", v), nil
+	}
+	c, err := negate(f.Value)
+	if err != nil {
+		return nil, err
+	}
+	return obj1(f.Key, c), nil
+}
+
+func mapList(op string, arg any, fn func(any) (any, error)) (any, error) {
+	list, _ := arg.([]any)
+	out := make([]any, len(list))
+	for i, a := range list {
+		var err error
+		if out[i], err = fn(a); err != nil {
+			return nil, err
+		}
+	}
+	return obj1(op, out), nil
+}
+
+// ejsort sorts every object's members by key, recursively (arrays keep
+// their order). Members with equal keys end up in reverse document order,
+// as in CouchDB's couch_replicator_filters:ejsort/1.
+func ejsort(v any) any {
+	switch t := v.(type) {
+	case object:
+		out := make(object, len(t))
+		for i, f := range t {
+			out[len(t)-1-i] = field{Key: f.Key, Value: ejsort(f.Value)}
+		}
+		slices.SortStableFunc(out, func(a, b field) int { return strings.Compare(a.Key, b.Key) })
+		return out
+	case []any:
+		out := make([]any, len(t))
+		for i, e := range t {
+			out[i] = ejsort(e)
+		}
+		return out
+	}
+	return v
+}

@@ -174,4 +174,3 @@ func checkProxyURL(u string) string {
 	}
 	return reasonProxyProtocol
 }
-

@@ -1,0 +1,81 @@
+package parse
+
+import (
+	"strconv"
+	"strings"
+)
+
+// StripCredentials applies CouchDB's after_doc_read rule for replicator
+// databases: a reader who is not an admin, not the replicator and not the
+// doc's `owner` gets the doc with credentials removed — "user:password@"
+// from string endpoints, the `headers` and `auth` members of object
+// endpoints — and a revision that differs from the stored one. Design docs
+// and docs read by an admin, the replicator or the owner are returned as
+// is. The bool reports whether the doc was changed; a doc with nothing to
+// strip is returned unchanged.
+//
+// The fake revision keeps the generation of the stored `_rev` and replaces
+// its hash with the md5 hex of the stripped body (without `_rev`), so it is
+// stable across reads and never equals a real revision of that body.
+// (CouchDB computes a new revision id from the parent revision; only the
+// fact that the rev differs matters to clients, which cannot update with it.)
+func StripCredentials(doc []byte, user UserCtx) ([]byte, bool) {
+	ms, err := objectMembers(doc)
+	if err != nil {
+		return doc, false
+	}
+	if id, _ := stringMember(ms, "_id"); strings.HasPrefix(id, "_design/") {
+		return doc, false
+	}
+	if user.IsAdmin() || user.IsReplicator() {
+		return doc, false
+	}
+	if owner, ok := firstMember(ms, "owner"); ok && isOwner(owner, user) {
+		return doc, false
+	}
+	changed := false
+	out := make([]member, 0, len(ms))
+	for _, m := range ms {
+		if m.Key == "source" || m.Key == "target" {
+			switch kindOf(m.Value) {
+			case kindString:
+				s, _ := rawString(m.Value)
+				if t := stripUserinfo(s); t != s {
+					m.Value, changed = jsonString(t), true
+				}
+			case kindObject:
+				if ems, err := objectMembers(m.Value); err == nil {
+					kept := ems[:0:0]
+					for _, em := range ems {
+						if em.Key == "headers" || em.Key == "auth" {
+							changed = true
+							continue
+						}
+						kept = append(kept, em)
+					}
+					m.Value = encodeObject(kept)
+				}
+			}
+		}
+		out = append(out, m)
+	}
+	if !changed {
+		return doc, false
+	}
+	rev, hasRev := stringMember(out, "_rev")
+	if !hasRev {
+		return encodeObject(out), true
+	}
+	noRev := make([]member, 0, len(out))
+	for _, m := range out {
+		if m.Key != "_rev" {
+			noRev = append(noRev, m)
+		}
+	}
+	gen, _, _ := strings.Cut(rev, "-")
+	if _, err := strconv.Atoi(gen); err != nil {
+		gen = "1"
+	}
+	newRev := gen + "-" + md5Hex(encodeObject(noRev))
+	return encodeObject(setMember(out, "_rev", jsonString(newRev))), true
+}

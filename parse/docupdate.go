@@ -1,0 +1,133 @@
+package parse
+
+import (
+	"encoding/json"
+	"strings"
+)
+
+// BeforeDocUpdate applies CouchDB's write-time rules for documents in a
+// replicator database (couch_replicator_docs:before_doc_update) and returns
+// the document to store, or a *Error the caller sends as
+// 403 {"error":"forbidden","reason":…}:
+//
+//   - `_design/` and `_local/` docs pass untouched;
+//   - a writer with the "_replicator" role passes untouched, unvalidated;
+//   - `owner` absent: set to the writer's name (null when anonymous);
+//     `owner` equal to the writer: kept; another owner: an admin keeps it
+//     (a null owner becomes the admin's name), anyone else is refused with
+//     "Can't update replication documents from other users.";
+//   - deleted docs and docs in `_replication_state` "failed" are not parsed;
+//   - a non-admin may not claim another user's name or a role they do not
+//     have in `user_ctx`;
+//   - otherwise the doc must parse (ReplicationDoc, no network).
+//
+// All other fields are preserved; when nothing changes the input slice is
+// returned as is.
+func BeforeDocUpdate(doc []byte, user UserCtx) ([]byte, error) {
+	ms, err := objectMembers(doc)
+	if err != nil {
+		return nil, newError(reasonNotObject)
+	}
+	if id, ok := stringMember(ms, "_id"); ok && (strings.HasPrefix(id, "_design/") || strings.HasPrefix(id, "_local/")) {
+		return doc, nil
+	}
+	if user.IsReplicator() {
+		return doc, nil
+	}
+	out := doc
+	owner, hasOwner := firstMember(ms, "owner")
+	switch {
+	case !hasOwner:
+		out = encodeObject(setMember(ms, "owner", nameJSON(user.Name)))
+	case isOwner(owner, user):
+	case !user.IsAdmin():
+		return nil, newError(reasonOtherUsers)
+	case kindOf(owner) == kindNull:
+		out = encodeObject(setMember(ms, "owner", nameJSON(user.Name)))
+	}
+
+	if deleted, _ := boolMember(ms, "_deleted"); deleted {
+		return out, nil
+	}
+	if state, _ := stringMember(ms, "_replication_state"); state == "failed" {
+		return out, nil
+	}
+	if uc, ok := firstMember(ms, "user_ctx"); ok && !user.IsAdmin() {
+		if e := checkUserCtxClaim(uc, user); e != nil {
+			return nil, e
+		}
+	}
+	if _, err := ReplicationDoc(out, user, DefaultOptions()); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// checkUserCtxClaim refuses a `user_ctx` naming another user or holding a
+// role the writer does not have. Malformed user_ctx values are left to the
+// parser, which reports them.
+func checkUserCtxClaim(raw json.RawMessage, user UserCtx) *Error {
+	u, e := parseUserCtx(raw)
+	if e != nil {
+		return nil
+	}
+	if u.Name != "" && u.Name != user.Name {
+		return newError(reasonUserCtxNameClaim)
+	}
+	for _, r := range u.Roles {
+		if !user.HasRole(r) {
+			return newError(reasonUserCtxRoleClaim(r))
+		}
+	}
+	return nil
+}
+
+// isOwner reports whether the doc's `owner` value is the user: the same
+// name, or null for an anonymous user.
+func isOwner(owner json.RawMessage, user UserCtx) bool {
+	if kindOf(owner) == kindNull {
+		return user.Name == ""
+	}
+	s, ok := rawString(owner)
+	return ok && user.Name != "" && s == user.Name
+}
+
+// nameJSON is a user name as JSON: a string, or null when anonymous.
+func nameJSON(name string) json.RawMessage {
+	if name == "" {
+		return json.RawMessage("null")
+	}
+	return jsonString(name)
+}
+
+// setMember replaces the first member named key, or appends it.
+func setMember(ms []member, key string, v json.RawMessage) []member {
+	out := make([]member, 0, len(ms)+1)
+	done := false
+	for _, m := range ms {
+		if m.Key == key && !done {
+			m.Value, done = v, true
+		}
+		out = append(out, m)
+	}
+	if !done {
+		out = append(out, member{Key: key, Value: v})
+	}
+	return out
+}
+
+func stringMember(ms []member, key string) (string, bool) {
+	v, ok := firstMember(ms, key)
+	if !ok {
+		return "", false
+	}
+	return rawString(v)
+}
+
+func boolMember(ms []member, key string) (bool, bool) {
+	v, ok := firstMember(ms, key)
+	if !ok {
+		return false, false
+	}
+	return rawBool(v)
+}

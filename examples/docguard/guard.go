@@ -193,7 +193,7 @@ func (g *guard) AfterDocWrite(_ context.Context, ev hooks.DocWrite) error {
 	return g.audit.record(ev.DB, ev.DocID, ev.Seq)
 }
 
-// AfterDBCreate counts the event and audits the new db's docs.
+// AfterDBCreate counts the event.
 func (g *guard) AfterDBCreate(ctx context.Context, db, _ string) error {
 	g.count(hooks.AfterDBCreate, db)
 	return nil

@@ -1,0 +1,93 @@
+package host
+
+import (
+	"context"
+	"time"
+
+	pb "github.com/couchepi/couchepi/hooks/hookspb"
+	"github.com/couchepi/couchepi/hooks/wire"
+)
+
+// batchSize is the most events sent in one Deliver call.
+const batchSize = 256
+
+// deliverTimeout bounds one Deliver or CatchUp call; on timeout the events
+// are sent again (at-least-once).
+const deliverTimeout = 5 * time.Minute
+
+func (m *managed) enqueue(ev *pb.Event) {
+	m.q.push(ev)
+	m.notify()
+}
+
+// deliverLoop sends queued catch-ups and events to the started instance,
+// one call at a time, until the plugin is closed. Events are removed from
+// the queue only when the plugin acknowledged them; a failed call puts them
+// back, to be sent to the next process.
+func (m *managed) deliverLoop() {
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-m.wake:
+		case <-retry.C:
+		}
+		for {
+			progressed, failed := m.deliverOnce()
+			if failed {
+				retry.Reset(200 * time.Millisecond)
+				break
+			}
+			if !progressed {
+				break
+			}
+		}
+	}
+}
+
+// deliverOnce makes at most one round of calls; it reports whether anything
+// was delivered and whether a call failed.
+func (m *managed) deliverOnce() (progressed, failed bool) {
+	m.deliverMu.Lock()
+	defer m.deliverMu.Unlock()
+	select {
+	case <-m.stop:
+		return false, false
+	default:
+	}
+	inst := m.cur.Load()
+	if inst == nil || !inst.isStarted() {
+		return false, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), deliverTimeout)
+	defer cancel()
+	dbs := m.q.takeCatchUps()
+	for i, db := range dbs {
+		if _, err := inst.rpc.CatchUp(ctx, &pb.CatchUpRequest{Db: db}); err != nil {
+			m.log.Warn("catch-up failed; will retry", "db", db, "error", wire.Err(err))
+			for _, d := range dbs[i:] {
+				m.q.markCatchUp(d)
+			}
+			inst.reportTransportError()
+			return true, true
+		}
+		progressed = true
+	}
+	batch := m.q.take(batchSize)
+	if len(batch) == 0 {
+		return progressed, false
+	}
+	reply, err := inst.rpc.Deliver(ctx, &pb.DeliverRequest{Events: batch})
+	if err != nil {
+		m.log.Warn("event delivery failed; will resend", "events", len(batch), "error", wire.Err(err))
+		m.q.unshift(batch)
+		inst.reportTransportError()
+		return true, true
+	}
+	for _, db := range reply.GetCatchUp() {
+		m.q.markCatchUp(db)
+	}
+	return true, false
+}

@@ -1,0 +1,241 @@
+package host
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/couchepi/couchepi/hooks"
+	pb "github.com/couchepi/couchepi/hooks/hookspb"
+	"github.com/couchepi/couchepi/hooks/wire"
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+)
+
+// maxMsgSize bounds one gRPC message (a doc or an event batch); HTTP bodies
+// are streamed in small chunks and never come near it.
+const maxMsgSize = 256 << 20
+
+// instance is one plugin process.
+type instance struct {
+	m      *managed
+	client *plugin.Client
+	rpc    pb.PluginClient
+	broker *plugin.GRPCBroker
+	path   string
+	sum    string
+	pid    int
+	info   hooks.PluginInfo
+
+	exited     chan struct{} // closed once the process is gone
+	retired    chan struct{} // closed when the host took it out of service on purpose
+	retireOnce sync.Once
+	suspect    chan struct{} // a caller saw a transport error: check health now
+	killOnce   sync.Once
+	started    atomic.Bool // Start succeeded: events may be delivered
+}
+
+func (i *instance) isStarted() bool { return i.started.Load() }
+
+// retire marks the instance as deliberately stopped, so its exit is not a crash.
+func (i *instance) retire() { i.retireOnce.Do(func() { close(i.retired) }) }
+
+// kill ends the process: graceful close, then SIGKILL after 2s.
+func (i *instance) kill() {
+	i.killOnce.Do(func() {
+		i.retire()
+		i.client.Kill()
+	})
+}
+
+// reportTransportError asks the monitor to check the instance now.
+func (i *instance) reportTransportError() {
+	select {
+	case i.suspect <- struct{}{}:
+	default:
+	}
+}
+
+// checksum returns the hex SHA-256 of the file at path.
+func checksum(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	hash := sha256.New()
+	if _, err := io.Copy(hash, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(hash.Sum(nil)), nil
+}
+
+// launch starts a process for spec and makes it ready to answer sync hooks:
+// checksum check, handshake (AutoMTLS), Configure, GetInfo. It is not
+// Started: no events and no host services yet.
+func (h *Host) launch(ctx context.Context, m *managed, spec Spec) (*instance, error) {
+	path, err := filepath.Abs(spec.Path)
+	if err != nil {
+		return nil, fmt.Errorf("plugin %s: %w", spec.Path, err)
+	}
+	sum, err := checksum(path)
+	if err != nil {
+		return nil, fmt.Errorf("plugin %s: %w", path, err)
+	}
+	var secure *plugin.SecureConfig
+	if spec.SHA256 != "" {
+		want := strings.ToLower(strings.TrimSpace(spec.SHA256))
+		raw, err := hex.DecodeString(want)
+		if err != nil || len(raw) != sha256.Size {
+			return nil, fmt.Errorf("plugin %s: pinned SHA256 %q is not 64 hex digits; not started", path, spec.SHA256)
+		}
+		if want != sum {
+			return nil, fmt.Errorf("plugin %s: checksum mismatch: expected sha256 %s, binary has sha256 %s; not started", path, want, sum)
+		}
+		secure = &plugin.SecureConfig{Checksum: raw, Hash: sha256.New()}
+	}
+	log := m.log
+	cmd := exec.Command(path)
+	setParentDeathSignal(cmd)
+	client := plugin.NewClient(&plugin.ClientConfig{
+		HandshakeConfig:  wire.Handshake,
+		VersionedPlugins: map[int]plugin.PluginSet{wire.Protocol: {wire.PluginKey: &grpcClientPlugin{}}},
+		Cmd:              cmd,
+		SecureConfig:     secure,
+		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		AutoMTLS:         true,
+		Logger:           log,
+		SyncStdout:       log.StandardWriter(&hclog.StandardLoggerOptions{ForceLevel: hclog.Info}),
+		SyncStderr:       log.StandardWriter(&hclog.StandardLoggerOptions{InferLevels: true}),
+		StartTimeout:     time.Minute,
+		GRPCDialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(
+			grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize))},
+	})
+	inst := &instance{m: m, client: client, path: path, sum: sum,
+		exited: make(chan struct{}), retired: make(chan struct{}), suspect: make(chan struct{}, 1)}
+	if err := h.spawn(inst); err != nil {
+		return nil, fmt.Errorf("plugin %s: %w", path, err)
+	}
+	proto, err := client.Client()
+	if err == nil {
+		var raw interface{}
+		raw, err = proto.Dispense(wire.PluginKey)
+		if err == nil {
+			conn := raw.(*pluginConn)
+			inst.rpc, inst.broker = conn.rpc, conn.broker
+		}
+	}
+	if err == nil {
+		inst.info, err = h.configure(ctx, inst, h.currentConfig())
+	}
+	if err != nil {
+		inst.kill()
+		return nil, fmt.Errorf("plugin %s: %w", path, err)
+	}
+	return inst, nil
+}
+
+// configure sends the config and reads the plugin's info (which may depend
+// on the config).
+func (h *Host) configure(ctx context.Context, inst *instance, cfg hooks.Config) (hooks.PluginInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if cfg == nil {
+		cfg = hooks.Config{}
+	}
+	if _, err := inst.rpc.Configure(ctx, wire.ConfigToPB(cfg)); err != nil {
+		return hooks.PluginInfo{}, fmt.Errorf("configure: %w", wire.Err(err))
+	}
+	reply, err := inst.rpc.GetInfo(ctx, &pb.Empty{})
+	if err != nil {
+		return hooks.PluginInfo{}, fmt.Errorf("get info: %w", wire.Err(err))
+	}
+	info := wire.InfoFromPB(reply)
+	if info.Name == "" {
+		return info, fmt.Errorf("plugin declares no name")
+	}
+	for _, s := range info.Subscriptions {
+		if !s.Hook.Valid() {
+			return info, fmt.Errorf("plugin %s subscribes to unknown hook %q", info.Name, s.Hook)
+		}
+	}
+	return info, nil
+}
+
+// startInstance serves HostServices on a broker stream and calls Start;
+// after it, the instance receives after_* events.
+func (h *Host) startInstance(ctx context.Context, inst *instance) error {
+	id := inst.broker.NextId()
+	go inst.broker.AcceptAndServe(id, func(opts []grpc.ServerOption) *grpc.Server {
+		opts = append(opts, grpc.MaxRecvMsgSize(maxMsgSize), grpc.MaxSendMsgSize(maxMsgSize))
+		s := grpc.NewServer(opts...)
+		pb.RegisterHostServicesServer(s, &servicesServer{svc: h.cfg.Services})
+		return s
+	})
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if _, err := inst.rpc.Start(ctx, &pb.StartRequest{HostServicesBrokerId: id}); err != nil {
+		return fmt.Errorf("plugin %s: start: %w", inst.info.Name, wire.Err(err))
+	}
+	inst.started.Store(true)
+	return nil
+}
+
+// spawn starts the process from a goroutine locked to its own OS thread.
+// Linux delivers the parent-death signal when the *thread* that forked the
+// child exits, so that thread must outlive the child: the goroutine stays
+// locked and alive until the process has exited, then returns (which ends
+// the thread). It also keeps the pid file for the process's lifetime.
+func (h *Host) spawn(inst *instance) error {
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		// Never unlocked: returning ends the thread, after the child is gone.
+		if _, err := inst.client.Start(); err != nil {
+			started <- err
+			close(inst.exited)
+			return
+		}
+		inst.pid = inst.client.ReattachConfig().Pid
+		pidFile := writePidFile(h.cfg.StateDir, inst.pid, inst.path, h.log)
+		started <- nil
+		for !inst.client.Exited() {
+			time.Sleep(50 * time.Millisecond)
+		}
+		removePidFile(pidFile)
+		close(inst.exited)
+	}()
+	return <-started
+}
+
+// grpcClientPlugin is the host side of the go-plugin glue.
+type grpcClientPlugin struct {
+	plugin.NetRPCUnsupportedPlugin
+}
+
+// pluginConn is what Dispense returns: the Plugin client and the broker.
+type pluginConn struct {
+	rpc    pb.PluginClient
+	broker *plugin.GRPCBroker
+}
+
+// GRPCServer is not used on the host side.
+func (grpcClientPlugin) GRPCServer(*plugin.GRPCBroker, *grpc.Server) error {
+	return fmt.Errorf("couchepi: the plugin server side lives in the sdk package")
+}
+
+// GRPCClient wraps the connection to a plugin process.
+func (grpcClientPlugin) GRPCClient(_ context.Context, broker *plugin.GRPCBroker, c *grpc.ClientConn) (interface{}, error) {
+	return &pluginConn{rpc: pb.NewPluginClient(c), broker: broker}, nil
+}

@@ -1,0 +1,163 @@
+package host
+
+import (
+	"strings"
+
+	"github.com/couchepi/couchepi/hooks"
+)
+
+// dispatchTable is the precompiled, immutable view of every plugin's
+// subscriptions and routes; it is swapped atomically when plugins change,
+// so lookups on the write path take no lock and allocate nothing.
+type dispatchTable struct {
+	hooks  [numHooks][]hookEntry // per hook, in load order
+	routes []routeEntry          // in load order
+}
+
+const numHooks = 5
+
+func hookIndex(h hooks.Hook) int {
+	switch h {
+	case hooks.BeforeDocUpdate:
+		return 0
+	case hooks.AfterDocWrite:
+		return 1
+	case hooks.AfterDocRead:
+		return 2
+	case hooks.AfterDBCreate:
+		return 3
+	case hooks.AfterDBDelete:
+		return 4
+	}
+	return -1
+}
+
+// hookEntry is one plugin's subscription to one hook.
+type hookEntry struct {
+	m *managed
+	dbMatcher
+}
+
+// dbMatcher matches db names against a plugin's patterns for one hook:
+// exact names in a map, "*suffix" and "prefix*" patterns as string
+// comparisons, anything else with hooks.MatchDB.
+type dbMatcher struct {
+	all      bool
+	exact    map[string]struct{}
+	suffixes []string
+	prefixes []string
+	patterns []string
+}
+
+func (d *dbMatcher) add(pattern string) {
+	switch {
+	case pattern == "*":
+		d.all = true
+	case !strings.Contains(pattern, "*"):
+		if d.exact == nil {
+			d.exact = map[string]struct{}{}
+		}
+		d.exact[pattern] = struct{}{}
+	case strings.LastIndex(pattern, "*") == 0:
+		d.suffixes = append(d.suffixes, pattern[1:])
+	case strings.Index(pattern, "*") == len(pattern)-1:
+		d.prefixes = append(d.prefixes, pattern[:len(pattern)-1])
+	default:
+		d.patterns = append(d.patterns, pattern)
+	}
+}
+
+func (d *dbMatcher) match(db string) bool {
+	if d.all {
+		return true
+	}
+	if _, ok := d.exact[db]; ok {
+		return true
+	}
+	for _, s := range d.suffixes {
+		if strings.HasSuffix(db, s) {
+			return true
+		}
+	}
+	for _, p := range d.prefixes {
+		if strings.HasPrefix(db, p) {
+			return true
+		}
+	}
+	for _, p := range d.patterns {
+		if hooks.MatchDB(p, db) {
+			return true
+		}
+	}
+	return false
+}
+
+// routeEntry is one route of one plugin.
+type routeEntry struct {
+	m     *managed
+	route hooks.Route
+}
+
+// rebuild recompiles the dispatch table from the plugins' current info.
+func (h *Host) rebuild() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t := &dispatchTable{}
+	for _, m := range h.plugins {
+		m.mu.Lock()
+		info := m.info
+		m.mu.Unlock()
+		var per [numHooks]*dbMatcher
+		for _, s := range info.Subscriptions {
+			i := hookIndex(s.Hook)
+			if i < 0 {
+				continue
+			}
+			if per[i] == nil {
+				per[i] = &dbMatcher{}
+			}
+			per[i].add(s.DB)
+		}
+		for i, d := range per {
+			if d != nil {
+				t.hooks[i] = append(t.hooks[i], hookEntry{m: m, dbMatcher: *d})
+			}
+		}
+		for _, r := range info.Routes {
+			t.routes = append(t.routes, routeEntry{m: m, route: r})
+		}
+	}
+	h.table.Store(t)
+}
+
+// Subscribed reports whether any loaded plugin subscribed to hook for db.
+// It takes no lock and allocates nothing; a server may skip preparing a
+// hook call when it returns false.
+func (h *Host) Subscribed(hook hooks.Hook, db string) bool {
+	i := hookIndex(hook)
+	if i < 0 {
+		return false
+	}
+	entries := h.table.Load().hooks[i]
+	for k := range entries {
+		if entries[k].match(db) {
+			return true
+		}
+	}
+	return false
+}
+
+// HasRoute reports whether a plugin serves method and path (the request's
+// r.URL.EscapedPath()).
+func (h *Host) HasRoute(method, path string) bool {
+	return h.route(method, path) != nil
+}
+
+func (h *Host) route(method, path string) *managed {
+	for _, r := range h.table.Load().routes {
+		if r.route.Matches(method, path) {
+			return r.m
+		}
+	}
+	return nil
+}

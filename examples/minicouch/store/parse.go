@@ -36,9 +36,12 @@ func ValidateDocID(id string) error {
 // _deleted_conflicts and _local_seq are ignored, any other member starting
 // with "_" is a doc_validation error. The id, when present, is validated.
 func ParseDoc(raw []byte) (*Doc, error) {
-	if !json.Valid(raw) {
+	var compact bytes.Buffer
+	compact.Grow(len(raw))
+	if err := json.Compact(&compact, raw); err != nil {
 		return nil, BadRequest("invalid UTF-8 JSON")
 	}
+	raw = compact.Bytes()
 	d := &Doc{}
 	body := make([]byte, 0, len(raw))
 	body = append(body, '{')

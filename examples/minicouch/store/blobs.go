@@ -1,0 +1,258 @@
+package store
+
+import (
+	"context"
+	"crypto/md5"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"hash"
+	"io"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Attachment data lives in the blobs bucket as chunks keyed by blob id and
+// chunk index; the atts bucket maps a digest to its blob. A blob is written
+// once per digest per database.
+const (
+	chunkSize     = 256 << 10
+	chunksPerTx   = 16 // a streamed blob is written in transactions of up to 4 MiB
+	blobHeaderLen = 8
+)
+
+// blobRef is the value of an atts entry: blob id, length, chunk count.
+type blobRef struct {
+	id     [8]byte
+	length int64
+	chunks uint32
+}
+
+func (r blobRef) encode() []byte {
+	buf := append([]byte(nil), r.id[:]...)
+	buf = binary.AppendUvarint(buf, uint64(r.length))
+	return binary.AppendUvarint(buf, uint64(r.chunks))
+}
+
+func decodeBlobRef(v []byte) (blobRef, error) {
+	var r blobRef
+	if len(v) < blobHeaderLen {
+		return r, errCorrupt
+	}
+	copy(r.id[:], v)
+	l, off, err := readUvarint(v, blobHeaderLen)
+	if err != nil {
+		return r, err
+	}
+	c, _, err := readUvarint(v, off)
+	if err != nil {
+		return r, err
+	}
+	r.length, r.chunks = int64(l), uint32(c)
+	return r, nil
+}
+
+func chunkKey(id [8]byte, i uint32) []byte {
+	k := make([]byte, 12)
+	copy(k, id[:])
+	binary.BigEndian.PutUint32(k[8:], i)
+	return k
+}
+
+func newBlobID() [8]byte {
+	var id [8]byte
+	_, _ = rand.Read(id[:])
+	return id
+}
+
+// md5Digest formats a digest as CouchDB does: "md5-<base64>".
+func md5Digest(h hash.Hash) string {
+	return "md5-" + base64.StdEncoding.EncodeToString(h.Sum(nil))
+}
+
+// stagedBlob is attachment data already in the store (or in memory),
+// identified by digest, ready to be referenced by a revision.
+type stagedBlob struct {
+	digest string
+	length int64
+	ref    blobRef // streamed blobs: where the chunks are
+	data   []byte  // in-memory data, written with the document
+}
+
+// stageData hashes in-memory data and checks a client digest.
+func stageData(data []byte, want string) (*stagedBlob, error) {
+	h := md5.New()
+	h.Write(data)
+	d := md5Digest(h)
+	if want != "" && want != d {
+		return nil, ErrDigestMismatch
+	}
+	return &stagedBlob{digest: d, length: int64(len(data)), data: data}, nil
+}
+
+// stageStream copies r into new blob chunks, in transactions of a few MiB so
+// the data is never held whole in memory, and checks a client digest. The
+// chunks are unreferenced until link runs in the document's transaction;
+// if the process dies in between, Compact reclaims them.
+func (db *DB) stageStream(ctx context.Context, r io.Reader, want string) (*stagedBlob, error) {
+	h := md5.New()
+	ref := blobRef{id: newBlobID()}
+	buf := make([]byte, chunkSize)
+	pending := make([][]byte, 0, chunksPerTx)
+	flush := func() error {
+		if len(pending) == 0 {
+			return nil
+		}
+		first := ref.chunks - uint32(len(pending))
+		err := db.s.bolt.Update(func(tx *bolt.Tx) error {
+			b, err := db.bucket(tx)
+			if err != nil {
+				return err
+			}
+			bl := b.Bucket(bucketBlobs)
+			for i, c := range pending {
+				if err := bl.Put(chunkKey(ref.id, first+uint32(i)), c); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		pending = pending[:0]
+		return err
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			db.dropChunks(ref)
+			return nil, err
+		}
+		n, err := io.ReadFull(r, buf)
+		if n > 0 {
+			h.Write(buf[:n])
+			pending = append(pending, append([]byte(nil), buf[:n]...))
+			ref.chunks++
+			ref.length += int64(n)
+			if len(pending) == chunksPerTx {
+				if ferr := flush(); ferr != nil {
+					db.dropChunks(ref)
+					return nil, ferr
+				}
+			}
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			break
+		}
+		if err != nil {
+			db.dropChunks(ref)
+			return nil, err
+		}
+	}
+	if err := flush(); err != nil {
+		db.dropChunks(ref)
+		return nil, err
+	}
+	d := md5Digest(h)
+	if want != "" && want != d {
+		db.dropChunks(ref)
+		return nil, ErrDigestMismatch
+	}
+	return &stagedBlob{digest: d, length: ref.length, ref: ref}, nil
+}
+
+// dropChunks deletes a staged blob's chunks (best effort; Compact reclaims
+// what is left).
+func (db *DB) dropChunks(ref blobRef) {
+	_ = db.s.bolt.Update(func(tx *bolt.Tx) error {
+		b, err := db.bucket(tx)
+		if err != nil {
+			return err
+		}
+		return deleteChunks(b.Bucket(bucketBlobs), ref)
+	})
+}
+
+func deleteChunks(bl *bolt.Bucket, ref blobRef) error {
+	for i := uint32(0); i < ref.chunks; i++ {
+		if err := bl.Delete(chunkKey(ref.id, i)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// link makes the staged blob the database's blob for its digest, inside
+// the document's transaction. If the digest is already stored, streamed
+// chunks are dropped (the data is kept once). It returns the bytes added.
+func (sb *stagedBlob) link(b *bolt.Bucket) (int64, error) {
+	atts, bl := b.Bucket(bucketAtts), b.Bucket(bucketBlobs)
+	if atts.Get([]byte(sb.digest)) != nil {
+		if sb.data == nil {
+			return 0, deleteChunks(bl, sb.ref)
+		}
+		return 0, nil
+	}
+	ref := sb.ref
+	if sb.data != nil {
+		ref = blobRef{id: newBlobID(), length: int64(len(sb.data))}
+		for off := 0; off < len(sb.data) || ref.chunks == 0; off += chunkSize {
+			end := min(off+chunkSize, len(sb.data))
+			if err := bl.Put(chunkKey(ref.id, ref.chunks), sb.data[off:end]); err != nil {
+				return 0, err
+			}
+			ref.chunks++
+		}
+	}
+	return sb.length, atts.Put([]byte(sb.digest), ref.encode())
+}
+
+// blobReader streams a blob chunk by chunk, one short read transaction per
+// chunk.
+type blobReader struct {
+	db   *DB
+	ref  blobRef
+	next uint32
+	cur  []byte
+}
+
+func (r *blobReader) Read(p []byte) (int, error) {
+	for len(r.cur) == 0 {
+		if r.next >= r.ref.chunks {
+			return 0, io.EOF
+		}
+		err := r.db.view(func(b *bolt.Bucket) error {
+			c := b.Bucket(bucketBlobs).Get(chunkKey(r.ref.id, r.next))
+			if c == nil {
+				return errors.New("store: attachment chunk missing")
+			}
+			r.cur = append(r.cur[:0], c...)
+			return nil
+		})
+		if err != nil {
+			return 0, err
+		}
+		r.next++
+	}
+	n := copy(p, r.cur)
+	r.cur = r.cur[n:]
+	return n, nil
+}
+
+// Close implements io.Closer.
+func (r *blobReader) Close() error { return nil }
+
+func (db *DB) openAttachment(ctx context.Context, digest string) (io.ReadCloser, int64, error) {
+	var ref blobRef
+	err := db.view(func(b *bolt.Bucket) error {
+		v := b.Bucket(bucketAtts).Get([]byte(digest))
+		if v == nil {
+			return errMissingAttachment
+		}
+		var err error
+		ref, err = decodeBlobRef(v)
+		return err
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	return &blobReader{db: db, ref: ref}, ref.length, nil
+}

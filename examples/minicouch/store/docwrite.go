@@ -1,0 +1,489 @@
+package store
+
+import (
+	"context"
+	"crypto/md5"
+	"encoding/binary"
+	"encoding/hex"
+	"strconv"
+	"strings"
+
+	"github.com/couchepi/couchepi/examples/minicouch/revtree"
+	bolt "go.etcd.io/bbolt"
+)
+
+// pendingDoc is one document of a write request, its attachment data
+// staged before the write transaction.
+type pendingDoc struct {
+	doc    *Doc
+	id     string
+	staged []*stagedBlob // parallel to doc.Attachments; nil for stubs
+	err    *Error        // failure found while staging
+	linked bool          // staged blobs were linked (set inside the transaction)
+}
+
+// revHash computes a new edit's rev hash (see the package doc).
+func revHash(deleted bool, parent string, body []byte, atts []storedAtt) string {
+	h := md5.New()
+	if deleted {
+		h.Write([]byte{'1', 0})
+	} else {
+		h.Write([]byte{'0', 0})
+	}
+	h.Write([]byte(parent))
+	h.Write([]byte{0})
+	h.Write(body)
+	for _, a := range atts {
+		h.Write([]byte{0})
+		h.Write([]byte(a.Name))
+		h.Write([]byte{0})
+		h.Write([]byte(a.Digest))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func asError(err error) *Error {
+	if e, ok := err.(*Error); ok {
+		return e
+	}
+	return BadRequest(err.Error())
+}
+
+// stage prepares the attachment data of each document.
+func (db *DB) stage(ctx context.Context, docs []*Doc) []pendingDoc {
+	prep := make([]pendingDoc, len(docs))
+	for i, d := range docs {
+		p := &prep[i]
+		p.doc, p.id = d, d.ID
+		if p.id == "" {
+			p.id = newUUID()
+		}
+		if strings.HasPrefix(p.id, LocalPrefix) {
+			continue
+		}
+		p.staged = make([]*stagedBlob, len(d.Attachments))
+		for j, a := range d.Attachments {
+			if a.Stub {
+				continue
+			}
+			var sb *stagedBlob
+			var err error
+			switch {
+			case a.Data != nil:
+				sb, err = stageData(a.Data, a.Digest)
+			case a.Reader != nil:
+				sb, err = db.stageStream(ctx, a.Reader, a.Digest)
+			case a.Follows:
+				err = BadRequest("Attachment " + a.Name + " data is missing")
+			default:
+				sb, err = stageData([]byte{}, a.Digest)
+			}
+			if err != nil {
+				p.err = asError(err)
+				break
+			}
+			p.staged[j] = sb
+		}
+	}
+	return prep
+}
+
+// release drops streamed chunks that no committed revision references.
+func (db *DB) release(prep []pendingDoc) {
+	for i := range prep {
+		if prep[i].linked {
+			continue
+		}
+		for _, sb := range prep[i].staged {
+			if sb != nil && sb.data == nil {
+				db.dropChunks(sb.ref)
+			}
+		}
+	}
+}
+
+func (db *DB) bulkDocs(ctx context.Context, docs []*Doc, newEdits bool) ([]BulkResult, error) {
+	db.s.attMu.RLock()
+	defer db.s.attMu.RUnlock()
+	prep := db.stage(ctx, docs)
+	defer db.release(prep)
+	results := make([]BulkResult, len(docs))
+	var lastSeq uint64
+	err := db.s.w.doAfter(ctx, func(tx *bolt.Tx) error {
+		b, err := db.bucket(tx)
+		if err != nil {
+			return err
+		}
+		lastSeq = 0
+		for i := range prep {
+			prep[i].linked = false
+			res, err := db.applyDoc(b, &prep[i], newEdits, &lastSeq)
+			if err != nil {
+				return err
+			}
+			results[i] = res
+		}
+		return nil
+	}, func() {
+		if lastSeq > 0 {
+			db.advance(lastSeq)
+		}
+	})
+	if err != nil {
+		for i := range prep {
+			prep[i].linked = false
+		}
+		return nil, err
+	}
+	return results, nil
+}
+
+// applyDoc writes one document inside the write transaction. A returned
+// error aborts the transaction; document-level failures are in the result.
+func (db *DB) applyDoc(b *bolt.Bucket, p *pendingDoc, newEdits bool, seq *uint64) (BulkResult, error) {
+	res := BulkResult{ID: p.id}
+	if p.err != nil {
+		res.Err = p.err
+		return res, nil
+	}
+	if strings.HasPrefix(p.id, LocalPrefix) {
+		rev, derr, err := applyLocal(b, p.id, p.doc, newEdits)
+		res.Rev, res.Err = rev, derr
+		return res, err
+	}
+	var rev string
+	var derr *Error
+	var err error
+	if newEdits {
+		rev, derr, err = db.applyEdit(b, p.id, p.doc.Rev, p.doc.Deleted, seq, func(parent func() *revBody, gen int) ([]byte, []storedAtt, *Error) {
+			atts, derr := p.resolve(parent, gen, nil)
+			return p.doc.Body, atts, derr
+		}, p)
+	} else {
+		rev, derr, err = db.applyReplicated(b, p, seq)
+	}
+	res.Rev, res.Err = rev, derr
+	return res, err
+}
+
+// resolve turns the written attachments into stored ones: stubs from the
+// parent revision (or, for replicated writes, the nearest stored ancestor
+// found by lookup), new data with revpos gen (or the given revpos when
+// keepRevPos).
+func (p *pendingDoc) resolve(parent func() *revBody, gen int, lookup func(name string) (storedAtt, bool)) ([]storedAtt, *Error) {
+	atts := make([]storedAtt, 0, len(p.doc.Attachments))
+	for j, a := range p.doc.Attachments {
+		if a.Stub {
+			var sa storedAtt
+			ok := false
+			if lookup != nil {
+				sa, ok = lookup(a.Name)
+			} else if pb := parent(); pb != nil {
+				sa, ok = pb.att(a.Name)
+			}
+			if !ok {
+				return nil, MissingStub(p.id, a.Name)
+			}
+			atts = append(atts, sa)
+			continue
+		}
+		sb := p.staged[j]
+		sa := storedAtt{Name: a.Name, ContentType: a.ContentType, Digest: sb.digest, Length: sb.length,
+			RevPos: gen, Encoding: a.Encoding, EncodedLength: a.EncodedLength}
+		if lookup != nil && a.RevPos > 0 {
+			sa.RevPos = a.RevPos
+		}
+		if sa.Encoding != "" && sa.EncodedLength == 0 {
+			sa.EncodedLength = sb.length
+		}
+		atts = append(atts, sa)
+	}
+	sortAtts(atts)
+	return atts, nil
+}
+
+// link links p's staged blobs in b (once per transaction run).
+func (p *pendingDoc) link(b *bolt.Bucket) (int64, error) {
+	if p == nil || p.linked {
+		return 0, nil
+	}
+	var added int64
+	for _, sb := range p.staged {
+		if sb == nil {
+			continue
+		}
+		n, err := sb.link(b)
+		if err != nil {
+			return 0, err
+		}
+		added += n
+	}
+	p.linked = true
+	return added, nil
+}
+
+func loadRecord(docs *bolt.Bucket, id string) (*docRecord, error) {
+	v := docs.Get([]byte(id))
+	if v == nil {
+		return nil, nil
+	}
+	return decodeRecord(v)
+}
+
+func loadRevBody(b *bolt.Bucket, id string, rev revtree.Rev) *revBody {
+	v := b.Bucket(bucketRevs).Get(revKey(id, rev.String()))
+	if v == nil {
+		return nil
+	}
+	rb, err := decodeRevBody(v)
+	if err != nil {
+		return nil
+	}
+	return rb
+}
+
+// docState summarises a document before a write, for the counters.
+type docState struct {
+	exists, deleted bool
+	seq             uint64
+}
+
+func stateOf(rec *docRecord) docState {
+	if rec == nil {
+		return docState{}
+	}
+	w, _ := rec.tree.Winner()
+	return docState{exists: true, deleted: w.Deleted, seq: rec.seq}
+}
+
+// editBuilder makes the new revision's body and attachments from the
+// parent (loaded on demand; nil when there is none or it is deleted).
+type editBuilder func(parent func() *revBody, gen int) ([]byte, []storedAtt, *Error)
+
+// applyEdit writes a new_edits=true revision on top of leaf parentRev ("" =
+// create, or recreate a deleted document).
+func (db *DB) applyEdit(b *bolt.Bucket, id, parentRev string, deleted bool, seq *uint64, build editBuilder, p *pendingDoc) (string, *Error, error) {
+	rec, err := loadRecord(b.Bucket(bucketDocs), id)
+	if err != nil {
+		return "", nil, err
+	}
+	var parent revtree.Rev
+	var parentNode revtree.Node
+	switch {
+	case parentRev == "":
+		if rec != nil {
+			w, _ := rec.tree.Winner()
+			if !w.Deleted {
+				return "", ErrConflict, nil
+			}
+			parent, parentNode = w.Rev, w
+		}
+	default:
+		r, err := revtree.ParseRev(parentRev)
+		if err != nil {
+			return "", BadRequest("Invalid rev format"), nil
+		}
+		if rec == nil || !rec.tree.IsLeaf(r) {
+			return "", ErrConflict, nil
+		}
+		parent = r
+		parentNode, _ = rec.tree.Get(r)
+	}
+	loaded := false
+	var pb *revBody
+	parentBody := func() *revBody {
+		if !loaded {
+			loaded = true
+			if !parent.IsZero() && parentNode.Body && !parentNode.Deleted {
+				pb = loadRevBody(b, id, parent)
+			}
+		}
+		return pb
+	}
+	body, atts, derr := build(parentBody, parent.Gen+1)
+	if derr != nil {
+		return "", derr, nil
+	}
+	parentStr := ""
+	if !parent.IsZero() {
+		parentStr = parent.String()
+	}
+	newRev := revtree.Rev{Gen: parent.Gen + 1, Hash: revHash(deleted, parentStr, body, atts)}
+	before := stateOf(rec)
+	if rec == nil {
+		rec = &docRecord{}
+	}
+	path := revtree.Path{Start: newRev.Gen, IDs: []string{newRev.Hash}}
+	if !parent.IsZero() {
+		path.IDs = append(path.IDs, parent.Hash)
+	}
+	if !rec.tree.Merge(path, deleted, true, 0) {
+		return "", ErrConflict, nil
+	}
+	if err := db.commitRevs(b, id, before, rec, newRev, &revBody{body: body, atts: atts}, p, seq); err != nil {
+		return "", nil, err
+	}
+	return newRev.String(), nil, nil
+}
+
+// applyReplicated merges a new_edits=false revision path.
+func (db *DB) applyReplicated(b *bolt.Bucket, p *pendingDoc, seq *uint64) (string, *Error, error) {
+	d := p.doc
+	var path revtree.Path
+	switch {
+	case d.Revisions != nil:
+		path = revtree.Path{Start: d.Revisions.Start, IDs: d.Revisions.IDs}
+	case d.Rev != "":
+		r, err := revtree.ParseRev(d.Rev)
+		if err != nil {
+			return "", BadRequest("Invalid rev format"), nil
+		}
+		path = revtree.Path{Start: r.Gen, IDs: []string{r.Hash}}
+	default:
+		return "", BadRequest("Document revision is missing: new_edits=false needs _rev or _revisions"), nil
+	}
+	revs := path.Revs()
+	newRev := revs[0]
+	rec, err := loadRecord(b.Bucket(bucketDocs), p.id)
+	if err != nil {
+		return "", nil, err
+	}
+	if rec != nil {
+		if n, ok := rec.tree.Get(newRev); ok && n.Body {
+			return newRev.String(), nil, nil
+		}
+	}
+	lookup := func(name string) (storedAtt, bool) {
+		if rec == nil {
+			return storedAtt{}, false
+		}
+		for _, r := range revs[1:] {
+			if n, ok := rec.tree.Get(r); ok && n.Body {
+				if pb := loadRevBody(b, p.id, r); pb != nil {
+					if a, ok := pb.att(name); ok {
+						return a, true
+					}
+				}
+			}
+		}
+		return storedAtt{}, false
+	}
+	atts, derr := p.resolve(nil, newRev.Gen, lookup)
+	if derr != nil {
+		return "", derr, nil
+	}
+	before := stateOf(rec)
+	if rec == nil {
+		rec = &docRecord{}
+	}
+	rec.tree.Merge(path, d.Deleted, true, 0)
+	if err := db.commitRevs(b, p.id, before, rec, newRev, &revBody{body: d.Body, atts: atts}, p, seq); err != nil {
+		return "", nil, err
+	}
+	return newRev.String(), nil, nil
+}
+
+// commitRevs stores a merged tree with the body of its new revision: links
+// attachment data, stems to revs_limit, moves the document to a new update
+// seq and adjusts the counters.
+func (db *DB) commitRevs(b *bolt.Bucket, id string, before docState, rec *docRecord, newRev revtree.Rev, rb *revBody, p *pendingDoc, seqp *uint64) error {
+	meta, revs := b.Bucket(bucketMeta), b.Bucket(bucketRevs)
+	attBytes, err := p.link(b)
+	if err != nil {
+		return err
+	}
+	enc := rb.encode()
+	if err := revs.Put(revKey(id, newRev.String()), enc); err != nil {
+		return err
+	}
+	active, external := attBytes+int64(len(enc)), int64(len(rb.body))
+	for _, r := range rec.tree.Stem(db.RevsLimit()) {
+		k := revKey(id, r.String())
+		if v := revs.Get(k); v != nil {
+			active -= int64(len(v))
+			if bl, n := binary.Uvarint(v); n > 0 {
+				external -= int64(bl)
+			}
+			if err := revs.Delete(k); err != nil {
+				return err
+			}
+		}
+	}
+	seq := getU64(meta, metaSeq) + 1
+	if err := putU64(meta, metaSeq, seq); err != nil {
+		return err
+	}
+	*seqp = seq
+	w, _ := rec.tree.Winner()
+	var dDoc, dDel int64
+	if before.exists {
+		if before.deleted {
+			dDel--
+		} else {
+			dDoc--
+		}
+		if err := b.Bucket(bucketSeqs).Delete(u64(before.seq)); err != nil {
+			return err
+		}
+	}
+	if w.Deleted {
+		dDel++
+	} else {
+		dDoc++
+	}
+	for _, c := range []struct {
+		k []byte
+		d int64
+	}{{metaDocCount, dDoc}, {metaDelCount, dDel}, {metaActive, active}, {metaExternal, external}} {
+		if err := addU64(meta, c.k, c.d); err != nil {
+			return err
+		}
+	}
+	rec.tree.SetBody(newRev, true)
+	rec.seq = seq
+	if err := b.Bucket(bucketSeqs).Put(u64(seq), []byte(id)); err != nil {
+		return err
+	}
+	return b.Bucket(bucketDocs).Put([]byte(id), rec.encode())
+}
+
+// localRev parses a _local rev "0-N" ("" = 0).
+func localRev(s string) (uint64, bool) {
+	if s == "" {
+		return 0, true
+	}
+	i := strings.IndexByte(s, '-')
+	n, err := strconv.ParseUint(s[i+1:], 10, 64)
+	return n, err == nil
+}
+
+// applyLocal writes or deletes a _local document (rev "0-N", no history).
+func applyLocal(b *bolt.Bucket, id string, d *Doc, newEdits bool) (string, *Error, error) {
+	loc := b.Bucket(bucketLocal)
+	cur := loc.Get([]byte(id))
+	var curN uint64
+	if cur != nil {
+		n, _, err := readUvarint(cur, 0)
+		if err != nil {
+			return "", nil, err
+		}
+		curN = n
+	}
+	given, ok := localRev(d.Rev)
+	if !ok {
+		return "", BadRequest("Invalid rev format"), nil
+	}
+	if newEdits && given != curN {
+		return "", ErrConflict, nil
+	}
+	if d.Deleted {
+		if cur == nil {
+			return "", ErrNotFound, nil
+		}
+		return "0-0", nil, loc.Delete([]byte(id))
+	}
+	n := curN + 1
+	v := binary.AppendUvarint(make([]byte, 0, len(d.Body)+4), n)
+	v = append(v, d.Body...)
+	return "0-" + strconv.FormatUint(n, 10), nil, loc.Put([]byte(id), v)
+}

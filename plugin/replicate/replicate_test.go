@@ -1,0 +1,210 @@
+package replicate
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/couchepi/couchepi/parse"
+)
+
+// seedSource fills db with plain docs, a conflicted doc, a deleted doc, a
+// design doc, a _local doc and a doc with a small attachment.
+func seedSource(t *testing.T, s *testServer, db string, n int) {
+	docs := []map[string]any{}
+	for i := 0; i < n; i++ {
+		typ := "odd"
+		if i%2 == 0 {
+			typ = "even"
+		}
+		docs = append(docs, map[string]any{"_id": fmt.Sprintf("doc%03d", i), "n": i, "type": typ})
+	}
+	s.bulk(t, db, true, docs...)
+	// Conflicts: two branches written with new_edits=false.
+	s.bulk(t, db, false,
+		map[string]any{"_id": "conflicted", "_rev": "2-bbb", "branch": "b", "type": "odd", "_revisions": map[string]any{"start": 2, "ids": []string{"bbb", "aaa"}}},
+		map[string]any{"_id": "conflicted", "_rev": "2-ccc", "branch": "c", "type": "odd", "_revisions": map[string]any{"start": 2, "ids": []string{"ccc", "aaa"}}},
+	)
+	var res struct {
+		Rev string `json:"rev"`
+	}
+	json.Unmarshal(s.mustDo(t, "PUT", db+"/gone", map[string]any{"x": 1}), &res)
+	s.mustDo(t, "DELETE", db+"/gone?rev="+res.Rev, nil)
+	s.mustDo(t, "PUT", db+"/_local/secret", map[string]any{"x": 1})
+	s.mustDo(t, "PUT", db+"/_design/f", map[string]any{
+		"filters": map[string]any{"by_type": "function(doc, req) { return doc.type === req.query.type; }"},
+	})
+	s.mustDo(t, "PUT", db+"/withatt", map[string]any{
+		"type": "even",
+		"_attachments": map[string]any{"hello.txt": map[string]any{
+			"content_type": "text/plain", "data": base64.StdEncoding.EncodeToString([]byte("hello world")),
+		}},
+	})
+}
+
+func TestOneShot(t *testing.T) {
+	s := startServer(t)
+	src, tgt := s.newDB(t, "src"), s.newDB(t, "tgt")
+	seedSource(t, s, src, 120)
+	var lastStats Stats
+	res := runRep(t, testRep(s, src, tgt), Options{OnStats: func(st Stats) { lastStats = st }})
+	if d := diffTrees(s.contents(t, src), s.contents(t, tgt), nil); len(d) > 0 {
+		t.Fatalf("target differs from source:\n%s", strings.Join(d, "\n"))
+	}
+	if st, _ := s.do(t, "GET", tgt+"/_local/secret", nil); st != 404 {
+		t.Errorf("_local doc replicated: status %d", st)
+	}
+	var body map[string]json.RawMessage
+	if err := json.Unmarshal(res.Body, &body); err != nil {
+		t.Fatalf("result body %s: %v", res.Body, err)
+	}
+	for _, k := range []string{"session_id", "source_last_seq", "replication_id_version", "history"} {
+		if _, ok := body[k]; !ok {
+			t.Errorf("result body lacks %q: %s", k, res.Body)
+		}
+	}
+	// 120 docs + 2 conflict leaves + deleted + design + attachment doc
+	if res.Stats.DocsWritten != 125 || res.Stats.DocsRead != 125 || res.Stats.DocWriteFailures != 0 {
+		t.Errorf("stats %+v", res.Stats)
+	}
+	if lastStats.DocsWritten != res.Stats.DocsWritten {
+		t.Errorf("OnStats last %+v, result %+v", lastStats, res.Stats)
+	}
+	// The checkpoint doc on the target reads back as ours.
+	id, err := ComputeRepID(context.Background(), testRep(s, src, tgt), "0123456789abcdef0123456789abcdef", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cp Checkpoint
+	json.Unmarshal(s.mustDo(t, "GET", tgt+"/_local/"+id.Base, nil), &cp)
+	if cp.ReplicationIDVersion != 4 || len(cp.History) != 1 || string(cp.SourceLastSeq) != string(body["source_last_seq"]) {
+		t.Errorf("target checkpoint %+v", cp)
+	}
+	// A second run has nothing to do.
+	res2 := runRep(t, testRep(s, src, tgt), Options{})
+	if !strings.Contains(string(res2.Body), `"no_changes":true`) {
+		t.Errorf("second run body %s", res2.Body)
+	}
+}
+
+func TestFilters(t *testing.T) {
+	s := startServer(t)
+	src := s.newDB(t, "src")
+	seedSource(t, s, src, 20)
+	cases := []struct {
+		name  string
+		setup func(r *parse.Rep)
+		want  func(id string) bool
+	}{
+		{"doc_ids", func(r *parse.Rep) { r.DocIDs = []string{"conflicted", "doc003", "nodoc"} },
+			func(id string) bool { return id == "doc003" || id == "conflicted" }},
+		{"selector", func(r *parse.Rep) { r.Selector = json.RawMessage(`{"type":"even"}`) },
+			func(id string) bool { return id == "withatt" || strings.HasPrefix(id, "doc") && id[len(id)-1]%2 == 0 }},
+		{"ddoc filter with query_params", func(r *parse.Rep) {
+			r.Filter = "f/by_type"
+			r.QueryParams = json.RawMessage(`{"type":"odd"}`)
+		}, func(id string) bool { return id == "conflicted" || strings.HasPrefix(id, "doc") && id[len(id)-1]%2 == 1 }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.name == "selector" && s.Kind == "pouchdb-server" {
+				t.Skip("pouchdb-server has no _changes?filter=_selector")
+			}
+			tgt := s.newDB(t, "tgt")
+			rep := testRep(s, src, tgt)
+			tc.setup(rep)
+			runRep(t, rep, Options{})
+			got := s.contents(t, tgt)
+			want := s.contents(t, src)
+			for id := range want {
+				if !tc.want(id) {
+					delete(want, id)
+				}
+			}
+			if d := diffTrees(want, got, nil); len(d) > 0 {
+				t.Fatalf("filtered target differs:\n%s", strings.Join(d, "\n"))
+			}
+		})
+	}
+	t.Run("missing filter", func(t *testing.T) {
+		rep := testRep(s, src, s.newDB(t, "tgt"))
+		rep.Filter = "f/nope"
+		_, err := Run(context.Background(), rep, Options{})
+		var re *Error
+		if !errors.As(err, &re) || re.Kind != "filter_fetch_error" {
+			t.Fatalf("err = %v, want filter_fetch_error", err)
+		}
+	})
+}
+
+func TestSinceWinningCreateTarget(t *testing.T) {
+	s := startServer(t)
+	src := s.newDB(t, "src")
+	seedSource(t, s, src, 10)
+	t.Run("since_seq", func(t *testing.T) {
+		var ch struct {
+			Results []struct {
+				Seq json.RawMessage `json:"seq"`
+				ID  string          `json:"id"`
+			} `json:"results"`
+		}
+		json.Unmarshal(s.mustDo(t, "GET", src+"/_changes", nil), &ch)
+		mid := ch.Results[4].Seq
+		tgt := s.newDB(t, "tgt")
+		rep := testRep(s, src, tgt)
+		rep.SinceSeq = mid
+		runRep(t, rep, Options{})
+		got := s.contents(t, tgt)
+		for _, r := range ch.Results[:5] {
+			if _, ok := got[r.ID]; ok {
+				t.Errorf("%s before since_seq was replicated", r.ID)
+			}
+		}
+		for _, r := range ch.Results[5:] {
+			if _, ok := got[r.ID]; !ok {
+				t.Errorf("%s after since_seq missing", r.ID)
+			}
+		}
+	})
+	t.Run("winning_revs_only", func(t *testing.T) {
+		tgt := s.newDB(t, "tgt")
+		rep := testRep(s, src, tgt)
+		rep.WinningRevsOnly = true
+		runRep(t, rep, Options{})
+		got := s.contents(t, tgt)
+		if len(got["conflicted"]) != 1 {
+			t.Errorf("conflicted has %d leaves on target, want 1", len(got["conflicted"]))
+		}
+	})
+	t.Run("create_target", func(t *testing.T) {
+		tgt := fmt.Sprintf("created-%d", time.Now().UnixNano())
+		rep := testRep(s, src, tgt)
+		rep.CreateTarget = true
+		runRep(t, rep, Options{})
+		if d := diffTrees(s.contents(t, src), s.contents(t, tgt), nil); len(d) > 0 {
+			t.Fatalf("created target differs:\n%s", strings.Join(d, "\n"))
+		}
+	})
+	t.Run("missing target", func(t *testing.T) {
+		rep := testRep(s, src, "nosuchdb")
+		_, err := Run(context.Background(), rep, Options{})
+		var re *Error
+		want := "db_not_found: could not open " + s.Base + "nosuchdb/"
+		if !errors.As(err, &re) || err.Error() != want {
+			t.Fatalf("err = %v, want %s", err, want)
+		}
+	})
+	t.Run("use_checkpoints false", func(t *testing.T) {
+		rep := testRep(s, src, s.newDB(t, "tgt"))
+		rep.UseCheckpoints = false
+		res := runRep(t, rep, Options{})
+		if string(res.Body) != `{"use_checkpoints":false}` {
+			t.Errorf("body %s", res.Body)
+		}
+	})
+}

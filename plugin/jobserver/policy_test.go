@@ -135,15 +135,18 @@ func TestTrim(t *testing.T) {
 	tests := []struct {
 		name    string
 		maxJobs int
+		lowered bool
 		want    []string
 	}{
-		{"room for all", 5, nil},
-		{"one over", 4, []string{"greedy"}},
-		{"two over", 3, []string{"greedy", "old"}},
-		{"only eligible ones", 0, []string{"greedy", "old", "mid"}},
+		{"room for all", 5, false, nil},
+		{"one over", 4, false, []string{"greedy"}},
+		{"two over", 3, false, []string{"greedy", "old"}},
+		{"only eligible ones", 0, false, []string{"greedy", "old", "mid"}},
+		{"lowered max_jobs stops one-shots last", 0, true, []string{"greedy", "old", "mid", "older-oneshot", "young"}},
+		{"lowered prefers eligible continuous", 2, true, []string{"greedy", "old", "mid"}},
 	}
 	for _, tt := range tests {
-		got := Trim(workers, tt.maxJobs, time.Minute, now)
+		got := Trim(workers, tt.maxJobs, time.Minute, now, tt.lowered)
 		if strings.Join(got, ",") != strings.Join(tt.want, ",") {
 			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
 		}

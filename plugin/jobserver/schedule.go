@@ -14,20 +14,40 @@ type Worker struct {
 }
 
 // Trim picks the workers to stop when more than maxJobs run (the rotation
-// step of CouchDB 4.x's job server): only continuous jobs that ran at least
-// minRunTime, most over their fair share first, then the oldest start first.
-// One-shot jobs are never stopped.
-func Trim(workers []Worker, maxJobs int, minRunTime time.Duration, now time.Time) []string {
+// step of CouchDB 4.x's job server): continuous jobs that ran at least
+// minRunTime, most over their fair share first, then the oldest start
+// first. One-shot (and young) jobs are stopped only when lowered is set
+// (max_jobs was lowered), and then only after every eligible continuous job.
+func Trim(workers []Worker, maxJobs int, minRunTime time.Duration, now time.Time, lowered bool) []string {
 	excess := len(workers) - maxJobs
 	if excess <= 0 {
 		return nil
 	}
-	var cands []Worker
+	var cands, rest []Worker
 	for _, w := range workers {
 		if w.Continuous && now.Sub(w.Started) >= minRunTime {
 			cands = append(cands, w)
+		} else {
+			rest = append(rest, w)
 		}
 	}
+	order(cands)
+	if lowered {
+		order(rest)
+		cands = append(cands, rest...)
+	}
+	if len(cands) > excess {
+		cands = cands[:excess]
+	}
+	ids := make([]string, len(cands))
+	for i, w := range cands {
+		ids[i] = w.ID
+	}
+	return ids
+}
+
+// order sorts workers in stop order: highest fair-share priority, then oldest start, then id.
+func order(cands []Worker) {
 	sort.SliceStable(cands, func(i, j int) bool {
 		if cands[i].Priority != cands[j].Priority {
 			return cands[i].Priority > cands[j].Priority
@@ -37,14 +57,6 @@ func Trim(workers []Worker, maxJobs int, minRunTime time.Duration, now time.Time
 		}
 		return cands[i].ID < cands[j].ID
 	})
-	if len(cands) > excess {
-		cands = cands[:excess]
-	}
-	ids := make([]string, len(cands))
-	for i, w := range cands {
-		ids[i] = w.ID
-	}
-	return ids
 }
 
 // ChurnSlots is the most extra acceptors the interval step may start so that

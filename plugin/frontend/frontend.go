@@ -1,0 +1,108 @@
+// Package frontend turns what happens in `_replicator` dbs and
+// `POST /_replicate` requests into replication jobs (CouchDB 4.x
+// couch_replicator frontend): doc writes create, update or remove jobs,
+// replicator db creation and deletion scan or drop theirs, catch-up reads
+// each db's changes feed from the last processed seq so no update is
+// missed, and the write-time and read-time rules of replication docs are
+// applied.
+package frontend
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/couchepi/couchepi/hooks"
+	"github.com/couchepi/couchepi/parse"
+	"github.com/couchepi/couchepi/plugin/jobs"
+	"github.com/couchepi/couchepi/plugin/jobserver/jobdata"
+	"github.com/hashicorp/go-hclog"
+)
+
+// RepIDFunc computes a replication's id (fetching user filter code from the
+// source when needed); replicate.ComputeRepID fits.
+type RepIDFunc func(ctx context.Context, rep *parse.Rep) (parse.RepID, error)
+
+// Config is what the frontend needs to run.
+type Config struct {
+	Queue    *jobs.Queue
+	Services hooks.Services
+	Logger   hclog.Logger
+	// ServerUUID is the server's uuid (an input of transient job ids).
+	ServerUUID string
+	// LocalURL is the server's base URL: bare db names in POST /_replicate
+	// bodies are rewritten against it.
+	LocalURL string
+	// RepID computes replication ids for POST /_replicate answers.
+	RepID RepIDFunc
+	// Now is the clock (nil = time.Now).
+	Now func() time.Time
+}
+
+// Frontend creates, updates and removes replication jobs.
+type Frontend struct {
+	cfg  Config
+	recs jobdata.Records
+	log  hclog.Logger
+
+	optsMu sync.RWMutex
+	opts   parse.Options
+
+	dbMu    sync.Mutex
+	dbLocks map[string]*sync.Mutex
+}
+
+// New returns a frontend over the queue in cfg.
+func New(cfg Config) *Frontend {
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Frontend{
+		cfg:     cfg,
+		recs:    jobdata.Records{Q: cfg.Queue},
+		log:     cfg.Logger.Named("frontend"),
+		opts:    parse.DefaultOptions(),
+		dbLocks: map[string]*sync.Mutex{},
+	}
+}
+
+// SetOptions replaces the `[replicator]` defaults used to parse docs and bodies.
+func (f *Frontend) SetOptions(o parse.Options) {
+	f.optsMu.Lock()
+	f.opts = o
+	f.optsMu.Unlock()
+}
+
+// options returns the current parse options.
+func (f *Frontend) options() parse.Options {
+	f.optsMu.RLock()
+	defer f.optsMu.RUnlock()
+	return f.opts
+}
+
+// lockDB serialises the processing of one replicator db (events and
+// catch-up), so its seq only moves forward in processing order.
+func (f *Frontend) lockDB(db string) func() {
+	f.dbMu.Lock()
+	m, ok := f.dbLocks[db]
+	if !ok {
+		m = &sync.Mutex{}
+		f.dbLocks[db] = m
+	}
+	f.dbMu.Unlock()
+	m.Lock()
+	return m.Unlock
+}
+
+// IsReplicatorDB reports whether db is a replicator db (`_replicator` or `…/_replicator`).
+func IsReplicatorDB(db string) bool {
+	return db == "_replicator" || (len(db) > len("/_replicator") && db[len(db)-len("/_replicator"):] == "/_replicator")
+}
+
+// parseUser converts a hook user context to parse's.
+func parseUser(u hooks.UserCtx) parse.UserCtx {
+	return parse.UserCtx{Name: u.Name, Roles: u.Roles}
+}

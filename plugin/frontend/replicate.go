@@ -1,0 +1,250 @@
+package frontend
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"time"
+
+	"github.com/couchepi/couchepi/hooks"
+	"github.com/couchepi/couchepi/parse"
+	"github.com/couchepi/couchepi/plugin/jobs"
+	"github.com/couchepi/couchepi/plugin/jobserver/jobdata"
+	"github.com/couchepi/couchepi/plugin/monitor"
+	"github.com/couchepi/couchepi/plugin/replicate"
+)
+
+// okLocalID is the answer to a continuous start or a cancel, in CouchDB's key order.
+type okLocalID struct {
+	OK      bool   `json:"ok"`
+	LocalID string `json:"_local_id"`
+}
+
+// zeroTime schedules a job to run as soon as possible.
+var zeroTime time.Time
+
+// maxBody bounds a POST /_replicate body.
+const maxBody = 4 << 20
+
+// Replicate serves `POST /_replicate` for user (CouchDB 3.x answers):
+// one-shot replications block until done and answer with the final
+// checkpoint; continuous ones answer 202 at once; `cancel` removes the job.
+// Transient jobs live in the queue like the others, so they survive restarts.
+func (f *Frontend) Replicate(w http.ResponseWriter, r *http.Request, user hooks.UserCtx) {
+	if herr := f.replicate(w, r, user); herr != nil {
+		monitor.WriteError(w, herr.Status, herr.Err, herr.Reason)
+	}
+}
+
+func (f *Frontend) replicate(w http.ResponseWriter, r *http.Request, user hooks.UserCtx) *hooks.Error {
+	if r.Method != http.MethodPost {
+		return &hooks.Error{Status: 405, Err: "method_not_allowed", Reason: "Only POST allowed"}
+	}
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+		return &hooks.Error{Status: 415, Err: "bad_content_type", Reason: "Content-Type must be application/json"}
+	}
+	if user.Name == "" && !user.IsAdmin() {
+		return &hooks.Error{Status: 401, Err: "unauthorized", Reason: "You are not authorized to access this db."}
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+	if err != nil {
+		return &hooks.Error{Status: 400, Err: "bad_request", Reason: "Could not read the request body"}
+	}
+	opts := f.options()
+	opts.LocalURL = f.cfg.LocalURL
+	opts.LocalHeaders = map[string]string{}
+	for _, h := range []string{"Authorization", "Cookie"} {
+		if v := r.Header.Get(h); v != "" {
+			opts.LocalHeaders[h] = v
+		}
+	}
+	rep, err := parse.ReplicateRequest(body, parseUser(user), opts)
+	if err != nil {
+		return parseErrorResponse(err)
+	}
+	ctx := r.Context()
+	if rep.Cancel {
+		return f.cancel(ctx, w, rep, user)
+	}
+	return f.start(ctx, w, rep, user)
+}
+
+// parseErrorResponse maps a body validation error to CouchDB 3.x's answer:
+// a missing endpoint is a 500 `error` (sample 26), the rest 400 bad_request.
+func parseErrorResponse(err error) *hooks.Error {
+	reason := err.Error()
+	var pe *parse.Error
+	if errors.As(err, &pe) {
+		reason = pe.Reason
+	}
+	if reason == "Missing replicator database" {
+		return &hooks.Error{Status: 500, Err: "error", Reason: reason}
+	}
+	return &hooks.Error{Status: 400, Err: "bad_request", Reason: reason}
+}
+
+// repIDError maps a replication id failure to an HTTP answer.
+func repIDError(err error) *hooks.Error {
+	var re *replicate.Error
+	if errors.As(err, &re) {
+		if re.Kind == "filter_fetch_error" {
+			return hooks.NotFound(re.Reason)
+		}
+		return &hooks.Error{Status: 500, Err: re.Kind, Reason: re.Reason}
+	}
+	return &hooks.Error{Status: 500, Err: "error", Reason: err.Error()}
+}
+
+// cancel removes the transient job named by the body's id, or the job
+// the same body started.
+func (f *Frontend) cancel(ctx context.Context, w http.ResponseWriter, rep *parse.Rep, user hooks.UserCtx) *hooks.Error {
+	var jobID string
+	if rep.ID != "" {
+		id, err := f.recs.Resolve(ctx, rep.ID)
+		if err != nil {
+			return hooks.NotFound("missing")
+		}
+		jobID = id
+	} else {
+		jobID = parse.TransientJobID(rep, f.cfg.ServerUUID)
+	}
+	rec, err := f.recs.Get(ctx, jobID)
+	if err != nil {
+		return hooks.NotFound("missing")
+	}
+	if !rec.Transient() {
+		return &hooks.Error{Status: 401, Err: "unauthorized", Reason: "Persistent replication collision"}
+	}
+	if !user.IsAdmin() && rec.Rep != nil && rec.Rep.UserCtx.Name != user.Name {
+		return &hooks.Error{Status: 401, Err: "unauthorized", Reason: "Can't cancel a replication triggered by another user"}
+	}
+	repID := rec.RepID
+	if repID == "" && rec.Rep != nil {
+		id, err := f.cfg.RepID(ctx, rec.Rep)
+		if err != nil {
+			return repIDError(err)
+		}
+		repID = id.String()
+	}
+	if err := f.cfg.Queue.Transact(ctx, func(tx *jobs.Tx) error {
+		_, err := jobdata.Remove(tx, jobID)
+		return err
+	}); err != nil {
+		return &hooks.Error{Status: 500, Err: "error", Reason: err.Error()}
+	}
+	f.log.Info("transient replication cancelled", "job", jobID, "rep_id", repID)
+	monitor.WriteJSON(w, http.StatusOK, okLocalID{true, repID})
+	return nil
+}
+
+// start adds (or reuses) the transient job of rep and answers when it is
+// done (one-shot) or at once (continuous).
+func (f *Frontend) start(ctx context.Context, w http.ResponseWriter, rep *parse.Rep, user hooks.UserCtx) *hooks.Error {
+	repID, err := f.cfg.RepID(ctx, rep)
+	if err != nil {
+		return repIDError(err)
+	}
+	jobID := parse.TransientJobID(rep, f.cfg.ServerUUID)
+	var herr *hooks.Error
+	err = f.cfg.Queue.Transact(ctx, func(tx *jobs.Tx) error {
+		herr = nil
+		owner, err := jobdata.RepIDOwner(tx.KV(), repID.String())
+		if err != nil {
+			return err
+		}
+		if owner != "" && owner != jobID {
+			if data, err := tx.GetData(jobdata.JobType, owner); err == nil {
+				if o, derr := jobdata.Decode(data); derr == nil && o.Active() && o.RepID == repID.String() {
+					switch {
+					case !o.Transient():
+						herr = &hooks.Error{Status: 401, Err: "unauthorized", Reason: "Persistent replication collision"}
+						return nil
+					case !user.IsAdmin() && o.Rep != nil && o.Rep.UserCtx.Name != user.Name:
+						herr = &hooks.Error{Status: 401, Err: "unauthorized", Reason: "Replication `" + repID.String() + "` belongs to another user"}
+						return nil
+					}
+				}
+			}
+		}
+		if data, err := tx.GetData(jobdata.JobType, jobID); err == nil {
+			if old, derr := jobdata.Decode(data); derr == nil && old.Active() && old.Rep != nil && old.Rep.Equal(rep) {
+				return nil // the same replication is already queued or running
+			}
+		}
+		if _, err := jobdata.Remove(tx, jobID); err != nil {
+			return err
+		}
+		return tx.Add(jobdata.JobType, jobID, jobdata.New(rep, "", "", "", f.cfg.Now()).Encode(), zeroTime)
+	})
+	if err != nil {
+		return &hooks.Error{Status: 500, Err: "error", Reason: err.Error()}
+	}
+	if herr != nil {
+		return herr
+	}
+	if rep.Continuous {
+		monitor.WriteJSON(w, http.StatusAccepted, okLocalID{true, repID.String()})
+		return nil
+	}
+	rec, err := f.wait(ctx, jobID)
+	if err != nil {
+		if errors.Is(err, jobs.ErrNotFound) {
+			return &hooks.Error{Status: 500, Err: "error", Reason: "Replication was canceled"}
+		}
+		return &hooks.Error{Status: 500, Err: "error", Reason: err.Error()}
+	}
+	if rec.State != jobdata.Completed {
+		kind, reason := jobdata.SplitReason(rec.ErrorReason())
+		return &hooks.Error{Status: 500, Err: kind, Reason: reason}
+	}
+	writeResult(w, rec.CheckpointHistory)
+	return nil
+}
+
+// wait blocks until a job is finished and returns its record;
+// jobs.ErrNotFound when it was removed (cancelled) meanwhile.
+func (f *Frontend) wait(ctx context.Context, jobID string) (*jobdata.Record, error) {
+	sub, st, data, err := f.cfg.Queue.Subscribe(ctx, jobdata.JobType, jobID)
+	if err != nil {
+		return nil, err
+	}
+	if sub != nil {
+		defer sub.Close()
+	}
+	for st != jobs.Finished {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case ev, ok := <-sub.Events():
+			if !ok {
+				return nil, errors.New("job subscription closed")
+			}
+			if ev.State == jobs.NotFound {
+				return nil, jobs.ErrNotFound
+			}
+			st, data = ev.State, ev.Data
+		}
+	}
+	if data == nil {
+		if data, err = f.cfg.Queue.GetData(ctx, jobdata.JobType, jobID); err != nil {
+			return nil, err
+		}
+	}
+	return jobdata.Decode(data)
+}
+
+// writeResult answers a completed one-shot: {"ok":true} merged in front of
+// the final checkpoint body.
+func writeResult(w http.ResponseWriter, body json.RawMessage) {
+	out := []byte(`{"ok":true}`)
+	if b := bytes.TrimSpace(body); len(b) > 2 && b[0] == '{' {
+		out = append([]byte(`{"ok":true,`), b[1:]...)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	w.Write(append(out, '\n'))
+}

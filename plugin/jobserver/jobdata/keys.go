@@ -1,0 +1,85 @@
+package jobdata
+
+import (
+	"encoding/json"
+
+	"github.com/couchepi/couchepi/plugin/kv"
+)
+
+// The plugin's layout in its KV store: the jobs queue lives under
+// QueuePrefix; the replicator's own keys (rep-id ownership index, last
+// processed seq per replicator db) under ownPrefix, in the same store so
+// that they change in the same transactions as the jobs.
+var (
+	// QueuePrefix is the jobs.Options.Prefix of the replicator's queue.
+	QueuePrefix = []byte("j/")
+	ownPrefix   = "r/"
+	repIDSpace  = ownPrefix + "repid/"
+	dbSeqSpace  = ownPrefix + "dbseq/"
+)
+
+// RepIDOwner returns the id of the job that owns a replication id
+// (CouchDB 4.x REPLICATION_IDS index), or "" if none.
+func RepIDOwner(tx kv.ReadTx, repID string) (string, error) {
+	v, err := tx.Get([]byte(repIDSpace + repID))
+	return string(v), err
+}
+
+// SetRepIDOwner records jobID as the owner of repID.
+func SetRepIDOwner(tx kv.Tx, repID, jobID string) {
+	tx.Set([]byte(repIDSpace+repID), []byte(jobID))
+}
+
+// ClearRepIDOwner removes repID's owner if it is jobID.
+func ClearRepIDOwner(tx kv.Tx, repID, jobID string) error {
+	if repID == "" {
+		return nil
+	}
+	owner, err := RepIDOwner(tx, repID)
+	if err != nil || owner != jobID {
+		return err
+	}
+	tx.Clear([]byte(repIDSpace + repID))
+	return nil
+}
+
+// DBSeq is where the frontend stands in one replicator db's changes feed.
+type DBSeq struct {
+	UUID string `json:"uuid"` // instance uuid of the db the seq belongs to
+	Seq  string `json:"seq"`  // last processed seq
+}
+
+// GetDBSeq returns the stored position for db (zero value if none).
+func GetDBSeq(tx kv.ReadTx, db string) (DBSeq, error) {
+	var s DBSeq
+	v, err := tx.Get([]byte(dbSeqSpace + db))
+	if err != nil || v == nil {
+		return s, err
+	}
+	err = json.Unmarshal(v, &s)
+	return s, err
+}
+
+// SetDBSeq stores the position for db.
+func SetDBSeq(tx kv.Tx, db string, s DBSeq) {
+	b, _ := json.Marshal(s)
+	tx.Set([]byte(dbSeqSpace+db), b)
+}
+
+// ClearDBSeq forgets db's position (the db was deleted).
+func ClearDBSeq(tx kv.Tx, db string) { tx.Clear([]byte(dbSeqSpace + db)) }
+
+// DBSeqs returns every stored position, by db name.
+func DBSeqs(tx kv.ReadTx) (map[string]DBSeq, error) {
+	out := map[string]DBSeq{}
+	begin := []byte(dbSeqSpace)
+	err := tx.Range(begin, kv.PrefixEnd(begin), kv.RangeOptions{}, func(k, v []byte) error {
+		var s DBSeq
+		if err := json.Unmarshal(v, &s); err != nil {
+			return err
+		}
+		out[string(k[len(begin):])] = s
+		return nil
+	})
+	return out, err
+}

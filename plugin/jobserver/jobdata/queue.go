@@ -1,0 +1,94 @@
+package jobdata
+
+import (
+	"context"
+	"errors"
+
+	"github.com/couchepi/couchepi/parse"
+	"github.com/couchepi/couchepi/plugin/jobs"
+)
+
+// ErrNotFound is returned when no job matches an id.
+var ErrNotFound = jobs.ErrNotFound
+
+// Records reads and removes replication job records in a jobs queue. It
+// implements monitor.Source.
+type Records struct {
+	Q *jobs.Queue
+}
+
+// Fold calls fn for every replication job record (records that do not
+// decode are skipped: they cannot be shown or run).
+func (r Records) Fold(ctx context.Context, fn func(jobID string, rec *Record) error) error {
+	return r.Q.Fold(ctx, JobType, func(id string, st jobs.State, data []byte) error {
+		rec, err := Decode(data)
+		if err != nil {
+			return nil
+		}
+		return fn(id, rec)
+	})
+}
+
+// Get returns one job's record.
+func (r Records) Get(ctx context.Context, jobID string) (*Record, error) {
+	data, err := r.Q.GetData(ctx, JobType, jobID)
+	if err != nil {
+		return nil, err
+	}
+	return Decode(data)
+}
+
+// Lookup finds a job by replication id (full, or with "+" turned into
+// spaces by form decoding) through the ownership index, else by job id.
+func (r Records) Lookup(ctx context.Context, id string) (*Record, error) {
+	jobID, err := r.Resolve(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return r.Get(ctx, jobID)
+}
+
+// Resolve maps a replication id or job id to a job id (ErrNotFound if neither).
+func (r Records) Resolve(ctx context.Context, id string) (string, error) {
+	var jobID string
+	err := r.Q.Transact(ctx, func(tx *jobs.Tx) error {
+		jobID = ""
+		owner, err := RepIDOwner(tx.KV(), parse.ParseRepID(id).String())
+		if err != nil {
+			return err
+		}
+		if owner != "" {
+			if _, err := tx.GetState(JobType, owner); err == nil {
+				jobID = owner
+				return nil
+			}
+		}
+		if _, err := tx.GetState(JobType, id); err == nil {
+			jobID = id
+			return nil
+		}
+		return ErrNotFound
+	})
+	return jobID, err
+}
+
+// Remove deletes a job and releases its replication id, inside tx. A job
+// that does not exist is not an error. It returns the removed record (nil
+// if there was none).
+func Remove(tx *jobs.Tx, jobID string) (*Record, error) {
+	data, err := tx.GetData(JobType, jobID)
+	if errors.Is(err, jobs.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	rec, derr := Decode(data)
+	if err := tx.Remove(JobType, jobID); err != nil {
+		return nil, err
+	}
+	if derr != nil {
+		return nil, nil
+	}
+	return rec, ClearRepIDOwner(tx.KV(), rec.RepID, jobID)
+}

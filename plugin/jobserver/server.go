@@ -1,0 +1,393 @@
+package jobserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/couchepi/couchepi/hooks"
+	"github.com/couchepi/couchepi/parse"
+	"github.com/couchepi/couchepi/plugin/couchclient"
+	"github.com/couchepi/couchepi/plugin/jobs"
+	"github.com/couchepi/couchepi/plugin/jobserver/jobdata"
+	"github.com/hashicorp/go-hclog"
+)
+
+// TypeTimeout is the activity timeout of `rep_jobs`: a running job not
+// updated for this long is re-enqueued by the queue's monitor.
+const TypeTimeout = 61 * time.Second
+
+// Why a worker's replication was cancelled.
+var (
+	errRotated       = errors.New("stopped to let a pending job run")
+	errShutdown      = errors.New("job server stopping")
+	errRepIDChanged  = errors.New("replication id changed")
+	errLockLost      = errors.New("job lock lost")
+	errShutdownGrace = 10 * time.Second
+)
+
+// Options configure a Server.
+type Options struct {
+	Queue    *jobs.Queue
+	Services hooks.Services
+	Logger   hclog.Logger
+	Pool     *couchclient.Pool
+	// ServerUUID and Node come from the server's info (rep ids, monitoring).
+	ServerUUID, Node string
+	// Run runs one replication; nil = replicate.Run via RunReplication.
+	Run RunFunc
+	// RepID computes a replication id; nil = replicate.ComputeRepID.
+	RepID func(ctx context.Context, rep *parse.Rep) (parse.RepID, error)
+}
+
+// Server is the job server of one replication node.
+type Server struct {
+	opts Options
+	q    *jobs.Queue
+	recs jobdata.Records
+	log  hclog.Logger
+	cfg  atomic.Pointer[Config]
+	pids atomic.Int64
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu        sync.Mutex
+	workers   map[string]*worker
+	acceptors int
+	churn     int
+	lowered   bool // max_jobs was lowered since the last cycle
+	stopping  bool
+	share     *Share
+	lastCycle time.Time
+}
+
+// New returns a job server; Start runs it.
+func New(opts Options, cfg Config) *Server {
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
+	}
+	if opts.Run == nil {
+		opts.Run = runReplication(opts)
+	}
+	if opts.RepID == nil {
+		opts.RepID = computeRepID(opts)
+	}
+	s := &Server{
+		opts:    opts,
+		q:       opts.Queue,
+		recs:    jobdata.Records{Q: opts.Queue},
+		log:     opts.Logger.Named("jobserver"),
+		workers: map[string]*worker{},
+		share:   NewShare(),
+	}
+	s.cfg.Store(&cfg)
+	return s
+}
+
+// SetConfig changes the settings at runtime; they apply from the next
+// acceptor decision and scheduling cycle.
+func (s *Server) SetConfig(cfg Config) {
+	old := s.cfg.Swap(&cfg)
+	s.mu.Lock()
+	if cfg.MaxJobs < old.MaxJobs {
+		s.lowered = true
+	}
+	s.mu.Unlock()
+	s.spawnAcceptors(0)
+}
+
+func (s *Server) config() Config { return *s.cfg.Load() }
+
+// Start sets the type timeout, re-enqueues jobs left running by a dead
+// process when reclaim is set (single-owner stores only), and starts the
+// acceptors and the scheduling cycle.
+func (s *Server) Start(ctx context.Context, reclaim bool) error {
+	if err := s.q.SetTypeTimeout(ctx, jobdata.JobType, TypeTimeout); err != nil {
+		return err
+	}
+	if reclaim {
+		if err := s.reclaim(ctx); err != nil {
+			return err
+		}
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.lastCycle = time.Now()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.loop()
+	}()
+	s.spawnAcceptors(0)
+	return nil
+}
+
+// reclaim re-enqueues jobs that are running in the store although no
+// process runs them (the previous owner of the store died): they resume at
+// once instead of after the activity timeout.
+func (s *Server) reclaim(ctx context.Context) error {
+	var ids []string
+	err := s.q.Fold(ctx, jobdata.JobType, func(id string, st jobs.State, _ []byte) error {
+		if st == jobs.Running {
+			ids = append(ids, id)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	for _, id := range ids {
+		err := s.q.Transact(ctx, func(tx *jobs.Tx) error {
+			data, err := tx.GetData(jobdata.JobType, id)
+			if err != nil {
+				return err
+			}
+			rec, err := jobdata.Decode(data)
+			if err != nil {
+				return err
+			}
+			if rec.State == jobdata.Running {
+				rec.State = jobdata.Pending
+				rec.LastUpdated = now.Unix()
+				rec.History = AppendHistory(rec.History, jobdata.Event{Type: jobdata.EventStopped, Timestamp: now.Unix(), Reason: "node restarted"}, s.config().MaxHistory)
+				rec.PID = ""
+			}
+			if err := tx.Remove(jobdata.JobType, id); err != nil {
+				return err
+			}
+			return tx.Add(jobdata.JobType, id, rec.Encode(), time.Time{})
+		})
+		if err != nil && !errors.Is(err, jobs.ErrNotFound) {
+			return err
+		}
+	}
+	if len(ids) > 0 {
+		s.log.Info("re-enqueued jobs left running by a previous process", "jobs", len(ids))
+	}
+	return nil
+}
+
+// Stop checkpoints and re-enqueues every running job (each replication
+// writes a final checkpoint) and stops the acceptors. Jobs whose worker does
+// not finish in time are re-enqueued by force.
+func (s *Server) Stop(ctx context.Context) error {
+	if s.cancel == nil {
+		return nil
+	}
+	s.mu.Lock()
+	s.stopping = true
+	ws := make([]*worker, 0, len(s.workers))
+	for _, w := range s.workers {
+		w.stop(errShutdown)
+		ws = append(ws, w)
+	}
+	s.mu.Unlock()
+	s.cancel()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	wait := errShutdownGrace
+	if dl, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(dl)-500*time.Millisecond)
+	}
+	select {
+	case <-done:
+		s.log.Info("job server stopped", "jobs_stopped", len(ws))
+		return nil
+	case <-time.After(max(wait, 0)):
+	}
+	forced := 0
+	for _, w := range ws {
+		if !w.isDone() && s.q.Resubmit(context.Background(), w.job, time.Time{}, nil) == nil {
+			forced++
+		}
+	}
+	s.log.Warn("job server stop timed out; re-enqueued unfinished jobs", "jobs", forced)
+	return nil
+}
+
+// loop runs the scheduling cycle every interval (+ up to a third of jitter).
+func (s *Server) loop() {
+	for {
+		iv := s.config().Interval
+		t := time.NewTimer(iv + rand.N(iv/3+1))
+		select {
+		case <-s.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		s.Cycle(s.ctx)
+	}
+}
+
+// Cycle is one scheduling step (CouchDB 4.x job server): fair-share
+// accounting, trim excess continuous jobs, start extra acceptors so up to
+// max_churn pending jobs rotate in, drop old finished transient jobs.
+func (s *Server) Cycle(ctx context.Context) {
+	cfg := s.config()
+	now := time.Now()
+	s.mu.Lock()
+	var running []ShareJob
+	var list []Worker
+	count := map[string]int{}
+	for _, w := range s.workers {
+		count[w.key]++
+	}
+	for id, w := range s.workers {
+		ran := now.Sub(later(w.started, s.lastCycle))
+		running = append(running, ShareJob{ID: id, Key: w.key, Ran: ran})
+	}
+	s.share.Cycle(running, max(now.Sub(s.lastCycle), time.Millisecond), cfg)
+	s.lastCycle = now
+	for id, w := range s.workers {
+		list = append(list, Worker{ID: id, Continuous: w.continuous, Started: w.started, Priority: s.share.Priority(id, w.key, count[w.key], cfg)})
+	}
+	stop := Trim(list, cfg.MaxJobs, cfg.MinRunTime, now, s.lowered)
+	s.lowered = false
+	for _, id := range stop {
+		s.workers[id].stop(errRotated)
+	}
+	s.churn += len(stop)
+	slots := ChurnSlots(cfg.MaxJobs, cfg.MaxChurn, s.churn, s.acceptors, len(s.workers)-len(stop))
+	acceptors, workers, churn := s.acceptors, len(s.workers)-len(stop), s.churn
+	s.mu.Unlock()
+	if slots > 0 {
+		pending, err := s.q.PendingCount(ctx, jobdata.JobType, time.Time{}, slots)
+		if err != nil {
+			s.log.Warn("pending count failed", "error", err)
+		}
+		if extra := ExtraAcceptors(cfg.MaxJobs, cfg.MaxChurn, churn, acceptors, workers, pending); extra > 0 {
+			s.spawnAcceptors(extra)
+		}
+	}
+	s.dropOldTransient(ctx, cfg, now)
+	s.mu.Lock()
+	s.churn = 0
+	s.mu.Unlock()
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// dropOldTransient removes finished transient jobs older than transient_job_max_age_sec.
+func (s *Server) dropOldTransient(ctx context.Context, cfg Config, now time.Time) {
+	var old []string
+	s.recs.Fold(ctx, func(id string, rec *jobdata.Record) error {
+		if rec.Transient() && !rec.Active() && now.Sub(time.Unix(rec.LastUpdated, 0)) >= cfg.TransientMaxAge {
+			old = append(old, id)
+		}
+		return nil
+	})
+	for _, id := range old {
+		err := s.q.Transact(ctx, func(tx *jobs.Tx) error {
+			_, err := jobdata.Remove(tx, id)
+			return err
+		})
+		if err != nil {
+			s.log.Warn("could not remove old transient job", "job", id, "error", err)
+		}
+	}
+}
+
+// spawnAcceptors starts acceptors up to WantAcceptors, plus extra ones for rotation.
+func (s *Server) spawnAcceptors(extra int) {
+	cfg := s.config()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopping || s.ctx == nil {
+		return
+	}
+	n := max(WantAcceptors(cfg.MaxJobs, cfg.MaxAcceptors, len(s.workers))-s.acceptors, 0) + extra
+	for i := 0; i < n; i++ {
+		s.acceptors++
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.accept()
+		}()
+	}
+}
+
+// accept waits for a due job and turns into its worker. An acceptor no
+// longer needed (more acceptors than wanted) leaves after a wait of
+// startup_jitter without a job.
+func (s *Server) accept() {
+	leave := func() {
+		s.mu.Lock()
+		s.acceptors--
+		s.mu.Unlock()
+	}
+	for {
+		cfg := s.config()
+		wait := 5*time.Second + rand.N(cfg.StartupJitter+1)
+		actx, cancel := context.WithTimeout(s.ctx, wait)
+		job, err := s.q.Accept(actx, jobdata.JobType, jobs.AcceptOptions{})
+		cancel()
+		if s.ctx.Err() != nil || errors.Is(err, jobs.ErrClosed) {
+			if job != nil {
+				s.q.Resubmit(context.Background(), job, time.Time{}, nil)
+			}
+			leave()
+			return
+		}
+		if err != nil {
+			s.mu.Lock()
+			surplus := s.acceptors > WantAcceptors(cfg.MaxJobs, cfg.MaxAcceptors, len(s.workers))
+			if surplus {
+				s.acceptors--
+			}
+			s.mu.Unlock()
+			if surplus {
+				return
+			}
+			if !errors.Is(err, context.DeadlineExceeded) {
+				s.log.Warn("accept failed", "error", err)
+				time.Sleep(rand.N(cfg.StartupJitter + time.Millisecond))
+			}
+			continue
+		}
+		s.mu.Lock()
+		if s.stopping {
+			s.acceptors--
+			s.mu.Unlock()
+			s.q.Resubmit(context.Background(), job, time.Time{}, nil)
+			return
+		}
+		s.acceptors--
+		s.churn++
+		w := newWorker(s, job)
+		s.workers[job.ID] = w
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer s.wg.Done()
+			w.run()
+			s.mu.Lock()
+			delete(s.workers, job.ID)
+			s.mu.Unlock()
+			s.spawnAcceptors(0)
+		}()
+		s.spawnAcceptors(0)
+		return
+	}
+}
+
+// Running returns the number of jobs this server runs.
+func (s *Server) Running() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.workers)
+}
+
+// nextPID names a worker as CouchDB shows Erlang pids in monitoring.
+func (s *Server) nextPID() string { return fmt.Sprintf("<0.%d.0>", 1000+s.pids.Add(1)) }

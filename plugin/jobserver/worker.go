@@ -1,0 +1,430 @@
+package jobserver
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/couchepi/couchepi/parse"
+	"github.com/couchepi/couchepi/plugin/jobs"
+	"github.com/couchepi/couchepi/plugin/jobserver/jobdata"
+	"github.com/couchepi/couchepi/plugin/monitor"
+	"github.com/couchepi/couchepi/plugin/replicate"
+)
+
+// RunFunc runs one replication (replicate.Run's signature).
+type RunFunc func(ctx context.Context, rep *parse.Rep, opts replicate.Options) (*replicate.Result, error)
+
+// runReplication is the default RunFunc: replicate.Run with the server's pool and logger.
+func runReplication(o Options) RunFunc {
+	return func(ctx context.Context, rep *parse.Rep, ro replicate.Options) (*replicate.Result, error) {
+		return replicate.Run(ctx, rep, ro)
+	}
+}
+
+// computeRepID is the default replication id function.
+func computeRepID(o Options) func(context.Context, *parse.Rep) (parse.RepID, error) {
+	return func(ctx context.Context, rep *parse.Rep) (parse.RepID, error) {
+		return replicate.ComputeRepID(ctx, rep, o.ServerUUID, o.Pool)
+	}
+}
+
+// worker runs one accepted job.
+type worker struct {
+	s          *Server
+	job        *jobs.Job
+	started    time.Time
+	continuous bool
+	key        string // fair-share key
+
+	mu     sync.Mutex
+	cancel context.CancelCauseFunc
+	cause  error // set by stop before the replication started
+	done   atomic.Bool
+}
+
+func newWorker(s *Server, job *jobs.Job) *worker {
+	w := &worker{s: s, job: job, started: time.Now()}
+	if rec, err := jobdata.Decode(job.Data); err == nil {
+		w.continuous = rec.Continuous()
+		w.key = rec.DBName
+		if rec.Transient() && rec.Rep != nil {
+			w.key = rec.Rep.UserCtx.Name
+		}
+	}
+	return w
+}
+
+// stop asks the worker to stop for cause (rotation, shutdown, ...).
+func (w *worker) stop(cause error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cause == nil {
+		w.cause = cause
+	}
+	if w.cancel != nil {
+		w.cancel(cause)
+	}
+}
+
+func (w *worker) isDone() bool { return w.done.Load() }
+
+// stopCause returns why the worker was asked to stop, or nil.
+func (w *worker) stopCause() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.cause
+}
+
+// isUserFilter reports whether a filter is a design doc filter (its code is
+// part of the replication id).
+func isUserFilter(f string) bool { return f != "" && !strings.HasPrefix(f, "_") }
+
+// run is the life of one job run (CouchDB 4.x couch_replicator_job).
+func (w *worker) run() {
+	defer w.done.Store(true)
+	s, cfg := w.s, w.s.config()
+	log := s.log.With("job", w.job.ID)
+	rec, err := jobdata.Decode(w.job.Data)
+	if err != nil || (rec.Rep == nil && rec.State != jobdata.Failed) {
+		log.Error("undecodable job data; finishing the job", "error", err)
+		s.q.Finish(s.ctx, w.job, nil)
+		return
+	}
+	now := time.Now()
+	if rec.State == jobdata.Failed { // the doc did not parse (it bypassed before_doc_update)
+		w.fail(rec, rec.ErrorReason(), now, false)
+		return
+	}
+	if cause := w.stopCause(); cause != nil {
+		w.requeue(rec, cause)
+		return
+	}
+	// 1. Replication id.
+	idCtx, cancelID := context.WithTimeout(s.ctx, TypeTimeout/2)
+	repID, err := s.opts.RepID(idCtx, rec.Rep)
+	cancelID()
+	if err != nil {
+		w.crash(rec, err, now)
+		return
+	}
+	// 2. Take the replication id and mark the job running, in one transaction.
+	pid := s.nextPID()
+	dup, err := w.markRunning(rec, repID, pid, now)
+	if err != nil {
+		if !errors.Is(err, jobs.ErrHalt) {
+			log.Warn("could not start job", "error", err)
+			w.requeue(rec, err)
+		}
+		return
+	}
+	if dup != nil {
+		w.duplicate(rec, repID, dup, now)
+		return
+	}
+	log = log.With("rep_id", repID.String())
+	log.Info("replication started", "source", rec.Rep.Source.RedactedURL(), "target", rec.Rep.Target.RedactedURL())
+	// 3. Run it, pushing stats (the heartbeat) every stats_update_interval.
+	w.execute(rec, repID, cfg)
+}
+
+// dupOwner describes the live job holding a replication id.
+type dupOwner struct {
+	jobID string
+	rec   *jobdata.Record
+}
+
+// markRunning implements the ownership check of CouchDB 4.x: a replication
+// id free, ours, or held by a job that is no longer pending/running is
+// taken; otherwise the owner is returned.
+func (w *worker) markRunning(rec *jobdata.Record, repID parse.RepID, pid string, now time.Time) (*dupOwner, error) {
+	s, cfg := w.s, w.s.config()
+	var dup *dupOwner
+	err := s.q.Transact(s.ctx, func(tx *jobs.Tx) error {
+		dup = nil
+		owner, err := jobdata.RepIDOwner(tx.KV(), repID.String())
+		if err != nil {
+			return err
+		}
+		if owner != "" && owner != w.job.ID {
+			data, err := tx.GetData(jobdata.JobType, owner)
+			if err == nil {
+				if o, derr := jobdata.Decode(data); derr == nil && o.RepID == repID.String() && (o.State == jobdata.Pending || o.State == jobdata.Running) {
+					dup = &dupOwner{owner, o}
+					return nil
+				}
+			} else if !errors.Is(err, jobs.ErrNotFound) {
+				return err
+			}
+		}
+		next := *rec
+		if next.RepID != "" && next.RepID != repID.String() {
+			if err := jobdata.ClearRepIDOwner(tx.KV(), next.RepID, w.job.ID); err != nil {
+				return err
+			}
+			next.Stats = replicate.Stats{}
+			next.History = nil
+		}
+		jobdata.SetRepIDOwner(tx.KV(), repID.String(), w.job.ID)
+		next.RepID, next.BaseID = repID.String(), repID.Base
+		next.State = jobdata.Running
+		next.StateInfo = nil
+		next.LastStart, next.LastUpdated, next.StatsUpdated = now.Unix(), now.Unix(), now.Unix()
+		next.Node, next.PID = s.opts.Node, pid
+		next.History = AppendHistory(next.History, jobdata.Event{Type: jobdata.EventStarted, Timestamp: now.Unix()}, cfg.MaxHistory)
+		data := next.Encode()
+		if err := tx.Update(w.job, data); err != nil {
+			return err
+		}
+		*rec = next
+		return nil
+	})
+	return dup, err
+}
+
+func unix(sec int64) time.Time {
+	if sec == 0 {
+		return time.Time{}
+	}
+	return time.Unix(sec, 0)
+}
+
+// duplicate handles a replication id held by another live job: a
+// persistent owner makes this job fail with CouchDB's reason; a transient
+// owner makes a persistent job crash (retried later) and a transient one fail.
+func (w *worker) duplicate(rec *jobdata.Record, repID parse.RepID, dup *dupOwner, now time.Time) {
+	if !dup.rec.Transient() {
+		reason := "Replication `" + repID.String() + "` specified by document `" + rec.DocID +
+			"` already started, triggered by document `" + dup.rec.DocID + "` from db `" + dup.rec.DBName + "`"
+		if rec.Transient() {
+			reason = "Duplicate job running: " + dup.jobID
+		}
+		w.fail(rec, reason, now, true)
+		return
+	}
+	if rec.Transient() {
+		w.fail(rec, "Duplicate job running: "+dup.jobID, now, true)
+		return
+	}
+	reason := "Replication `" + repID.String() + "` specified by document `" + rec.DocID +
+		"` already running as a transient replication, started via `_replicate` API endpoint"
+	w.crash(rec, errors.New(reason), now)
+}
+
+// fail finishes the job in state failed and, for a persistent job, writes
+// the failure into its doc.
+func (w *worker) fail(rec *jobdata.Record, reason string, now time.Time, countError bool) {
+	s := w.s
+	if countError {
+		rec.ErrorCount++
+	}
+	rec.State = jobdata.Failed
+	rec.StateInfo = jobdata.ErrorInfo(reason)
+	rec.LastError = reason
+	rec.LastUpdated = now.Unix()
+	rec.PID = ""
+	if err := s.q.Finish(s.ctx, w.job, rec.Encode()); err != nil {
+		return // removed or taken over meanwhile: nothing to write
+	}
+	s.log.Info("replication failed", "job", w.job.ID, "reason", reason)
+	if !rec.Transient() {
+		w.writeDoc(rec, DocState{State: jobdata.Failed, Reason: reason})
+	}
+}
+
+// writeDoc writes a terminal state into the job's doc.
+func (w *worker) writeDoc(rec *jobdata.Record, st DocState) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*maxDocUpdateWait)
+	defer cancel()
+	if err := WriteDocState(ctx, w.s.opts.Services, rec.DBName, rec.DocID, st); err != nil {
+		w.s.log.Warn("could not write replication state into doc", "db", rec.DBName, "doc_id", rec.DocID, "error", err)
+	}
+}
+
+// crash records a failed run: transient jobs fail (unless the reason is
+// max_backoff); others become crashing and are re-enqueued after the
+// exponential backoff penalty.
+func (w *worker) crash(rec *jobdata.Record, err error, now time.Time) {
+	s, cfg := w.s, w.s.config()
+	reason := err.Error()
+	if rec.Transient() && !strings.HasPrefix(reason, "max_backoff") {
+		w.fail(rec, reason, now, true)
+		return
+	}
+	rec.ErrorCount = Heal(rec.ErrorCount, unix(rec.LastStart), now, cfg.HealthThreshold) + 1
+	rec.State = jobdata.Crashing
+	rec.LastError = reason
+	rec.StateInfo = jobdata.ErrorInfo(reason)
+	rec.LastUpdated = now.Unix()
+	rec.PID = ""
+	rec.History = AppendHistory(rec.History, jobdata.Event{Type: jobdata.EventCrashed, Timestamp: now.Unix(), Reason: reason}, cfg.MaxHistory)
+	wait := Backoff(rec.ErrorCount, cfg, nil)
+	if s.q.Resubmit(context.Background(), w.job, now.Add(wait), rec.Encode()) == nil {
+		s.log.Info("replication crashed", "job", w.job.ID, "reason", reason, "error_count", rec.ErrorCount, "retry_in", wait)
+	}
+}
+
+// requeue puts a stopped job back in the queue as pending: at once after a
+// shutdown or id change, one interval later after rotation.
+func (w *worker) requeue(rec *jobdata.Record, cause error) {
+	s, cfg := w.s, w.s.config()
+	now := time.Now()
+	var at time.Time
+	if errors.Is(cause, errRotated) {
+		at = now.Add(cfg.Interval)
+	}
+	if rec.State == jobdata.Running {
+		rec.State = jobdata.Pending
+		rec.LastUpdated = now.Unix()
+		ev := jobdata.Event{Type: jobdata.EventStopped, Timestamp: now.Unix()}
+		if errors.Is(cause, errRepIDChanged) {
+			ev.Reason = cause.Error()
+		}
+		rec.History = AppendHistory(rec.History, ev, cfg.MaxHistory)
+	}
+	rec.PID = ""
+	s.q.Resubmit(context.Background(), w.job, at, rec.Encode())
+}
+
+// maxBackoffRep lowers a replication's settings after a max_backoff crash,
+// as CouchDB does, so it sends fewer requests.
+func maxBackoffRep(rec *jobdata.Record) *parse.Rep {
+	rep := rec.Rep
+	if !strings.HasPrefix(rec.LastError, "max_backoff") {
+		return rep
+	}
+	c := rep.Clone()
+	c.CheckpointInterval = min(c.CheckpointInterval, 5000)
+	c.WorkerProcesses = min(c.WorkerProcesses, 2)
+	c.WorkerBatchSize = min(c.WorkerBatchSize, 100)
+	c.HTTPConnections = min(c.HTTPConnections, 2)
+	return c
+}
+
+// execute runs the replication and settles the job with its outcome.
+func (w *worker) execute(rec *jobdata.Record, repID parse.RepID, cfg Config) {
+	s := w.s
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	w.mu.Lock()
+	w.cancel = cancel
+	if w.cause != nil {
+		cancel(w.cause)
+	}
+	w.mu.Unlock()
+
+	var statsMu sync.Mutex
+	latest := rec.Stats
+	checkpoints := make(chan struct{}, 1)
+	type outcome struct {
+		res *replicate.Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	id := repID
+	go func() {
+		res, err := s.opts.Run(ctx, maxBackoffRep(rec), replicate.Options{
+			Logger:     s.log.Named("replicate").With("rep_id", repID.String()),
+			Pool:       s.opts.Pool,
+			ServerUUID: s.opts.ServerUUID,
+			RepID:      &id,
+			StartStats: rec.Stats,
+			OnStats: func(st replicate.Stats) {
+				statsMu.Lock()
+				latest = st
+				statsMu.Unlock()
+			},
+			OnCheckpoint: func(st replicate.Stats) {
+				statsMu.Lock()
+				latest = st
+				statsMu.Unlock()
+				select {
+				case checkpoints <- struct{}{}:
+				default:
+				}
+			},
+		})
+		done <- outcome{res, err}
+	}()
+	tick := time.NewTicker(cfg.StatsUpdate)
+	defer tick.Stop()
+	halted := false
+	push := func() {
+		statsMu.Lock()
+		rec.Stats = latest
+		statsMu.Unlock()
+		now := time.Now()
+		rec.StatsUpdated = now.Unix()
+		if rec.ErrorCount > 0 && Heal(rec.ErrorCount, unix(rec.LastStart), now, cfg.HealthThreshold) == 0 {
+			rec.ErrorCount, rec.LastError = 0, ""
+		}
+		if err := s.q.Update(context.Background(), w.job, rec.Encode()); errors.Is(err, jobs.ErrHalt) {
+			halted = true
+			cancel(errLockLost)
+		}
+	}
+	for {
+		select {
+		case <-tick.C:
+			if !halted {
+				push()
+			}
+		case <-checkpoints:
+			if halted {
+				continue
+			}
+			push()
+			if isUserFilter(rec.Rep.Filter) {
+				idCtx, cancelID := context.WithTimeout(ctx, TypeTimeout/2)
+				nid, err := s.opts.RepID(idCtx, rec.Rep)
+				cancelID()
+				if err == nil && nid != repID {
+					s.log.Info("filter changed, restarting replication", "job", w.job.ID, "old", repID.String(), "new", nid.String())
+					cancel(errRepIDChanged)
+				}
+			}
+		case out := <-done:
+			if halted || errors.Is(context.Cause(ctx), errLockLost) {
+				return
+			}
+			statsMu.Lock()
+			rec.Stats = latest
+			statsMu.Unlock()
+			w.settle(rec, ctx, out.res, out.err)
+			return
+		}
+	}
+}
+
+// settle records how a run ended.
+func (w *worker) settle(rec *jobdata.Record, ctx context.Context, res *replicate.Result, err error) {
+	s := w.s
+	now := time.Now()
+	cause := context.Cause(ctx)
+	switch {
+	case err == nil && res != nil:
+		rec.Stats = res.Stats
+		rec.State = jobdata.Completed
+		rec.StateInfo = nil
+		rec.CheckpointHistory = res.Body
+		rec.LastUpdated = now.Unix()
+		rec.PID = ""
+		rec.ErrorCount = 0
+		if err := s.q.Finish(context.Background(), w.job, rec.Encode()); err != nil {
+			return
+		}
+		s.log.Info("replication completed", "job", w.job.ID, "docs_written", rec.Stats.DocsWritten)
+		if !rec.Transient() {
+			w.writeDoc(rec, DocState{State: jobdata.Completed, Stats: monitor.ReplicationStats(rec)})
+		}
+	case cause != nil && (errors.Is(err, replicate.ErrStopped) || ctx.Err() != nil):
+		w.requeue(rec, cause)
+	case err == nil:
+		w.crash(rec, errors.New("replication ended without a result"), now)
+	default:
+		w.crash(rec, err, now)
+	}
+}

@@ -108,7 +108,9 @@ func TestFilters(t *testing.T) {
 		{"ddoc filter with query_params", func(r *parse.Rep) {
 			r.Filter = "f/by_type"
 			r.QueryParams = json.RawMessage(`{"type":"odd"}`)
-		}, func(id string) bool { return id == "conflicted" || strings.HasPrefix(id, "doc") && id[len(id)-1]%2 == 1 }},
+		}, func(id string) bool {
+			return id == "conflicted" || strings.HasPrefix(id, "doc") && id[len(id)-1]%2 == 1
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

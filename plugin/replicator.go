@@ -1,0 +1,267 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/couchepi/couchepi/hooks"
+	"github.com/couchepi/couchepi/parse"
+	"github.com/couchepi/couchepi/plugin/couchclient"
+	"github.com/couchepi/couchepi/plugin/frontend"
+	"github.com/couchepi/couchepi/plugin/jobs"
+	"github.com/couchepi/couchepi/plugin/jobserver"
+	"github.com/couchepi/couchepi/plugin/jobserver/jobdata"
+	"github.com/couchepi/couchepi/plugin/kv"
+	"github.com/couchepi/couchepi/plugin/monitor"
+	"github.com/couchepi/couchepi/plugin/replicate"
+	"github.com/couchepi/couchepi/sdk"
+	"github.com/hashicorp/go-hclog"
+)
+
+// replicatorDBs are the db patterns the plugin subscribes to.
+var replicatorDBs = []string{"_replicator", "*/_replicator"}
+
+// replicator is the plugin: it wires the store, the jobs queue, the
+// frontend, the job server and the monitor together.
+type replicator struct {
+	log hclog.Logger
+
+	mu         sync.Mutex
+	conf       hooks.Config
+	serverConf jobserver.Config
+	parseOpts  parse.Options
+
+	store   kv.Store
+	queue   *jobs.Queue
+	pool    *couchclient.Pool
+	front   *frontend.Frontend
+	server  *jobserver.Server
+	mon     *monitor.Handler
+	recs    jobdata.Records
+	stopMon context.CancelFunc
+	started bool
+}
+
+func newReplicator(log hclog.Logger) *replicator {
+	return &replicator{log: log, serverConf: jobserver.DefaultConfig(), parseOpts: parse.DefaultOptions()}
+}
+
+// Info declares the hooks and routes of the replicator.
+func (p *replicator) Info() hooks.PluginInfo {
+	var subs []hooks.Subscription
+	for _, h := range hooks.Hooks {
+		for _, db := range replicatorDBs {
+			subs = append(subs, hooks.Subscription{Hook: h, DB: db})
+		}
+	}
+	return hooks.PluginInfo{
+		Name:          "replicator",
+		Version:       version,
+		Subscriptions: subs,
+		Routes: []hooks.Route{
+			{Method: http.MethodPost, Path: "/_replicate"},
+			{Method: http.MethodGet, Path: "/_scheduler/jobs"},
+			{Method: http.MethodGet, Path: "/_scheduler/jobs/*"},
+			{Method: http.MethodGet, Path: "/_scheduler/docs"},
+			{Method: http.MethodGet, Path: "/_scheduler/docs/*"},
+		},
+	}
+}
+
+// Configure reads the `[replicator]` and `[replicator.shares]` sections;
+// bad values are logged and keep their defaults. Changes apply at once.
+func (p *replicator) Configure(_ context.Context, cfg hooks.Config) error {
+	sc, err := jobserver.ParseConfig(cfg["replicator"], cfg["replicator.shares"])
+	if err != nil {
+		p.log.Warn("replicator config", "error", err)
+	}
+	po, err := parse.OptionsFromConfig(cfg["replicator"])
+	if err != nil {
+		p.log.Warn("replicator config", "error", err)
+	}
+	p.mu.Lock()
+	p.conf, p.serverConf, p.parseOpts = cfg, sc, po
+	front, server := p.front, p.server
+	p.mu.Unlock()
+	if front != nil {
+		front.SetOptions(po)
+	}
+	if server != nil {
+		server.SetConfig(sc)
+	}
+	return nil
+}
+
+// Start opens the job store (waiting for a previous process to release
+// it), catches up with every replicator db and starts the job server.
+func (p *replicator) Start(ctx context.Context, host hooks.Services) error {
+	info, err := host.ServerInfo(ctx)
+	if err != nil {
+		return fmt.Errorf("server info: %w", err)
+	}
+	p.mu.Lock()
+	conf, sc, po := p.conf, p.serverConf, p.parseOpts
+	p.mu.Unlock()
+	path := storePath(conf)
+	store, err := openStore(ctx, path, p.log)
+	if err != nil {
+		return fmt.Errorf("open job store %s: %w", path, err)
+	}
+	q, err := jobs.New(store, jobs.Options{Logger: p.log, Prefix: jobdata.QueuePrefix})
+	if err != nil {
+		store.Close()
+		return err
+	}
+	pool := couchclient.NewPool(couchclient.PoolOptions{Logger: p.log, Version: version, HealthThreshold: sc.HealthThreshold})
+	repID := func(ctx context.Context, rep *parse.Rep) (parse.RepID, error) {
+		return replicate.ComputeRepID(ctx, rep, info.UUID, pool)
+	}
+	front := frontend.New(frontend.Config{Queue: q, Services: host, Logger: p.log, ServerUUID: info.UUID, LocalURL: info.URL, RepID: repID})
+	front.SetOptions(po)
+	server := jobserver.New(jobserver.Options{Queue: q, Services: host, Logger: p.log, Pool: pool, ServerUUID: info.UUID, Node: info.Node, RepID: repID}, sc)
+	// Single-owner store: jobs it shows running were left by a dead process.
+	if err := server.Start(ctx, true); err != nil {
+		q.Close()
+		store.Close()
+		return err
+	}
+	monCtx, stopMon := context.WithCancel(context.Background())
+	go q.RunMonitors(monCtx)
+	p.mu.Lock()
+	p.store, p.queue, p.pool, p.front, p.server = store, q, pool, front, server
+	p.recs = jobdata.Records{Q: q}
+	p.mon = monitor.New(p.recs)
+	p.stopMon, p.started = stopMon, true
+	p.mu.Unlock()
+	go func() {
+		if err := front.StartCatchUp(context.Background()); err != nil {
+			p.log.Warn("catch-up at start incomplete", "error", err)
+		}
+	}()
+	p.log.Info("replicator started", "version", version, "store", path, "node", info.Node)
+	return nil
+}
+
+// Stop checkpoints and re-enqueues every running job, then releases the
+// store so a new process can open it.
+func (p *replicator) Stop(ctx context.Context) error {
+	p.mu.Lock()
+	started := p.started
+	p.started = false
+	p.mu.Unlock()
+	if !started {
+		return nil
+	}
+	start := time.Now()
+	err := p.server.Stop(ctx)
+	p.stopMon()
+	p.queue.Close()
+	if cerr := p.store.Close(); cerr != nil {
+		err = errors.Join(err, cerr)
+	}
+	p.log.Info("replicator stopped", "took", time.Since(start))
+	return err
+}
+
+// components returns the started frontend and monitor, or nil before Start.
+func (p *replicator) components() (*frontend.Frontend, *monitor.Handler, jobdata.Records) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.started {
+		return nil, nil, jobdata.Records{}
+	}
+	return p.front, p.mon, p.recs
+}
+
+// errNotStarted is returned by event hooks that arrive before Start; the
+// host then schedules a catch-up.
+var errNotStarted = errors.New("replicator not started")
+
+// BeforeDocUpdate validates a replication doc (served before Start too).
+func (p *replicator) BeforeDocUpdate(_ context.Context, _ string, doc []byte, user hooks.UserCtx) ([]byte, error) {
+	return frontend.BeforeDocUpdate(doc, user)
+}
+
+// AfterDocRead strips credentials for readers who do not own the doc.
+func (p *replicator) AfterDocRead(_ context.Context, _ string, doc []byte, user hooks.UserCtx) ([]byte, error) {
+	return frontend.AfterDocRead(doc, user), nil
+}
+
+// AfterDocWrite turns a replication doc write into a job change.
+func (p *replicator) AfterDocWrite(ctx context.Context, ev hooks.DocWrite) error {
+	f, _, _ := p.components()
+	if f == nil {
+		return errNotStarted
+	}
+	return f.AfterDocWrite(ctx, ev)
+}
+
+// AfterDBCreate scans a new or restored replicator db.
+func (p *replicator) AfterDBCreate(ctx context.Context, db, uuid string) error {
+	f, _, _ := p.components()
+	if f == nil {
+		return errNotStarted
+	}
+	return f.AfterDBCreate(ctx, db, uuid)
+}
+
+// AfterDBDelete removes the jobs of a deleted replicator db.
+func (p *replicator) AfterDBDelete(ctx context.Context, db, uuid string) error {
+	f, _, _ := p.components()
+	if f == nil {
+		return errNotStarted
+	}
+	return f.AfterDBDelete(ctx, db, uuid)
+}
+
+// CatchUp re-reads a replicator db's changes since the last processed seq.
+func (p *replicator) CatchUp(ctx context.Context, db string) error {
+	f, _, _ := p.components()
+	if f == nil {
+		return errNotStarted
+	}
+	return f.CatchUp(ctx, db)
+}
+
+// ActiveTasks returns the `_active_tasks` entries of running replications.
+func (p *replicator) ActiveTasks(ctx context.Context) ([]json.RawMessage, error) {
+	_, _, recs := p.components()
+	if recs.Q == nil {
+		return nil, nil
+	}
+	return monitor.ActiveTasks(ctx, recs)
+}
+
+// Health fails when the job store cannot be read.
+func (p *replicator) Health(ctx context.Context) error {
+	_, _, recs := p.components()
+	if recs.Q == nil {
+		return nil
+	}
+	_, err := recs.Q.PendingCount(ctx, jobdata.JobType, time.Time{}, 1)
+	return err
+}
+
+// ServeHTTP serves `POST /_replicate` and the `/_scheduler/*` routes.
+func (p *replicator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f, mon, _ := p.components()
+	if f == nil {
+		monitor.WriteError(w, http.StatusServiceUnavailable, "service_unavailable", "The replicator is starting.")
+		return
+	}
+	user := sdk.User(r)
+	switch path := r.URL.EscapedPath(); {
+	case path == "/_replicate":
+		f.Replicate(w, r, user)
+	case strings.HasPrefix(path, "/_scheduler/"):
+		mon.Serve(w, r, user.IsAdmin())
+	default:
+		monitor.WriteError(w, http.StatusNotFound, "not_found", "missing")
+	}
+}

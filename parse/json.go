@@ -165,13 +165,15 @@ func rawInt(raw json.RawMessage) (int, bool) {
 	return 0, false
 }
 
-// compact returns raw without insignificant whitespace.
+// compact returns raw without insignificant whitespace and with <, > and &
+// escaped, exactly as json.Marshal writes a json.RawMessage, so values
+// stored in a Rep survive a JSON round trip byte for byte.
 func compact(raw json.RawMessage) json.RawMessage {
-	var b bytes.Buffer
-	if json.Compact(&b, raw) != nil {
+	b, err := json.Marshal(raw)
+	if err != nil {
 		return append(json.RawMessage(nil), raw...)
 	}
-	return b.Bytes()
+	return b
 }
 
 // Ordered JSON values, used where CouchDB's term shape or key order matters

@@ -216,7 +216,11 @@ func btoi(b bool) int {
 	return 0
 }
 
+// cloneUser copies u, normalising empty roles to nil.
 func cloneUser(u UserCtx) UserCtx {
+	if len(u.Roles) == 0 {
+		return UserCtx{Name: u.Name}
+	}
 	return UserCtx{Name: u.Name, Roles: slices.Clone(u.Roles)}
 }
 
@@ -422,6 +426,9 @@ func parseUserCtx(raw json.RawMessage) (UserCtx, *Error) {
 				return UserCtx{}, newError(reasonUserCtxRoles)
 			}
 			u.Roles = append(u.Roles, r)
+		}
+		if len(u.Roles) == 0 {
+			u.Roles = nil
 		}
 	}
 	return u, nil

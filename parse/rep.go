@@ -30,7 +30,8 @@ func (u UserCtx) MarshalJSON() ([]byte, error) {
 	return json.Marshal(v)
 }
 
-// UnmarshalJSON decodes {"name":…|null,"roles":[…]}; a null name is anonymous.
+// UnmarshalJSON decodes {"name":…|null,"roles":[…]}; a null name is
+// anonymous and an empty roles array decodes to nil.
 func (u *UserCtx) UnmarshalJSON(b []byte) error {
 	var v struct {
 		Name  *string  `json:"name"`
@@ -44,6 +45,9 @@ func (u *UserCtx) UnmarshalJSON(b []byte) error {
 		u.Name = *v.Name
 	}
 	u.Roles = v.Roles
+	if len(u.Roles) == 0 {
+		u.Roles = nil // empty roles are normalised to nil
+	}
 	return nil
 }
 
@@ -124,7 +128,7 @@ type Rep struct {
 	CreateTargetParams json.RawMessage `json:"create_target_params,omitempty"`
 
 	// DocIDs are percent-decoded, sorted and deduplicated; nil = none.
-	DocIDs []string `json:"doc_ids,omitempty"`
+	DocIDs []string `json:"doc_ids"`
 	// Filter is "" (none), "_view", "_doc_ids" or another builtin, or "ddoc/name".
 	Filter string `json:"filter,omitempty"`
 	// QueryParams is a JSON object with key order preserved (it matters

@@ -74,15 +74,17 @@ func (f *Frontend) replicate(w http.ResponseWriter, r *http.Request, user hooks.
 }
 
 // parseErrorResponse maps a body validation error to CouchDB 3.x's answer:
-// a missing endpoint is a 500 `error` (sample 26), the rest 400 bad_request.
+// a missing endpoint is a 500 `error` "Missing replicator database"
+// (3.5.0 sample 26; parse words it as 4.x does), the rest 400 bad_request.
 func parseErrorResponse(err error) *hooks.Error {
 	reason := err.Error()
 	var pe *parse.Error
 	if errors.As(err, &pe) {
 		reason = pe.Reason
 	}
-	if reason == "Missing replicator database" {
-		return &hooks.Error{Status: 500, Err: "error", Reason: reason}
+	switch reason {
+	case "Missing `source` field", "Missing `target` field", "Missing replicator database":
+		return &hooks.Error{Status: 500, Err: "error", Reason: "Missing replicator database"}
 	}
 	return &hooks.Error{Status: 400, Err: "bad_request", Reason: reason}
 }

@@ -144,7 +144,9 @@ func newFixture(t *testing.T) *fixture {
 	svc.createDB("_replicator", "uuid1")
 	uuid := "0123456789abcdef0123456789abcdef"
 	f := New(Config{Queue: q, Services: svc, ServerUUID: uuid, LocalURL: "http://127.0.0.1:5984/",
-		RepID: func(_ context.Context, rep *parse.Rep) (parse.RepID, error) { return parse.ReplicationID(rep, uuid, ""), nil }})
+		RepID: func(_ context.Context, rep *parse.Rep) (parse.RepID, error) {
+			return parse.ReplicationID(rep, uuid, ""), nil
+		}})
 	return &fixture{t, svc, q, f, ctx}
 }
 

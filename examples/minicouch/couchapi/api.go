@@ -1,0 +1,174 @@
+// Package couchapi is minicouch's CouchDB 3.x HTTP API: server, database,
+// document, attachment and replication-protocol endpoints over the store,
+// with authentication, `_security` enforcement and the couchepi host's hooks
+// called on every write, read, db create and db delete.
+package couchapi
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/couchepi/couchepi/examples/minicouch/auth"
+	"github.com/couchepi/couchepi/examples/minicouch/config"
+	"github.com/couchepi/couchepi/examples/minicouch/store"
+	"github.com/couchepi/couchepi/hooks"
+	"github.com/couchepi/couchepi/host"
+	"github.com/hashicorp/go-hclog"
+)
+
+// Hooks is the subset of *host.Host the HTTP layer calls. A server with no
+// plugins uses a host with nothing loaded.
+type Hooks interface {
+	BeforeDocUpdate(ctx context.Context, db string, doc []byte, user hooks.UserCtx) ([]byte, error)
+	AfterDocRead(ctx context.Context, db string, doc []byte, user hooks.UserCtx) ([]byte, error)
+	AfterDocWrite(ev hooks.DocWrite)
+	AfterDBCreate(db, uuid string)
+	AfterDBDelete(db, uuid string)
+	Subscribed(hook hooks.Hook, db string) bool
+	HasRoute(method, path string) bool
+	ServeHTTP(w http.ResponseWriter, r *http.Request)
+	ActiveTasks(ctx context.Context) []json.RawMessage
+	Plugins() []host.PluginStatus
+	Reload(ctx context.Context, name string, spec host.Spec) error
+	SetConfig(ctx context.Context, cfg hooks.Config)
+}
+
+// Options configure a Server.
+type Options struct {
+	Store  *store.Store
+	Config *config.Config
+	// Hooks is the embedded plugin host; it may be set after New with
+	// SetHooks (the host needs the Server as its hooks.Services).
+	Hooks  Hooks
+	Logger hclog.Logger
+	// URL is the server's base URL, e.g. "http://127.0.0.1:5984/".
+	URL string
+	// FauxtonDir serves /_utils/ from this directory when set.
+	FauxtonDir string
+}
+
+// Server is minicouch's HTTP handler. It also implements hooks.Services.
+type Server struct {
+	store   *store.Store
+	cfg     *config.Config
+	auth    *auth.Authenticator
+	hooks   Hooks
+	log     hclog.Logger
+	url     string
+	fauxton string
+	started time.Time
+}
+
+// New returns a Server over the given store and config.
+func New(opts Options) *Server {
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
+	}
+	s := &Server{
+		store: opts.Store, cfg: opts.Config, hooks: opts.Hooks, log: opts.Logger,
+		url: opts.URL, fauxton: opts.FauxtonDir, started: time.Now(),
+	}
+	s.auth = auth.New(opts.Config, s.lookupUser)
+	return s
+}
+
+// SetHooks sets the plugin host after construction.
+func (s *Server) SetHooks(h Hooks) { s.hooks = h }
+
+// SetURL sets the server's base URL once the listener is bound.
+func (s *Server) SetURL(u string) { s.url = u }
+
+// request is one HTTP request being served.
+type request struct {
+	w    http.ResponseWriter
+	r    *http.Request
+	user hooks.UserCtx
+	segs []string // unescaped path segments
+	raw  string   // escaped path with a single leading slash
+}
+
+func (q *request) ctx() context.Context { return q.r.Context() }
+
+// query returns the first value of a query parameter.
+func (q *request) query(k string) string { return q.r.URL.Query().Get(k) }
+
+// boolQuery reports whether a query parameter is "true".
+func (q *request) boolQuery(k string) bool { return q.r.URL.Query().Get(k) == "true" }
+
+// ServeHTTP authenticates the request, forwards plugin routes to the host
+// and dispatches everything else to CouchDB's endpoints.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Server", ServerHeader)
+	raw := r.URL.EscapedPath()
+	for strings.HasPrefix(raw, "//") {
+		raw = raw[1:]
+	}
+	if raw == "" {
+		raw = "/"
+	}
+	if raw != r.URL.EscapedPath() {
+		u := *r.URL
+		u.RawPath = raw
+		if p, err := url.PathUnescape(raw); err == nil {
+			u.Path = p
+		}
+		r = r.Clone(r.Context())
+		r.URL = &u
+	}
+	user, refresh, aerr := s.auth.Authenticate(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	if refresh != "" {
+		w.Header().Add("Set-Cookie", auth.SetCookieHeader(refresh))
+	}
+	if herr := s.limitBody(w, r); herr != nil {
+		writeError(w, herr)
+		return
+	}
+	if s.hooks != nil && s.hooks.HasRoute(r.Method, raw) {
+		s.hooks.ServeHTTP(w, r.WithContext(host.WithUser(r.Context(), user)))
+		return
+	}
+	segs, ok := splitPath(raw)
+	if !ok {
+		writeError(w, badRequest("invalid URL path"))
+		return
+	}
+	q := &request{w: w, r: r, user: user, segs: segs, raw: raw}
+	if len(segs) == 0 {
+		s.handleWelcome(q)
+		return
+	}
+	if strings.HasPrefix(segs[0], "_") && !systemDBs[segs[0]] {
+		s.serveServer(q)
+		return
+	}
+	s.serveDB(q)
+}
+
+// splitPath splits an escaped path into unescaped segments; %2F inside a
+// segment stays part of it. A trailing slash is ignored.
+func splitPath(raw string) ([]string, bool) {
+	raw = strings.TrimPrefix(raw, "/")
+	if raw == "" {
+		return nil, true
+	}
+	parts := strings.Split(raw, "/")
+	if len(parts) > 1 && parts[len(parts)-1] == "" {
+		parts = parts[:len(parts)-1]
+	}
+	for i, p := range parts {
+		u, err := url.PathUnescape(p)
+		if err != nil {
+			return nil, false
+		}
+		parts[i] = u
+	}
+	return parts, true
+}

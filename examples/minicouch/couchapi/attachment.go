@@ -1,0 +1,206 @@
+package couchapi
+
+import (
+	"crypto/md5"
+	"encoding/base64"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/couchepi/couchepi/examples/minicouch/store"
+	"github.com/couchepi/couchepi/hooks"
+)
+
+// serveAttachment is `/{db}/{id}/{name}`: GET/HEAD streams the data,
+// PUT stores a new attachment (streamed), DELETE removes it.
+func (s *Server) serveAttachment(d *dbReq, id, name string) {
+	if strings.HasPrefix(id, store.LocalPrefix) {
+		writeError(d.w, badRequest("_local documents do not accept attachments."))
+		return
+	}
+	switch d.r.Method {
+	case "GET", "HEAD":
+		s.getAttachment(d, id, name)
+	case "PUT":
+		s.putAttachment(d, id, name)
+	case "DELETE":
+		s.deleteAttachment(d, id, name)
+	default:
+		writeError(d.w, methodNotAllowed("DELETE,GET,HEAD,PUT"))
+	}
+}
+
+func digestMD5(digest string) string {
+	return strings.TrimPrefix(digest, "md5-")
+}
+
+func (s *Server) getAttachment(d *dbReq, id, name string) {
+	rev := d.query("rev")
+	if rev != "" && !validRev(rev) {
+		writeError(d.w, errBadRev)
+		return
+	}
+	info, err := d.db.GetAttachment(d.ctx(), id, rev, name)
+	if err != nil {
+		writeError(d.w, err)
+		return
+	}
+	etag := `"` + digestMD5(info.Digest) + `"`
+	if d.r.Header.Get("If-None-Match") == etag {
+		d.w.Header().Set("ETag", etag)
+		d.w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	h := d.w.Header()
+	h.Set("ETag", etag)
+	h.Set("Content-Type", info.ContentType)
+	h.Set("Content-MD5", digestMD5(info.Digest))
+	h.Set("Cache-Control", "must-revalidate")
+	h.Set("Accept-Ranges", "none")
+	if info.Encoding != "" {
+		h.Set("Content-Encoding", info.Encoding)
+	}
+	h.Set("Content-Length", strconv.FormatInt(info.Length, 10))
+	if d.r.Method == "HEAD" {
+		d.w.WriteHeader(200)
+		return
+	}
+	rc, _, err := d.db.OpenAttachment(d.ctx(), info.Digest)
+	if err != nil {
+		writeError(d.w, err)
+		return
+	}
+	defer rc.Close()
+	d.w.WriteHeader(200)
+	if _, err := io.Copy(d.w, rc); err != nil {
+		s.log.Debug("attachment stream ended early", "db", d.name, "id", id, "error", err)
+	}
+}
+
+// attachmentRev returns the rev an attachment write edits: ?rev= or If-Match.
+func attachmentRev(d *dbReq) string {
+	if rev := d.query("rev"); rev != "" {
+		return rev
+	}
+	return strings.Trim(d.r.Header.Get("If-Match"), `"`)
+}
+
+// checkAttachmentWrite runs before_doc_update for an attachment write on a
+// subscribed db with the doc as it will be (the new attachment as a stub).
+func (s *Server) checkAttachmentWrite(d *dbReq, id, rev, name string, deleting bool) error {
+	if s.hooks == nil || !s.hooks.Subscribed(hooks.BeforeDocUpdate, d.name) {
+		return nil
+	}
+	doc := &store.Doc{ID: id, Rev: rev, Body: []byte("{}")}
+	if rev != "" {
+		if cur, err := d.db.Get(d.ctx(), id, store.GetOptions{Rev: rev}); err == nil {
+			doc.Body = cur.Body
+			for _, a := range cur.Attachments {
+				if a.Name != name {
+					doc.Attachments = append(doc.Attachments, store.Attachment{Name: a.Name, ContentType: a.ContentType, Stub: true, Digest: a.Digest, RevPos: a.RevPos})
+				}
+			}
+		}
+	}
+	if !deleting {
+		doc.Attachments = append(doc.Attachments, store.Attachment{Name: name, ContentType: d.r.Header.Get("Content-Type")})
+	}
+	_, err := s.hooks.BeforeDocUpdate(d.ctx(), d.name, renderDocForHook(doc), d.user)
+	return err
+}
+
+func (s *Server) putAttachment(d *dbReq, id, name string) {
+	if herr := checkDesignWrite(d, id); herr != nil {
+		writeError(d.w, herr)
+		return
+	}
+	if herr := validateDocID(id); herr != nil {
+		writeError(d.w, herr)
+		return
+	}
+	rev := attachmentRev(d)
+	if rev != "" && !validRev(rev) {
+		writeError(d.w, errBadRev)
+		return
+	}
+	if err := s.checkAttachmentWrite(d, id, rev, name, false); err != nil {
+		writeError(d.w, err)
+		return
+	}
+	ct := d.r.Header.Get("Content-Type")
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	md5hdr := ""
+	if v := d.r.Header.Get("Content-MD5"); v != "" {
+		if raw, err := base64.StdEncoding.DecodeString(v); err != nil || len(raw) != md5.Size {
+			writeError(d.w, &hooks.Error{Status: 400, Err: "content_md5_mismatch", Reason: "Possible message corruption."})
+			return
+		}
+		md5hdr = "md5-" + v
+	}
+	var body io.Reader = d.r.Body
+	if body == nil {
+		body = strings.NewReader("")
+	}
+	newRev, err := d.db.PutAttachment(d.ctx(), id, rev, name, ct, body, md5hdr)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(d.w, errTooLarge)
+			return
+		}
+		writeError(d.w, err)
+		return
+	}
+	s.afterWrite(d.ctx(), d.db, id)
+	d.w.Header().Set("Location", absURL(d.r, "/"+escapeDB(d.name)+"/"+escapeDocID(id)+"/"+escapeAttName(name)))
+	d.w.Header().Set("ETag", `"`+newRev+`"`)
+	writeJSON(d.w, 201, struct {
+		OK  bool   `json:"ok"`
+		ID  string `json:"id"`
+		Rev string `json:"rev"`
+	}{true, id, newRev})
+}
+
+func escapeAttName(name string) string {
+	parts := strings.Split(name, "/")
+	for i, p := range parts {
+		parts[i] = escapeDB(p)
+	}
+	return strings.Join(parts, "/")
+}
+
+func (s *Server) deleteAttachment(d *dbReq, id, name string) {
+	if herr := checkDesignWrite(d, id); herr != nil {
+		writeError(d.w, herr)
+		return
+	}
+	rev := attachmentRev(d)
+	if rev == "" {
+		writeError(d.w, hooks.Conflict())
+		return
+	}
+	if !validRev(rev) {
+		writeError(d.w, errBadRev)
+		return
+	}
+	if err := s.checkAttachmentWrite(d, id, rev, name, true); err != nil {
+		writeError(d.w, err)
+		return
+	}
+	newRev, err := d.db.DeleteAttachment(d.ctx(), id, rev, name)
+	if err != nil {
+		writeError(d.w, err)
+		return
+	}
+	s.afterWrite(d.ctx(), d.db, id)
+	d.w.Header().Set("ETag", `"`+newRev+`"`)
+	writeJSON(d.w, 200, struct {
+		OK  bool   `json:"ok"`
+		ID  string `json:"id"`
+		Rev string `json:"rev"`
+	}{true, id, newRev})
+}

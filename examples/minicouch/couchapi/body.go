@@ -1,0 +1,95 @@
+package couchapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/couchepi/couchepi/hooks"
+)
+
+// maxRequestSize is `[chttpd] max_http_request_size` (default 4 GiB).
+func (s *Server) maxRequestSize() int64 {
+	return s.cfg.Int("chttpd", "max_http_request_size", 4294967296)
+}
+
+// limitBody caps the request body at max_http_request_size; a declared
+// Content-Length above it is refused at once with 413.
+func (s *Server) limitBody(w http.ResponseWriter, r *http.Request) *hooks.Error {
+	max := s.maxRequestSize()
+	if r.ContentLength > max {
+		return errTooLarge
+	}
+	if r.Body != nil {
+		r.Body = http.MaxBytesReader(w, r.Body, max)
+	}
+	return nil
+}
+
+// requireJSONType enforces Content-Type application/json (CouchDB's
+// validate_ctype): 415 bad_content_type otherwise.
+func requireJSONType(r *http.Request) *hooks.Error {
+	ct := r.Header.Get("Content-Type")
+	mt, _, _ := strings.Cut(ct, ";")
+	if strings.TrimSpace(strings.ToLower(mt)) != "application/json" {
+		return errBadCtypeJSON
+	}
+	return nil
+}
+
+// mediaType returns the lower-cased media type of the Content-Type header.
+func mediaType(r *http.Request) (string, map[string]string) {
+	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil {
+		return "", nil
+	}
+	return strings.ToLower(mt), params
+}
+
+// readBody reads the whole request body; a body beyond the size limit is
+// 413 too_large.
+func readBody(r *http.Request) ([]byte, *hooks.Error) {
+	if r.Body == nil {
+		return nil, nil
+	}
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, errTooLarge
+		}
+		return nil, badRequest("could not read the request body")
+	}
+	return b, nil
+}
+
+// validJSON reports whether b is one valid UTF-8 JSON value.
+func validJSON(b []byte) bool {
+	return utf8.Valid(b) && json.Valid(b)
+}
+
+// readJSONBody reads and decodes a JSON body into v; malformed input is
+// CouchDB's 400 bad_request `invalid UTF-8 JSON`.
+func readJSONBody(r *http.Request, v any) *hooks.Error {
+	b, herr := readBody(r)
+	if herr != nil {
+		return herr
+	}
+	return decodeJSON(b, v)
+}
+
+// decodeJSON decodes b into v with CouchDB's error for malformed input.
+func decodeJSON(b []byte, v any) *hooks.Error {
+	if !validJSON(bytes.TrimSpace(b)) {
+		return errInvalidJSON
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return badRequest(err.Error())
+	}
+	return nil
+}

@@ -1,0 +1,335 @@
+package couchapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"mime/multipart"
+	"net/textproto"
+	"strings"
+
+	"github.com/couchepi/couchepi/examples/minicouch/auth"
+	"github.com/couchepi/couchepi/examples/minicouch/store"
+	"github.com/couchepi/couchepi/hooks"
+)
+
+// bulkDocs is POST /{db}/_bulk_docs.
+func (s *Server) bulkDocs(d *dbReq) {
+	if herr := requireJSONType(d.r); herr != nil {
+		writeError(d.w, herr)
+		return
+	}
+	var body struct {
+		Docs     *json.RawMessage `json:"docs"`
+		NewEdits *bool            `json:"new_edits"`
+	}
+	if herr := readJSONBody(d.r, &body); herr != nil {
+		writeError(d.w, herr)
+		return
+	}
+	if body.Docs == nil {
+		writeError(d.w, badRequest("POST body must include `docs` parameter."))
+		return
+	}
+	var raws []json.RawMessage
+	if err := json.Unmarshal(*body.Docs, &raws); err != nil {
+		writeError(d.w, badRequest("`docs` parameter must be an array."))
+		return
+	}
+	newEdits := body.NewEdits == nil || *body.NewEdits
+	docs := make([]*store.Doc, 0, len(raws))
+	for _, raw := range raws {
+		doc, err := store.ParseDoc(raw)
+		if err != nil {
+			writeError(d.w, err)
+			return
+		}
+		if doc.ID == "" {
+			if !newEdits {
+				writeError(d.w, badRequest("Document id must be a string"))
+				return
+			}
+			doc.ID = auth.NewSalt()
+		}
+		if herr := checkDesignWrite(d, doc.ID); herr != nil {
+			writeError(d.w, herr)
+			return
+		}
+		if !newEdits && doc.Revisions == nil && doc.Rev == "" && !strings.HasPrefix(doc.ID, store.LocalPrefix) {
+			writeError(d.w, badRequest("When `new_edits: false`, the document needs `_rev` or `_revisions` specified"))
+			return
+		}
+		docs = append(docs, doc)
+	}
+	res, err := s.writeDocs(d.ctx(), d.db, docs, writeOpts{newEdits: newEdits, user: d.user})
+	if err != nil {
+		writeError(d.w, err)
+		return
+	}
+	var buf bytes.Buffer
+	buf.WriteByte('[')
+	n := 0
+	for _, r := range res {
+		if r.Err == nil && !newEdits {
+			continue
+		}
+		if n > 0 {
+			buf.WriteByte(',')
+		}
+		n++
+		if r.Err != nil {
+			buf.WriteString(`{"id":`)
+			buf.Write(appendJSONString(nil, r.ID))
+			buf.WriteString(`,"error":`)
+			buf.Write(appendJSONString(nil, r.Err.Err))
+			buf.WriteString(`,"reason":`)
+			buf.Write(appendJSONString(nil, r.Err.Reason))
+			buf.WriteByte('}')
+			continue
+		}
+		buf.WriteString(`{"ok":true,"id":`)
+		buf.Write(appendJSONString(nil, r.ID))
+		buf.WriteString(`,"rev":`)
+		buf.Write(appendJSONString(nil, r.Rev))
+		buf.WriteByte('}')
+	}
+	buf.WriteByte(']')
+	writeRawJSON(d.w, 201, buf.Bytes())
+}
+
+// bulkGetItem is one entry of a _bulk_get request.
+type bulkGetItem struct {
+	ID        any      `json:"id"`
+	Rev       string   `json:"rev"`
+	AttsSince []string `json:"atts_since"`
+}
+
+// bulkGetError is a _bulk_get error object, in CouchDB's key order.
+type bulkGetError struct {
+	Rev    string `json:"rev"`
+	Reason string `json:"reason"`
+	ID     string `json:"id"`
+	Error  string `json:"error"`
+}
+
+// bulkGetResult is the outcome of one _bulk_get entry.
+type bulkGetResult struct {
+	id   string
+	revs []store.OpenRev
+	err  *bulkGetError
+	errs []*bulkGetError // per missing rev
+}
+
+// bulkGet is POST /{db}/_bulk_get (JSON, or multipart/mixed when accepted).
+func (s *Server) bulkGet(d *dbReq) {
+	if herr := requireJSONType(d.r); herr != nil {
+		writeError(d.w, herr)
+		return
+	}
+	var body struct {
+		Docs *[]bulkGetItem `json:"docs"`
+	}
+	if herr := readJSONBody(d.r, &body); herr != nil {
+		writeError(d.w, herr)
+		return
+	}
+	if body.Docs == nil {
+		writeError(d.w, badRequest("Missing JSON list of 'docs'."))
+		return
+	}
+	base, herr := docOptions(d.r.URL.Query())
+	if herr != nil {
+		writeError(d.w, herr)
+		return
+	}
+	base.Rev = ""
+	results := make([]bulkGetResult, 0, len(*body.Docs))
+	for _, item := range *body.Docs {
+		results = append(results, s.bulkGetOne(d, item, base))
+	}
+	if acceptsMultipart(d.r, "multipart/mixed") && !s.readHooked(d.name) {
+		s.writeBulkGetMultipart(d, results)
+		return
+	}
+	var buf bytes.Buffer
+	buf.WriteString(`{"results":[`)
+	for i, r := range results {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.WriteString(`{"id":`)
+		buf.Write(appendJSONString(nil, r.id))
+		buf.WriteString(`,"docs":[`)
+		n := 0
+		sep := func() {
+			if n > 0 {
+				buf.WriteByte(',')
+			}
+			n++
+		}
+		if r.err != nil {
+			sep()
+			e, _ := json.Marshal(map[string]*bulkGetError{"error": r.err})
+			buf.Write(e)
+		}
+		for j, or := range r.revs {
+			sep()
+			if or.Doc == nil {
+				e, _ := json.Marshal(map[string]*bulkGetError{"error": r.errs[j]})
+				buf.Write(e)
+				continue
+			}
+			body, err := s.renderDoc(d, or.Doc, false)
+			if err != nil {
+				writeError(d.w, err)
+				return
+			}
+			buf.WriteString(`{"ok":`)
+			buf.Write(body)
+			buf.WriteByte('}')
+		}
+		buf.WriteString(`]}`)
+	}
+	buf.WriteString(`]}`)
+	writeRawJSON(d.w, 200, buf.Bytes())
+}
+
+func (s *Server) bulkGetOne(d *dbReq, item bulkGetItem, base store.GetOptions) bulkGetResult {
+	id, ok := item.ID.(string)
+	if !ok || id == "" {
+		rev := item.Rev
+		if rev == "" {
+			rev = "undefined"
+		}
+		return bulkGetResult{id: id, err: &bulkGetError{Rev: rev, Reason: "missing", ID: id, Error: "not_found"}}
+	}
+	opts := base
+	if item.AttsSince != nil {
+		opts.AttsSince = item.AttsSince
+	}
+	var revs []string
+	if item.Rev != "" {
+		if !validRev(item.Rev) {
+			return bulkGetResult{id: id, err: &bulkGetError{Rev: item.Rev, Reason: "Invalid rev format", ID: id, Error: "bad_request"}}
+		}
+		revs = []string{item.Rev}
+	}
+	res, err := d.db.OpenRevs(d.ctx(), id, revs, opts)
+	if err != nil {
+		rev := item.Rev
+		if rev == "" {
+			rev = "undefined"
+		}
+		ce := asCouchError(err)
+		if errors.Is(err, store.ErrNotFound) {
+			ce = errMissing
+		}
+		return bulkGetResult{id: id, err: &bulkGetError{Rev: rev, Reason: ce.Reason, ID: id, Error: ce.Err}}
+	}
+	out := bulkGetResult{id: id, revs: res, errs: make([]*bulkGetError, len(res))}
+	for i, r := range res {
+		if r.Doc == nil {
+			out.errs[i] = &bulkGetError{Rev: r.Missing, Reason: "missing", ID: id, Error: "not_found"}
+		}
+	}
+	return out
+}
+
+// writeBulkGetMultipart answers _bulk_get as multipart/mixed: one part per
+// revision (JSON, or multipart/related with attachment data) and an error
+// JSON part per missing doc or revision.
+func (s *Server) writeBulkGetMultipart(d *dbReq, results []bulkGetResult) {
+	boundary := newBoundary()
+	d.w.Header().Set("Content-Type", `multipart/mixed; boundary="`+boundary+`"`)
+	d.w.Header().Set("Cache-Control", "must-revalidate")
+	d.w.WriteHeader(200)
+	mw := multipart.NewWriter(d.w)
+	_ = mw.SetBoundary(boundary)
+	writeErr := func(e *bulkGetError) error {
+		h := textproto.MIMEHeader{}
+		h.Set("Content-Type", `application/json; error="true"`)
+		p, err := mw.CreatePart(h)
+		if err != nil {
+			return err
+		}
+		b, _ := json.Marshal(e)
+		_, err = p.Write(b)
+		return err
+	}
+	for _, r := range results {
+		if r.err != nil {
+			if writeErr(r.err) != nil {
+				return
+			}
+			continue
+		}
+		for j, or := range r.revs {
+			if or.Doc == nil {
+				if writeErr(r.errs[j]) != nil {
+					return
+				}
+				continue
+			}
+			if err := s.writeMixedParts(d, mw, []store.OpenRev{or}); err != nil {
+				s.log.Warn("_bulk_get multipart write failed", "db", d.name, "error", err)
+				return
+			}
+		}
+	}
+	_ = mw.Close()
+}
+
+// revsDiff is POST /{db}/_revs_diff.
+func (s *Server) revsDiff(d *dbReq) {
+	if herr := requireJSONType(d.r); herr != nil {
+		writeError(d.w, herr)
+		return
+	}
+	var req map[string][]string
+	if herr := readJSONBody(d.r, &req); herr != nil {
+		writeError(d.w, herr)
+		return
+	}
+	for _, revs := range req {
+		for _, r := range revs {
+			if !validRev(r) {
+				writeError(d.w, errBadRev)
+				return
+			}
+		}
+	}
+	res, err := d.db.RevsDiff(d.ctx(), req)
+	if err != nil {
+		writeError(d.w, err)
+		return
+	}
+	if res == nil {
+		res = map[string]store.RevsDiff{}
+	}
+	writeJSON(d.w, 200, res)
+}
+
+// missingRevs is POST /{db}/_missing_revs.
+func (s *Server) missingRevs(d *dbReq) {
+	if herr := requireJSONType(d.r); herr != nil {
+		writeError(d.w, herr)
+		return
+	}
+	var req map[string][]string
+	if herr := readJSONBody(d.r, &req); herr != nil {
+		writeError(d.w, herr)
+		return
+	}
+	res, err := d.db.RevsDiff(d.ctx(), req)
+	if err != nil {
+		writeError(d.w, err)
+		return
+	}
+	out := map[string][]string{}
+	for id, r := range res {
+		out[id] = r.Missing
+	}
+	writeJSON(d.w, 200, map[string]any{"missing_revs": out})
+}
+
+var _ = hooks.Conflict

@@ -1,0 +1,560 @@
+package couchapi
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/couchepi/couchepi/examples/minicouch/jsfilter"
+	"github.com/couchepi/couchepi/examples/minicouch/mango"
+	"github.com/couchepi/couchepi/examples/minicouch/store"
+	"github.com/couchepi/couchepi/hooks"
+)
+
+// changesReq is a parsed _changes request.
+type changesReq struct {
+	feed        string
+	since       uint64
+	limit       int // -1 = none
+	descending  bool
+	allDocs     bool
+	includeDocs bool
+	conflicts   bool
+	attachments bool
+	heartbeat   time.Duration
+	timeout     time.Duration
+	seqInterval int
+	filter      func(id string, doc func() ([]byte, error)) (bool, error)
+}
+
+// changes is GET/POST /{db}/_changes with every feed type and filter.
+func (s *Server) changes(d *dbReq) {
+	c, herr := s.parseChanges(d)
+	if herr != nil {
+		writeError(d.w, herr)
+		return
+	}
+	switch c.feed {
+	case "normal", "longpoll":
+		s.changesNormal(d, c)
+	case "continuous", "eventsource":
+		s.changesStream(d, c)
+	default:
+		writeError(d.w, badRequest("Supported `feed` types: normal, continuous, live, longpoll, eventsource"))
+	}
+}
+
+func (s *Server) parseChanges(d *dbReq) (*changesReq, *hooks.Error) {
+	q := d.r.URL.Query()
+	c := &changesReq{feed: "normal", limit: -1}
+	if f := q.Get("feed"); f != "" {
+		c.feed = f
+		if f == "live" {
+			c.feed = "continuous"
+		}
+	}
+	var body struct {
+		DocIDs   *[]any          `json:"doc_ids"`
+		Selector json.RawMessage `json:"selector"`
+		Since    any             `json:"since"`
+	}
+	if d.r.Method == "POST" {
+		b, herr := readBody(d.r)
+		if herr != nil {
+			return nil, herr
+		}
+		if len(strings.TrimSpace(string(b))) > 0 {
+			if herr := decodeJSON(b, &body); herr != nil {
+				return nil, herr
+			}
+		}
+	}
+	since := q.Get("since")
+	if since == "" && body.Since != nil {
+		since = sinceParam(body.Since)
+	}
+	if c.feed == "eventsource" && since == "" {
+		since = d.r.Header.Get("Last-Event-ID")
+	}
+	c.descending = q.Get("descending") == "true"
+	cur := d.db.UpdateSeq()
+	var ok bool
+	if c.since, ok = parseSince(since, cur); !ok {
+		return nil, errBadSince
+	}
+	if c.descending && since == "" {
+		c.since = 0
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return nil, badRequest("Invalid value for integer: \"" + v + "\"")
+		}
+		c.limit = n
+	}
+	c.allDocs = q.Get("style") == "all_docs"
+	c.includeDocs = q.Get("include_docs") == "true"
+	c.conflicts = q.Get("conflicts") == "true"
+	c.attachments = q.Get("attachments") == "true"
+	if v := q.Get("heartbeat"); v != "" {
+		if v == "true" {
+			c.heartbeat = 60 * time.Second
+		} else if n, err := strconv.Atoi(v); err == nil && n > 0 {
+			c.heartbeat = time.Duration(n) * time.Millisecond
+		} else {
+			return nil, badRequest("Invalid heartbeat value. Expecting a positive integer value (or `true`).")
+		}
+	}
+	c.timeout = time.Duration(s.cfg.Int("chttpd", "changes_timeout", 60000)) * time.Millisecond
+	if v := q.Get("timeout"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return nil, badRequest("Invalid value for integer: \"" + v + "\"")
+		}
+		c.timeout = time.Duration(n) * time.Millisecond
+	}
+	if v := q.Get("seq_interval"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return nil, badRequest("Invalid value for integer: \"" + v + "\"")
+		}
+		c.seqInterval = n
+	}
+	herr := s.changesFilter(d, c, q.Get("filter"), body.DocIDs, body.Selector)
+	return c, herr
+}
+
+// changesFilter installs the filter named by `filter`.
+func (s *Server) changesFilter(d *dbReq, c *changesReq, name string, bodyIDs *[]any, selector json.RawMessage) *hooks.Error {
+	q := d.r.URL.Query()
+	switch {
+	case name == "":
+		return nil
+	case name == "_doc_ids":
+		var ids []any
+		if bodyIDs != nil {
+			ids = *bodyIDs
+		} else if v := q.Get("doc_ids"); v != "" {
+			if err := json.Unmarshal([]byte(v), &ids); err != nil {
+				return badRequest("`doc_ids` filter parameter is not a list of doc ids.")
+			}
+		} else {
+			return badRequest("`doc_ids` filter parameter is not a list of doc ids.")
+		}
+		set := map[string]bool{}
+		for _, id := range ids {
+			s, ok := id.(string)
+			if !ok {
+				return badRequest("`doc_ids` filter parameter is not a list of doc ids.")
+			}
+			set[s] = true
+		}
+		c.filter = func(id string, _ func() ([]byte, error)) (bool, error) { return set[id], nil }
+	case name == "_design":
+		c.filter = func(id string, _ func() ([]byte, error)) (bool, error) {
+			return strings.HasPrefix(id, store.DesignPrefix), nil
+		}
+	case name == "_selector":
+		if len(selector) == 0 {
+			return badRequest("Selector must be specified in POST payload")
+		}
+		sel, err := mango.Parse(selector)
+		if err != nil {
+			return badRequest(err.Error())
+		}
+		c.filter = func(_ string, doc func() ([]byte, error)) (bool, error) {
+			b, err := doc()
+			if err != nil {
+				return false, err
+			}
+			return sel.MatchJSON(b), nil
+		}
+	case name == "_view":
+		ddoc, view, ok := strings.Cut(q.Get("view"), "/")
+		if !ok || ddoc == "" || view == "" {
+			return badRequest("`view` filter parameter is not provided.")
+		}
+		src, herr := s.designFunction(d, ddoc, "views", view, "map")
+		if herr != nil {
+			return herr
+		}
+		f, err := jsfilter.NewViewFilter(src)
+		if err != nil {
+			return &hooks.Error{Status: 400, Err: "compilation_error", Reason: err.Error()}
+		}
+		c.filter = jsPass(f)
+	default:
+		ddoc, fname, ok := strings.Cut(name, "/")
+		if !ok || ddoc == "" || fname == "" {
+			return badRequest("`filter` must be of the form `designname/filtername`")
+		}
+		src, herr := s.designFunction(d, ddoc, "filters", fname, "")
+		if herr != nil {
+			return herr
+		}
+		query := map[string]string{}
+		for k, v := range q {
+			if len(v) > 0 {
+				query[k] = v[0]
+			}
+		}
+		uc, _ := json.Marshal(d.user)
+		f, err := jsfilter.NewFilter(src, jsfilter.Request{Query: query, UserCtx: uc, Method: d.r.Method,
+			Path: []string{d.name, "_changes"}})
+		if err != nil {
+			return &hooks.Error{Status: 400, Err: "compilation_error", Reason: err.Error()}
+		}
+		c.filter = jsPass(f)
+	}
+	return nil
+}
+
+func jsPass(f *jsfilter.Filter) func(string, func() ([]byte, error)) (bool, error) {
+	return func(_ string, doc func() ([]byte, error)) (bool, error) {
+		b, err := doc()
+		if err != nil {
+			return false, err
+		}
+		return f.Pass(b)
+	}
+}
+
+// designFunction returns the source at ddoc.<section>.<name>[.<sub>] with
+// CouchDB's `missing json key` errors.
+func (s *Server) designFunction(d *dbReq, ddoc, section, name, sub string) (string, *hooks.Error) {
+	doc, err := d.db.Get(d.ctx(), store.DesignPrefix+ddoc, store.GetOptions{})
+	if err != nil {
+		return "", asCouchError(err)
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(doc.Body, &m); err != nil {
+		return "", badRequest("invalid design document")
+	}
+	var sec map[string]json.RawMessage
+	if raw, ok := m[section]; !ok || json.Unmarshal(raw, &sec) != nil {
+		return "", &hooks.Error{Status: 404, Err: "not_found", Reason: "missing json key: " + section}
+	}
+	raw, ok := sec[name]
+	if !ok {
+		return "", &hooks.Error{Status: 404, Err: "not_found", Reason: "missing json key: " + name}
+	}
+	if sub != "" {
+		var inner map[string]json.RawMessage
+		if json.Unmarshal(raw, &inner) != nil {
+			return "", &hooks.Error{Status: 404, Err: "not_found", Reason: "missing json key: " + sub}
+		}
+		if raw, ok = inner[sub]; !ok {
+			return "", &hooks.Error{Status: 404, Err: "not_found", Reason: "missing json key: " + sub}
+		}
+	}
+	var src string
+	if json.Unmarshal(raw, &src) != nil {
+		return "", badRequest("design function is not a string")
+	}
+	return src, nil
+}
+
+// winnerDoc reads the winning revision of id, including a deleted one.
+func winnerDoc(ctx context.Context, db *store.DB, id string, opts store.GetOptions) (*store.DocRev, error) {
+	doc, err := db.Get(ctx, id, opts)
+	if errors.Is(err, store.ErrDeleted) {
+		revs, err2 := db.OpenRevs(ctx, id, nil, opts)
+		if err2 != nil {
+			return nil, err2
+		}
+		if w := pickWinner(revs); w != nil {
+			return w, nil
+		}
+	}
+	return doc, err
+}
+
+// changeRow renders one change row, or nil when the filter drops it.
+func (s *Server) changeRow(d *dbReq, c *changesReq, ch store.Change, index int) ([]byte, error) {
+	var cached []byte
+	loadDoc := func() ([]byte, error) {
+		if cached != nil {
+			return cached, nil
+		}
+		doc, err := winnerDoc(d.ctx(), d.db, ch.ID, store.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		cached, err = doc.MarshalJSON()
+		return cached, err
+	}
+	if c.filter != nil {
+		ok, err := c.filter(ch.ID, loadDoc)
+		if err != nil {
+			s.log.Debug("changes filter failed on doc", "db", d.name, "id", ch.ID, "error", err)
+			return nil, nil
+		}
+		if !ok {
+			return nil, nil
+		}
+	}
+	buf := make([]byte, 0, 128)
+	buf = append(buf, `{"seq":`...)
+	if c.seqInterval > 1 && (index+1)%c.seqInterval != 0 {
+		buf = append(buf, "null"...)
+	} else {
+		buf = appendJSONString(buf, formatSeq(ch.Seq, d.db.UUID()))
+	}
+	buf = append(buf, `,"id":`...)
+	buf = appendJSONString(buf, ch.ID)
+	buf = append(buf, `,"changes":[`...)
+	revs := ch.Revs
+	if !c.allDocs && len(revs) > 1 {
+		revs = revs[:1]
+	}
+	for i, r := range revs {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, `{"rev":`...)
+		buf = appendJSONString(buf, r)
+		buf = append(buf, '}')
+	}
+	buf = append(buf, ']')
+	if ch.Deleted {
+		buf = append(buf, `,"deleted":true`...)
+	}
+	if c.includeDocs {
+		doc, err := winnerDoc(d.ctx(), d.db, ch.ID, store.GetOptions{Conflicts: c.conflicts, Attachments: c.attachments})
+		if err != nil {
+			return nil, err
+		}
+		body, err := s.renderDoc(d, doc, false)
+		if err != nil {
+			return nil, err
+		}
+		buf = append(buf, `,"doc":`...)
+		buf = append(buf, body...)
+	}
+	return append(buf, '}'), nil
+}
+
+// scan reads changes after since and calls emit for each row passing the
+// filter, up to max rows (-1 = no bound). It returns the last seq examined
+// and the pending count.
+func (s *Server) scan(d *dbReq, c *changesReq, since uint64, max int, emit func([]byte) error) (uint64, int64, int, error) {
+	n := 0
+	if max == 0 {
+		res, err := d.db.Changes(d.ctx(), store.ChangesOptions{Since: since, Descending: c.descending, Limit: 1},
+			func(store.Change) error { return store.ErrStop })
+		if err != nil && !errors.Is(err, store.ErrStop) {
+			return since, 0, 0, err
+		}
+		pending := int64(0)
+		if res.LastSeq != since {
+			pending = res.Pending + 1
+		}
+		return since, pending, 0, nil
+	}
+	opts := store.ChangesOptions{Since: since, Descending: c.descending}
+	if c.filter == nil && max > 0 {
+		opts.Limit = max
+	}
+	res, err := d.db.Changes(d.ctx(), opts, func(ch store.Change) error {
+		row, err := s.changeRow(d, c, ch, n)
+		if err != nil {
+			return err
+		}
+		if row == nil {
+			return nil
+		}
+		n++
+		if err := emit(row); err != nil {
+			return err
+		}
+		if max > 0 && n >= max {
+			return store.ErrStop
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, store.ErrStop) {
+		return res.LastSeq, res.Pending, n, err
+	}
+	last := res.LastSeq
+	if c.descending && n == 0 && last == 0 {
+		last = d.db.UpdateSeq()
+	}
+	return last, res.Pending, n, nil
+}
+
+// changesNormal serves feed=normal and feed=longpoll.
+func (s *Server) changesNormal(d *dbReq, c *changesReq) {
+	setJSONHeaders(d.w)
+	d.w.WriteHeader(200)
+	bw := bufio.NewWriterSize(d.w, 64<<10)
+	bw.WriteString(`{"results":[` + "\n")
+	first := true
+	emit := func(row []byte) error {
+		if !first {
+			bw.WriteString(",\n")
+		}
+		first = false
+		_, err := bw.Write(row)
+		return err
+	}
+	last, pending, n, err := s.scan(d, c, c.since, c.limit, emit)
+	if err == nil && n == 0 && c.feed == "longpoll" && c.limit != 0 {
+		last, pending, err = s.longpollWait(d, c, bw, last, emit)
+	}
+	if err != nil {
+		s.log.Debug("changes feed ended early", "db", d.name, "error", err)
+	}
+	if !first {
+		bw.WriteString("\n")
+	}
+	bw.WriteString("],\n" + `"last_seq":`)
+	bw.Write(appendJSONString(nil, formatSeq(last, d.db.UUID())))
+	bw.WriteString(`,"pending":` + strconv.FormatInt(pending, 10) + "}\n")
+	_ = bw.Flush()
+}
+
+// longpollWait waits for the first change that passes the filter, sending
+// heartbeat newlines while it waits, until the timeout.
+func (s *Server) longpollWait(d *dbReq, c *changesReq, bw *bufio.Writer, since uint64, emit func([]byte) error) (uint64, int64, error) {
+	deadline := time.Now().Add(c.timeout)
+	last := since
+	for {
+		wait := time.Until(deadline)
+		if c.heartbeat > 0 && c.heartbeat < wait {
+			wait = c.heartbeat
+		}
+		if c.heartbeat == 0 && wait <= 0 {
+			return last, 0, nil
+		}
+		ctx, cancel := context.WithTimeout(d.ctx(), wait)
+		_, err := d.db.Wait(ctx, last)
+		cancel()
+		if d.ctx().Err() != nil {
+			return last, 0, d.ctx().Err()
+		}
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return last, 0, err
+		}
+		if err != nil {
+			if c.heartbeat > 0 {
+				bw.WriteString("\n")
+				if bw.Flush() != nil {
+					return last, 0, nil
+				}
+				if f, ok := d.w.(http.Flusher); ok {
+					f.Flush()
+				}
+				continue
+			}
+			return last, 0, nil
+		}
+		l, pending, n, err := s.scan(d, c, last, c.limit, emit)
+		last = l
+		if err != nil || n > 0 {
+			return last, pending, err
+		}
+	}
+}
+
+// changesStream serves feed=continuous and feed=eventsource.
+func (s *Server) changesStream(d *dbReq, c *changesReq) {
+	es := c.feed == "eventsource"
+	if es {
+		d.w.Header().Set("Content-Type", "text/event-stream")
+		d.w.Header().Set("Cache-Control", "no-cache")
+	} else {
+		setJSONHeaders(d.w)
+	}
+	d.w.WriteHeader(200)
+	flusher, _ := d.w.(http.Flusher)
+	bw := bufio.NewWriterSize(d.w, 32<<10)
+	flush := func() error {
+		if err := bw.Flush(); err != nil {
+			return err
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		return nil
+	}
+	sent := 0
+	var lastSeqStr string
+	emit := func(row []byte) error {
+		if es {
+			var m struct {
+				Seq any `json:"seq"`
+			}
+			_ = json.Unmarshal(row, &m)
+			bw.WriteString("data: ")
+			bw.Write(row)
+			bw.WriteString("\nid: ")
+			if s, ok := m.Seq.(string); ok {
+				lastSeqStr = s
+				bw.WriteString(s)
+			} else {
+				bw.WriteString(lastSeqStr)
+			}
+			bw.WriteString("\n\n")
+		} else {
+			bw.Write(row)
+			bw.WriteString("\n")
+		}
+		sent++
+		return flush()
+	}
+	remaining := func() int {
+		if c.limit < 0 {
+			return -1
+		}
+		return c.limit - sent
+	}
+	last, pending, _, err := s.scan(d, c, c.since, remaining(), emit)
+	deadline := time.Now().Add(c.timeout)
+	for err == nil && remaining() != 0 && !c.descending {
+		wait := time.Until(deadline)
+		if c.heartbeat > 0 {
+			wait = c.heartbeat
+		} else if wait <= 0 {
+			break
+		}
+		ctx, cancel := context.WithTimeout(d.ctx(), wait)
+		_, werr := d.db.Wait(ctx, last)
+		cancel()
+		if d.ctx().Err() != nil {
+			return
+		}
+		if werr != nil {
+			if !errors.Is(werr, context.DeadlineExceeded) {
+				break
+			}
+			if c.heartbeat > 0 {
+				if es {
+					bw.WriteString("event: heartbeat\ndata: \n\n")
+				} else {
+					bw.WriteString("\n")
+				}
+				if flush() != nil {
+					return
+				}
+				continue
+			}
+			break
+		}
+		var n int
+		last, pending, n, err = s.scan(d, c, last, remaining(), emit)
+		if n > 0 {
+			deadline = time.Now().Add(c.timeout)
+		}
+	}
+	if !es {
+		bw.WriteString(`{"last_seq":`)
+		bw.Write(appendJSONString(nil, formatSeq(last, d.db.UUID())))
+		bw.WriteString(`,"pending":` + strconv.FormatInt(pending, 10) + "}\n")
+	}
+	_ = flush()
+}

@@ -1,0 +1,365 @@
+package couchapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/couchepi/couchepi/examples/minicouch/auth"
+	"github.com/couchepi/couchepi/examples/minicouch/store"
+	"github.com/couchepi/couchepi/hooks"
+)
+
+// absURL is the absolute URL of path on the server the request reached.
+func absURL(r *http.Request, path string) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host + path
+}
+
+// escapeDB escapes a db name for a URL path ("/" becomes %2F).
+func escapeDB(name string) string { return url.PathEscape(name) }
+
+// escapeDocID escapes a doc id for a URL path, keeping the _design/ and
+// _local/ prefixes readable as CouchDB does.
+func escapeDocID(id string) string {
+	for _, p := range []string{store.DesignPrefix, store.LocalPrefix} {
+		if strings.HasPrefix(id, p) {
+			return p + url.PathEscape(id[len(p):])
+		}
+	}
+	return url.PathEscape(id)
+}
+
+// serveDoc dispatches `/{db}/{id}` and `/{db}/{id}/{attachment}`.
+func (s *Server) serveDoc(d *dbReq, id string, att []string) {
+	if isUsersDB(d.name) && !d.user.IsAdmin() && !d.sec.IsDBAdmin(d.user) {
+		own := "org.couchdb.user:" + d.user.Name
+		if id != own && !(d.user.Name == "" && d.r.Method == "PUT" && len(att) == 0) {
+			if d.user.Name == "" {
+				writeError(d.w, &hooks.Error{Status: 401, Err: "unauthorized", Reason: "You are not authorized to access this db."})
+			} else {
+				writeError(d.w, hooks.Forbidden("You may only read your own user document."))
+			}
+			return
+		}
+	}
+	if len(att) > 0 {
+		s.serveAttachment(d, id, strings.Join(att, "/"))
+		return
+	}
+	switch d.r.Method {
+	case "GET", "HEAD":
+		s.getDoc(d, id)
+	case "PUT":
+		s.putDoc(d, id)
+	case "DELETE":
+		s.deleteDoc(d, id)
+	case "COPY":
+		writeError(d.w, methodNotAllowed("GET,HEAD,PUT,DELETE"))
+	default:
+		writeError(d.w, methodNotAllowed("DELETE,GET,HEAD,PUT"))
+	}
+}
+
+// checkDesignWrite enforces that only db admins write design docs.
+func checkDesignWrite(d *dbReq, id string) *hooks.Error {
+	if strings.HasPrefix(id, store.DesignPrefix) {
+		return d.sec.CheckDBAdmin(d.user)
+	}
+	return nil
+}
+
+// writeResult answers a single successful doc write.
+func writeDocOK(d *dbReq, status int, id, rev string) {
+	d.w.Header().Set("Location", absURL(d.r, "/"+escapeDB(d.name)+"/"+escapeDocID(id)))
+	d.w.Header().Set("ETag", `"`+rev+`"`)
+	writeJSON(d.w, status, struct {
+		OK  bool   `json:"ok"`
+		ID  string `json:"id"`
+		Rev string `json:"rev"`
+	}{true, id, rev})
+}
+
+// writeOne writes one doc through the full write path and answers.
+func (s *Server) writeOne(d *dbReq, doc *store.Doc, newEdits bool, status int) {
+	if err := checkDesignWrite(d, doc.ID); err != nil {
+		writeError(d.w, err)
+		return
+	}
+	res, err := s.writeDocs(d.ctx(), d.db, []*store.Doc{doc}, writeOpts{newEdits: newEdits, user: d.user})
+	if err != nil {
+		writeError(d.w, err)
+		return
+	}
+	if res[0].Err != nil {
+		writeError(d.w, res[0].Err)
+		return
+	}
+	rev := res[0].Rev
+	if rev == "" {
+		rev = doc.Rev
+	}
+	if d.query("batch") == "ok" {
+		status = 202
+	}
+	writeDocOK(d, status, res[0].ID, rev)
+}
+
+// parseDocBody parses a JSON doc body with CouchDB's errors.
+func parseDocBody(b []byte) (*store.Doc, *hooks.Error) {
+	if !validJSON(bytes.TrimSpace(b)) {
+		return nil, errInvalidJSON
+	}
+	doc, err := store.ParseDoc(b)
+	if err != nil {
+		return nil, asCouchError(err)
+	}
+	return doc, nil
+}
+
+func (s *Server) putDoc(d *dbReq, id string) {
+	mt, params := mediaType(d.r)
+	var doc *store.Doc
+	var cleanup func()
+	if mt == "multipart/related" {
+		var herr *hooks.Error
+		doc, cleanup, herr = readMultipartDoc(d.r, params["boundary"])
+		if cleanup != nil {
+			defer cleanup()
+		}
+		if herr != nil {
+			writeError(d.w, herr)
+			return
+		}
+	} else {
+		b, herr := readBody(d.r)
+		if herr != nil {
+			writeError(d.w, herr)
+			return
+		}
+		if doc, herr = parseDocBody(b); herr != nil {
+			writeError(d.w, herr)
+			return
+		}
+	}
+	if doc.ID != "" && doc.ID != id {
+		writeError(d.w, badRequest("Document id must match the URL id"))
+		return
+	}
+	doc.ID = id
+	if herr := validateDocID(id); herr != nil {
+		writeError(d.w, herr)
+		return
+	}
+	if doc.Rev == "" {
+		if rev := d.query("rev"); rev != "" {
+			doc.Rev = rev
+		} else if im := strings.Trim(d.r.Header.Get("If-Match"), `"`); im != "" {
+			doc.Rev = im
+		}
+	}
+	newEdits := d.query("new_edits") != "false"
+	s.writeOne(d, doc, newEdits, 201)
+}
+
+func (s *Server) postDoc(d *dbReq) {
+	if herr := requireJSONType(d.r); herr != nil {
+		writeError(d.w, herr)
+		return
+	}
+	b, herr := readBody(d.r)
+	if herr != nil {
+		writeError(d.w, herr)
+		return
+	}
+	doc, herr := parseDocBody(b)
+	if herr != nil {
+		writeError(d.w, herr)
+		return
+	}
+	if doc.ID == "" {
+		doc.ID = auth.NewSalt()
+	}
+	s.writeOne(d, doc, true, 201)
+}
+
+func (s *Server) deleteDoc(d *dbReq, id string) {
+	rev := d.query("rev")
+	if rev == "" {
+		rev = strings.Trim(d.r.Header.Get("If-Match"), `"`)
+	}
+	if rev == "" && !strings.HasPrefix(id, store.LocalPrefix) {
+		writeError(d.w, hooks.Conflict())
+		return
+	}
+	doc := &store.Doc{ID: id, Rev: rev, Deleted: true, Body: []byte("{}")}
+	s.writeOne(d, doc, true, 200)
+}
+
+// docOptions parses the query options of a document read.
+func docOptions(q url.Values) (store.GetOptions, *hooks.Error) {
+	o := store.GetOptions{
+		Rev:              q.Get("rev"),
+		Revs:             q.Get("revs") == "true",
+		RevsInfo:         q.Get("revs_info") == "true",
+		Conflicts:        q.Get("conflicts") == "true",
+		DeletedConflicts: q.Get("deleted_conflicts") == "true",
+		LocalSeq:         q.Get("local_seq") == "true",
+		Latest:           q.Get("latest") == "true",
+		Attachments:      q.Get("attachments") == "true",
+	}
+	if q.Get("meta") == "true" {
+		o.RevsInfo, o.Conflicts, o.DeletedConflicts = true, true, true
+	}
+	if v := q.Get("atts_since"); v != "" {
+		if err := json.Unmarshal([]byte(v), &o.AttsSince); err != nil {
+			return o, badRequest("atts_since must be a JSON array of revs")
+		}
+	}
+	if o.Rev != "" && !validRev(o.Rev) {
+		return o, errBadRev
+	}
+	return o, nil
+}
+
+// validRev reports whether s looks like "<gen>-<hash>".
+func validRev(s string) bool {
+	g, h, ok := strings.Cut(s, "-")
+	if !ok || g == "" || h == "" {
+		return false
+	}
+	for _, c := range g {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// acceptsMultipart reports whether the client accepts the multipart type.
+func acceptsMultipart(r *http.Request, typ string) bool {
+	return strings.Contains(r.Header.Get("Accept"), typ)
+}
+
+func (s *Server) getDoc(d *dbReq, id string) {
+	q := d.r.URL.Query()
+	opts, herr := docOptions(q)
+	if herr != nil {
+		writeError(d.w, herr)
+		return
+	}
+	if or := q.Get("open_revs"); or != "" {
+		s.openRevs(d, id, or, opts)
+		return
+	}
+	doc, err := d.db.Get(d.ctx(), id, opts)
+	if err != nil {
+		writeError(d.w, err)
+		return
+	}
+	etag := `"` + doc.Rev + `"`
+	if inm := d.r.Header.Get("If-None-Match"); inm == etag {
+		d.w.Header().Set("ETag", etag)
+		d.w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	d.w.Header().Set("ETag", etag)
+	wantData := false
+	for _, a := range doc.Attachments {
+		wantData = wantData || !a.Stub
+	}
+	if wantData && acceptsMultipart(d.r, "multipart/related") && !s.readHooked(d.name) {
+		s.writeMultipartDoc(d, doc)
+		return
+	}
+	body, err := s.renderDoc(d, doc, false)
+	if err != nil {
+		writeError(d.w, err)
+		return
+	}
+	writeRawJSON(d.w, 200, body)
+}
+
+// readHooked reports whether reads of db pass through after_doc_read.
+func (s *Server) readHooked(db string) bool {
+	return s.hooks != nil && s.hooks.Subscribed(hooks.AfterDocRead, db)
+}
+
+// renderDoc renders a revision (attachments with data as its Stub flags
+// say) and passes it through after_doc_read for subscribed dbs.
+func (s *Server) renderDoc(d *dbReq, doc *store.DocRev, follows bool) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := d.db.WriteDocJSON(d.ctx(), &buf, doc, follows); err != nil {
+		return nil, err
+	}
+	if s.readHooked(d.name) && !strings.HasPrefix(doc.ID, store.LocalPrefix) {
+		out, err := s.hooks.AfterDocRead(d.ctx(), d.name, buf.Bytes(), d.user)
+		if err != nil {
+			return nil, err
+		}
+		if out != nil {
+			return out, nil
+		}
+	}
+	return buf.Bytes(), nil
+}
+
+// openRevs answers GET /{db}/{id}?open_revs=all|[…] as a JSON array or,
+// when the client accepts it, multipart/mixed.
+func (s *Server) openRevs(d *dbReq, id, raw string, opts store.GetOptions) {
+	var revs []string
+	if raw != "all" {
+		if err := json.Unmarshal([]byte(raw), &revs); err != nil {
+			writeError(d.w, badRequest("Invalid open_revs value"))
+			return
+		}
+		for _, r := range revs {
+			if !validRev(r) {
+				writeError(d.w, errBadRev)
+				return
+			}
+		}
+	}
+	res, err := d.db.OpenRevs(d.ctx(), id, revs, opts)
+	if err != nil && !(errors.Is(err, store.ErrNotFound) && revs == nil) {
+		writeError(d.w, err)
+		return
+	}
+	if err != nil {
+		writeError(d.w, errMissing)
+		return
+	}
+	if acceptsMultipart(d.r, "multipart/mixed") && !s.readHooked(d.name) {
+		s.writeMultipartMixed(d, res)
+		return
+	}
+	var buf bytes.Buffer
+	buf.WriteByte('[')
+	for i, r := range res {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		if r.Doc == nil {
+			buf.WriteString(`{"missing":`)
+			buf.Write(appendJSONString(nil, r.Missing))
+			buf.WriteByte('}')
+			continue
+		}
+		body, err := s.renderDoc(d, r.Doc, false)
+		if err != nil {
+			writeError(d.w, err)
+			return
+		}
+		buf.WriteString(`{"ok":`)
+		buf.Write(body)
+		buf.WriteByte('}')
+	}
+	buf.WriteByte(']')
+	writeRawJSON(d.w, 200, buf.Bytes())
+}

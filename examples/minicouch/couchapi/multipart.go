@@ -1,0 +1,258 @@
+package couchapi
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"net/textproto"
+	"os"
+	"strconv"
+
+	"github.com/couchepi/couchepi/examples/minicouch/store"
+	"github.com/couchepi/couchepi/hooks"
+)
+
+// spillThreshold is the attachment size above which a multipart part is
+// buffered in a temp file instead of memory.
+const spillThreshold = 1 << 20
+
+// readMultipartDoc reads a `multipart/related` doc body as the CouchDB
+// replicator and PouchDB send it: the JSON doc first, then one part per
+// attachment marked "follows" (matched by filename, else in order).
+// cleanup removes temp files and must be called after the write.
+func readMultipartDoc(r *http.Request, boundary string) (*store.Doc, func(), *hooks.Error) {
+	if boundary == "" {
+		return nil, nil, badRequest("multipart/related without a boundary")
+	}
+	var files []*os.File
+	cleanup := func() {
+		for _, f := range files {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}
+	mr := multipart.NewReader(r.Body, boundary)
+	part, err := mr.NextPart()
+	if err != nil {
+		return nil, cleanup, multipartErr(err)
+	}
+	head, err := io.ReadAll(part)
+	if err != nil {
+		return nil, cleanup, multipartErr(err)
+	}
+	doc, herr := parseDocBody(head)
+	if herr != nil {
+		return nil, cleanup, herr
+	}
+	var follows []int
+	for i, a := range doc.Attachments {
+		if a.Follows {
+			follows = append(follows, i)
+		}
+	}
+	next := 0
+	for {
+		part, err := mr.NextPart()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, cleanup, multipartErr(err)
+		}
+		idx := -1
+		if name := part.FileName(); name != "" {
+			for _, i := range follows {
+				if doc.Attachments[i].Name == name && doc.Attachments[i].Data == nil && doc.Attachments[i].Reader == nil {
+					idx = i
+					break
+				}
+			}
+		}
+		if idx < 0 {
+			for next < len(follows) && (doc.Attachments[follows[next]].Data != nil || doc.Attachments[follows[next]].Reader != nil) {
+				next++
+			}
+			if next >= len(follows) {
+				return nil, cleanup, badRequest("multipart body has more parts than attachments that follow")
+			}
+			idx = follows[next]
+		}
+		var buf bytes.Buffer
+		n, err := io.CopyN(&buf, part, spillThreshold+1)
+		if err != nil && err != io.EOF {
+			return nil, cleanup, multipartErr(err)
+		}
+		a := &doc.Attachments[idx]
+		if n <= spillThreshold {
+			a.Data = buf.Bytes()
+			if a.Data == nil {
+				a.Data = []byte{}
+			}
+			continue
+		}
+		f, err := os.CreateTemp("", "minicouch-att-*")
+		if err != nil {
+			return nil, cleanup, asCouchError(err)
+		}
+		files = append(files, f)
+		if _, err := io.Copy(f, io.MultiReader(&buf, part)); err != nil {
+			return nil, cleanup, multipartErr(err)
+		}
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return nil, cleanup, asCouchError(err)
+		}
+		a.Reader = f
+	}
+	for _, i := range follows {
+		if doc.Attachments[i].Data == nil && doc.Attachments[i].Reader == nil {
+			return nil, cleanup, badRequest("attachment " + doc.Attachments[i].Name + " marked follows has no part")
+		}
+	}
+	return doc, cleanup, nil
+}
+
+func multipartErr(err error) *hooks.Error {
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return errTooLarge
+	}
+	return badRequest("invalid multipart body: " + err.Error())
+}
+
+func newBoundary() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// writeDocParts writes a doc with its wanted attachments as the parts of a
+// multipart/related body into mw.
+func (s *Server) writeDocParts(d *dbReq, mw *multipart.Writer, doc *store.DocRev) error {
+	var js bytes.Buffer
+	if err := d.db.WriteDocJSON(d.ctx(), &js, doc, true); err != nil {
+		return err
+	}
+	h := textproto.MIMEHeader{}
+	h.Set("Content-Type", "application/json")
+	p, err := mw.CreatePart(h)
+	if err != nil {
+		return err
+	}
+	if _, err := p.Write(js.Bytes()); err != nil {
+		return err
+	}
+	for _, a := range doc.Attachments {
+		if a.Stub {
+			continue
+		}
+		h := textproto.MIMEHeader{}
+		h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": a.Name}))
+		h.Set("Content-Type", a.ContentType)
+		h.Set("Content-Length", strconv.FormatInt(a.Length, 10))
+		if a.Encoding != "" {
+			h.Set("Content-Encoding", a.Encoding)
+		}
+		p, err := mw.CreatePart(h)
+		if err != nil {
+			return err
+		}
+		rc, _, err := d.db.OpenAttachment(d.ctx(), a.Digest)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(p, rc)
+		rc.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeMultipartDoc answers a doc read as multipart/related.
+func (s *Server) writeMultipartDoc(d *dbReq, doc *store.DocRev) {
+	boundary := newBoundary()
+	d.w.Header().Set("Content-Type", `multipart/related; boundary="`+boundary+`"`)
+	d.w.Header().Set("Cache-Control", "must-revalidate")
+	d.w.WriteHeader(200)
+	mw := multipart.NewWriter(d.w)
+	_ = mw.SetBoundary(boundary)
+	if err := s.writeDocParts(d, mw, doc); err != nil {
+		s.log.Warn("multipart doc write failed", "db", d.name, "id", doc.ID, "error", err)
+		return
+	}
+	_ = mw.Close()
+}
+
+// writeMixedParts writes open_revs results as multipart/mixed parts: a
+// JSON part per revision without attachment data, a nested
+// multipart/related part per revision with data, and an error part per
+// missing revision.
+func (s *Server) writeMixedParts(d *dbReq, mw *multipart.Writer, res []store.OpenRev) error {
+	for _, r := range res {
+		if r.Doc == nil {
+			h := textproto.MIMEHeader{}
+			h.Set("Content-Type", `application/json; error="true"`)
+			p, err := mw.CreatePart(h)
+			if err != nil {
+				return err
+			}
+			p.Write([]byte(`{"missing":`))
+			p.Write(appendJSONString(nil, r.Missing))
+			p.Write([]byte(`}`))
+			continue
+		}
+		withData := false
+		for _, a := range r.Doc.Attachments {
+			withData = withData || !a.Stub
+		}
+		if !withData {
+			h := textproto.MIMEHeader{}
+			h.Set("Content-Type", "application/json")
+			p, err := mw.CreatePart(h)
+			if err != nil {
+				return err
+			}
+			if err := d.db.WriteDocJSON(d.ctx(), p, r.Doc, false); err != nil {
+				return err
+			}
+			continue
+		}
+		inner := newBoundary()
+		h := textproto.MIMEHeader{}
+		h.Set("Content-Type", `multipart/related; boundary="`+inner+`"`)
+		p, err := mw.CreatePart(h)
+		if err != nil {
+			return err
+		}
+		imw := multipart.NewWriter(p)
+		_ = imw.SetBoundary(inner)
+		if err := s.writeDocParts(d, imw, r.Doc); err != nil {
+			return err
+		}
+		if err := imw.Close(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeMultipartMixed answers open_revs as multipart/mixed.
+func (s *Server) writeMultipartMixed(d *dbReq, res []store.OpenRev) {
+	boundary := newBoundary()
+	d.w.Header().Set("Content-Type", `multipart/mixed; boundary="`+boundary+`"`)
+	d.w.Header().Set("Cache-Control", "must-revalidate")
+	d.w.WriteHeader(200)
+	mw := multipart.NewWriter(d.w)
+	_ = mw.SetBoundary(boundary)
+	if err := s.writeMixedParts(d, mw, res); err != nil {
+		s.log.Warn("multipart/mixed write failed", "db", d.name, "error", err)
+		return
+	}
+	_ = mw.Close()
+}

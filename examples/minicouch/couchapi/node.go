@@ -1,0 +1,186 @@
+package couchapi
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/couchepi/couchepi/examples/minicouch/auth"
+	"github.com/couchepi/couchepi/hooks"
+	"github.com/couchepi/couchepi/host"
+)
+
+var errUnknownConfig = &hooks.Error{Status: 404, Err: "not_found", Reason: "unknown_config_value"}
+
+// handleNode serves `/_node/{_local|nonode@nohost}/…`: _config and _plugins.
+func (s *Server) handleNode(q *request) {
+	if len(q.segs) < 2 || (q.segs[1] != "_local" && q.segs[1] != NodeName) {
+		writeError(q.w, &hooks.Error{Status: 404, Err: "not_found", Reason: "missing"})
+		return
+	}
+	if len(q.segs) == 2 {
+		s.only(q, "GET,HEAD", func() { writeJSON(q.w, 200, map[string]string{"name": NodeName}) })
+		return
+	}
+	if err := auth.CheckServerAdmin(q.user); err != nil {
+		writeError(q.w, err)
+		return
+	}
+	switch q.segs[2] {
+	case "_config":
+		s.handleConfig(q, q.segs[3:])
+	case "_plugins":
+		s.handlePlugins(q, q.segs[3:])
+	case "_stats", "_system":
+		s.only(q, "GET,HEAD", func() { writeRawJSON(q.w, 200, []byte(`{}`)) })
+	default:
+		writeError(q.w, &hooks.Error{Status: 404, Err: "not_found", Reason: "missing"})
+	}
+}
+
+// handleConfig is `/_node/_local/_config[/section[/key]]`.
+func (s *Server) handleConfig(q *request, rest []string) {
+	switch len(rest) {
+	case 0:
+		s.only(q, "GET,HEAD", func() { writeJSON(q.w, 200, s.cfg.All()) })
+	case 1:
+		s.only(q, "GET,HEAD", func() {
+			sec, ok := s.cfg.Section(rest[0])
+			if !ok {
+				sec = map[string]string{}
+			}
+			writeJSON(q.w, 200, sec)
+		})
+	case 2:
+		section, key := rest[0], rest[1]
+		switch q.r.Method {
+		case "GET", "HEAD":
+			v, ok := s.cfg.Get(section, key)
+			if !ok {
+				writeError(q.w, errUnknownConfig)
+				return
+			}
+			writeJSON(q.w, 200, v)
+		case "PUT":
+			var v string
+			if herr := readJSONBody(q.r, &v); herr != nil {
+				writeError(q.w, herr)
+				return
+			}
+			if section == "admins" && !auth.IsHashedAdmin(v) {
+				h, err := auth.HashAdminPassword(v, s.cfg.GetDefault("chttpd_auth", "pbkdf2_prf", "sha256"), auth.Iterations(s.cfg))
+				if err != nil {
+					writeError(q.w, err)
+					return
+				}
+				v = h
+			}
+			old, _, err := s.cfg.Set(section, key, v)
+			if err != nil {
+				writeError(q.w, err)
+				return
+			}
+			s.log.Info("config changed", "section", section, "key", key)
+			s.pushConfig(q)
+			writeJSON(q.w, 200, old)
+		case "DELETE":
+			old, ok, err := s.cfg.Delete(section, key)
+			if err != nil {
+				writeError(q.w, err)
+				return
+			}
+			if !ok {
+				writeError(q.w, errUnknownConfig)
+				return
+			}
+			s.log.Info("config deleted", "section", section, "key", key)
+			s.pushConfig(q)
+			writeJSON(q.w, 200, old)
+		default:
+			writeError(q.w, methodNotAllowed("GET,PUT,DELETE"))
+		}
+	default:
+		writeError(q.w, errUnknownConfig)
+	}
+}
+
+// pushConfig hands the changed configuration to the plugins.
+func (s *Server) pushConfig(q *request) {
+	if s.hooks != nil {
+		s.hooks.SetConfig(q.ctx(), s.cfg.All())
+	}
+}
+
+// pluginJSON is one entry of `GET /_node/_local/_plugins`.
+type pluginJSON struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	Path    string `json:"path"`
+	SHA256  string `json:"sha256"`
+	PID     int    `json:"pid"`
+	State   string `json:"state"`
+}
+
+// handlePlugins is `GET /_node/_local/_plugins` and
+// `POST /_node/_local/_plugins/{name}/_reload`.
+func (s *Server) handlePlugins(q *request, rest []string) {
+	if len(rest) == 0 {
+		s.only(q, "GET,HEAD", func() {
+			out := []pluginJSON{}
+			if s.hooks != nil {
+				for _, p := range s.hooks.Plugins() {
+					out = append(out, pluginJSON{p.Name, p.Version, p.Path, p.SHA256, p.PID, p.State})
+				}
+			}
+			writeJSON(q.w, 200, out)
+		})
+		return
+	}
+	if len(rest) != 2 || rest[1] != "_reload" {
+		writeError(q.w, &hooks.Error{Status: 404, Err: "not_found", Reason: "missing"})
+		return
+	}
+	if q.r.Method != "POST" {
+		writeError(q.w, methodNotAllowed("POST"))
+		return
+	}
+	var spec struct {
+		Path   string `json:"path"`
+		SHA256 string `json:"sha256"`
+	}
+	b, herr := readBody(q.r)
+	if herr != nil {
+		writeError(q.w, herr)
+		return
+	}
+	if len(strings.TrimSpace(string(b))) > 0 {
+		if herr := decodeJSON(b, &spec); herr != nil {
+			writeError(q.w, herr)
+			return
+		}
+	}
+	if s.hooks == nil {
+		writeError(q.w, &hooks.Error{Status: 404, Err: "not_found", Reason: "no such plugin"})
+		return
+	}
+	found := false
+	for _, p := range s.hooks.Plugins() {
+		found = found || p.Name == rest[0]
+	}
+	if !found {
+		writeError(q.w, &hooks.Error{Status: 404, Err: "not_found", Reason: "no such plugin"})
+		return
+	}
+	if err := s.hooks.Reload(q.ctx(), rest[0], host.Spec{Path: spec.Path, SHA256: spec.SHA256}); err != nil {
+		writeError(q.w, &hooks.Error{Status: 500, Err: "reload_failed", Reason: err.Error()})
+		return
+	}
+	s.log.Info("plugin reloaded", "plugin", rest[0])
+	var status any = okJSON
+	for _, p := range s.hooks.Plugins() {
+		if p.Name == rest[0] {
+			status = map[string]any{"ok": true, "plugin": pluginJSON{p.Name, p.Version, p.Path, p.SHA256, p.PID, p.State}}
+		}
+	}
+	raw, _ := json.Marshal(status)
+	writeRawJSON(q.w, 200, raw)
+}

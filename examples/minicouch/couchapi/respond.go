@@ -1,0 +1,89 @@
+package couchapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/couchepi/couchepi/examples/minicouch/store"
+	"github.com/couchepi/couchepi/hooks"
+)
+
+// ServerHeader is the Server header CouchDB 3.5 sends.
+const ServerHeader = "CouchDB/3.5.0 (Erlang OTP/26)"
+
+// Common CouchDB errors of the HTTP layer.
+var (
+	errInvalidJSON   = &hooks.Error{Status: 400, Err: "bad_request", Reason: "invalid UTF-8 JSON"}
+	errBadRev        = &hooks.Error{Status: 400, Err: "bad_request", Reason: "Invalid rev format"}
+	errTooLarge      = &hooks.Error{Status: 413, Err: "too_large", Reason: "the request entity is too large"}
+	errBadCtypeJSON  = &hooks.Error{Status: 415, Err: "bad_content_type", Reason: "Content-Type must be application/json"}
+	errMissing       = &hooks.Error{Status: 404, Err: "not_found", Reason: "missing"}
+	errDBMissing     = &hooks.Error{Status: 404, Err: "not_found", Reason: "Database does not exist."}
+	errBadSince      = &hooks.Error{Status: 400, Err: "bad_request", Reason: "Malformed sequence supplied in 'since' parameter."}
+	errUnderscoreID  = &hooks.Error{Status: 400, Err: "illegal_docid", Reason: "Only reserved document ids may start with underscore."}
+	errMethodAllowed = &hooks.Error{Status: 405, Err: "method_not_allowed", Reason: "Only GET,HEAD,POST allowed"}
+)
+
+func methodNotAllowed(allowed string) *hooks.Error {
+	return &hooks.Error{Status: 405, Err: "method_not_allowed", Reason: "Only " + allowed + " allowed"}
+}
+
+func badRequest(reason string) *hooks.Error {
+	return &hooks.Error{Status: 400, Err: "bad_request", Reason: reason}
+}
+
+// asCouchError converts any error into a CouchDB-shaped error.
+func asCouchError(err error) *hooks.Error {
+	var he *hooks.Error
+	if errors.As(err, &he) {
+		return he
+	}
+	var se *store.Error
+	if errors.As(err, &se) {
+		return &hooks.Error{Status: se.Status, Err: se.Err, Reason: se.Reason}
+	}
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return errTooLarge
+	}
+	return &hooks.Error{Status: 500, Err: "unknown_error", Reason: err.Error()}
+}
+
+// setCommonHeaders sets the headers every CouchDB JSON response carries.
+func setJSONHeaders(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "must-revalidate")
+}
+
+// writeJSON sends v as CouchDB does: compact JSON followed by a newline.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		writeError(w, fmt.Errorf("encode response: %w", err))
+		return
+	}
+	writeRawJSON(w, status, b)
+}
+
+// writeRawJSON sends pre-encoded JSON.
+func writeRawJSON(w http.ResponseWriter, status int, b []byte) {
+	setJSONHeaders(w)
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+	_, _ = w.Write([]byte("\n"))
+}
+
+// writeError sends err as {"error":…,"reason":…} with its status.
+func writeError(w http.ResponseWriter, err error) {
+	ce := asCouchError(err)
+	if ce.Status == 401 {
+		w.Header().Set("WWW-Authenticate", `Basic realm="server"`)
+	}
+	writeJSON(w, ce.Status, ce)
+}
+
+// okJSON is CouchDB's {"ok":true}.
+var okJSON = map[string]bool{"ok": true}

@@ -1,0 +1,244 @@
+package couchapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/couchepi/couchepi/examples/minicouch/auth"
+	"github.com/couchepi/couchepi/hooks"
+)
+
+// Version is the CouchDB version minicouch reports.
+const Version = "3.5.0"
+
+// Vendor is minicouch's vendor name in `GET /`.
+const Vendor = "couchepi minicouch"
+
+// NodeName is the single node's name, as a CouchDB started without -name.
+const NodeName = "nonode@nohost"
+
+// serveServer dispatches the top-level `/_…` endpoints.
+func (s *Server) serveServer(q *request) {
+	switch q.segs[0] {
+	case "_up":
+		s.only(q, "GET,HEAD", func() { writeJSON(q.w, 200, map[string]string{"status": "ok"}) })
+	case "_all_dbs":
+		s.only(q, "GET,HEAD", func() { s.handleAllDBs(q) })
+	case "_uuids":
+		s.only(q, "GET,HEAD", func() { s.handleUUIDs(q) })
+	case "_membership":
+		s.only(q, "GET,HEAD", func() {
+			writeRawJSON(q.w, 200, []byte(`{"all_nodes":["`+NodeName+`"],"cluster_nodes":["`+NodeName+`"]}`))
+		})
+	case "_active_tasks":
+		s.only(q, "GET,HEAD", func() { s.handleActiveTasks(q) })
+	case "_session":
+		s.handleSession(q)
+	case "_node":
+		s.handleNode(q)
+	case "_utils":
+		s.handleUtils(q)
+	case "_replicate", "_scheduler":
+		writeError(q.w, &hooks.Error{Status: 404, Err: "not_found", Reason: "no plugin serves " + q.segs[0]})
+	default:
+		writeError(q.w, illegalDBName(q.segs[0]))
+	}
+}
+
+// only runs fn when the request method is among allowed (comma-separated),
+// else answers CouchDB's 405.
+func (s *Server) only(q *request, allowed string, fn func()) {
+	for _, m := range strings.Split(allowed, ",") {
+		if q.r.Method == m {
+			fn()
+			return
+		}
+	}
+	writeError(q.w, methodNotAllowed(allowed))
+}
+
+func (s *Server) handleWelcome(q *request) {
+	if q.r.Method != "GET" && q.r.Method != "HEAD" {
+		writeError(q.w, methodNotAllowed("GET,HEAD"))
+		return
+	}
+	uuid, _ := s.cfg.Get("couchdb", "uuid")
+	writeJSON(q.w, 200, struct {
+		CouchDB  string            `json:"couchdb"`
+		Version  string            `json:"version"`
+		GitSHA   string            `json:"git_sha"`
+		UUID     string            `json:"uuid"`
+		Features []string          `json:"features"`
+		Vendor   map[string]string `json:"vendor"`
+	}{"Welcome", Version, "minicouch", uuid, []string{"access-ready", "scheduler"}, map[string]string{"name": Vendor}})
+}
+
+func (s *Server) handleAllDBs(q *request) {
+	names, err := s.store.ListDBs()
+	if err != nil {
+		writeError(q.w, err)
+		return
+	}
+	sort.Strings(names)
+	opts, herr := parseAllDocsQuery(q.r.URL.Query())
+	if herr != nil {
+		writeError(q.w, herr)
+		return
+	}
+	out := rangeStrings(names, opts)
+	writeJSON(q.w, 200, out)
+}
+
+// rangeStrings applies startkey/endkey/descending/skip/limit to sorted names.
+func rangeStrings(names []string, o allDocsQuery) []string {
+	if o.Descending {
+		for i, j := 0, len(names)-1; i < j; i, j = i+1, j-1 {
+			names[i], names[j] = names[j], names[i]
+		}
+	}
+	out := []string{}
+	for _, n := range names {
+		if o.StartKey != nil {
+			if (!o.Descending && n < *o.StartKey) || (o.Descending && n > *o.StartKey) {
+				continue
+			}
+		}
+		if o.EndKey != nil {
+			if (!o.Descending && (n > *o.EndKey || (!o.InclusiveEnd && n == *o.EndKey))) ||
+				(o.Descending && (n < *o.EndKey || (!o.InclusiveEnd && n == *o.EndKey))) {
+				continue
+			}
+		}
+		out = append(out, n)
+	}
+	if o.Skip > 0 {
+		if o.Skip >= len(out) {
+			out = []string{}
+		} else {
+			out = out[o.Skip:]
+		}
+	}
+	if o.Limit >= 0 && o.Limit < len(out) {
+		out = out[:o.Limit]
+	}
+	return out
+}
+
+func (s *Server) handleUUIDs(q *request) {
+	count := 1
+	if c := q.query("count"); c != "" {
+		n, err := strconv.Atoi(c)
+		if err != nil || n < 0 {
+			writeError(q.w, badRequest("Invalid count parameter"))
+			return
+		}
+		count = n
+	}
+	if count > int(s.cfg.Int("uuids", "max_count", 1000)) {
+		writeError(q.w, badRequest("count parameter too large"))
+		return
+	}
+	ids := make([]string, count)
+	for i := range ids {
+		ids[i] = auth.NewSalt()
+	}
+	q.w.Header().Set("Pragma", "no-cache")
+	writeJSON(q.w, 200, map[string][]string{"uuids": ids})
+}
+
+func (s *Server) handleActiveTasks(q *request) {
+	if err := auth.CheckServerAdmin(q.user); err != nil {
+		writeError(q.w, err)
+		return
+	}
+	tasks := []json.RawMessage{}
+	if s.hooks != nil {
+		tasks = append(tasks, s.hooks.ActiveTasks(q.ctx())...)
+	}
+	writeJSON(q.w, 200, tasks)
+}
+
+// handleUtils serves Fauxton's static files from --fauxton DIR.
+func (s *Server) handleUtils(q *request) {
+	if s.fauxton == "" {
+		writeError(q.w, &hooks.Error{Status: 404, Err: "not_found", Reason: "Fauxton is not installed (start minicouch with --fauxton DIR)"})
+		return
+	}
+	if q.raw == "/_utils" {
+		http.Redirect(q.w, q.r, "/_utils/", http.StatusMovedPermanently)
+		return
+	}
+	http.StripPrefix("/_utils", http.FileServer(http.Dir(s.fauxton))).ServeHTTP(q.w, q.r)
+}
+
+// handleSession is `/_session`: GET the current user, POST to log in
+// (JSON or form), DELETE to log out.
+func (s *Server) handleSession(q *request) {
+	switch q.r.Method {
+	case "GET", "HEAD":
+		info := map[string]any{"authentication_handlers": []string{"cookie", "default"}}
+		if q.user.Name != "" {
+			if q.r.Header.Get("Authorization") != "" {
+				info["authenticated"] = "default"
+			} else {
+				info["authenticated"] = "cookie"
+			}
+			info["authentication_db"] = "_users"
+		}
+		writeJSON(q.w, 200, map[string]any{"ok": true, "userCtx": q.user, "info": info})
+	case "POST":
+		var name, password string
+		mt, _ := mediaType(q.r)
+		switch mt {
+		case "application/x-www-form-urlencoded":
+			b, herr := readBody(q.r)
+			if herr != nil {
+				writeError(q.w, herr)
+				return
+			}
+			vals, err := url.ParseQuery(string(b))
+			if err != nil {
+				writeError(q.w, badRequest("invalid form"))
+				return
+			}
+			name, password = vals.Get("name"), vals.Get("password")
+		case "application/json":
+			var body struct {
+				Name     any `json:"name"`
+				Password any `json:"password"`
+			}
+			if herr := readJSONBody(q.r, &body); herr != nil {
+				writeError(q.w, herr)
+				return
+			}
+			name, _ = body.Name.(string)
+			password, _ = body.Password.(string)
+		default:
+			writeError(q.w, &hooks.Error{Status: 415, Err: "bad_content_type", Reason: "Content-Type must be application/x-www-form-urlencoded or application/json"})
+			return
+		}
+		u, ok := s.auth.CheckPassword(q.ctx(), name, password)
+		if !ok {
+			writeError(q.w, auth.ErrUnauthorized)
+			return
+		}
+		if ck, ok := s.auth.Cookie(q.ctx(), name); ok {
+			q.w.Header().Add("Set-Cookie", auth.SetCookieHeader(ck))
+		}
+		roles := u.Roles
+		if roles == nil {
+			roles = []string{}
+		}
+		s.log.Info("session created", "user", name)
+		writeJSON(q.w, 200, map[string]any{"ok": true, "name": name, "roles": roles})
+	case "DELETE":
+		q.w.Header().Add("Set-Cookie", auth.CookieName+"=; Version=1; Expires=Thu, 01-Jan-1970 00:00:00 GMT; Max-Age=0; Path=/; HttpOnly")
+		writeJSON(q.w, 200, okJSON)
+	default:
+		writeError(q.w, methodNotAllowed("GET,HEAD,POST,DELETE"))
+	}
+}

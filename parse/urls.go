@@ -10,8 +10,9 @@ import (
 // parsing it (passwords may hold characters a strict parser rejects).
 // It returns the index just after "://", the index of the '@' that ends the
 // userinfo, and whether the URL has userinfo at all. The user part (before
-// the first ':') may not contain '/', '?' or '#'; the password part ends at
-// the last '@' before the path, so a password holding '@' or '/' is covered.
+// the first ':') may not contain '/', '?' or '#'; the userinfo ends at the
+// last '@' before any query or fragment, so a password holding '@' or '/'
+// is covered whole (CouchDB database names cannot contain '@').
 func userinfo(u string) (start, at int, ok bool) {
 	i := strings.Index(u, "://")
 	if i < 0 {
@@ -31,7 +32,7 @@ func userinfo(u string) (start, at int, ok bool) {
 		return 0, 0, false
 	}
 	end := len(rest)
-	if e := strings.IndexAny(rest[first:], "/?#"); e >= 0 {
+	if e := strings.IndexAny(rest[first:], "?#"); e >= 0 {
 		end = first + e
 	}
 	at = strings.LastIndexByte(rest[:end], '@')

@@ -1,0 +1,52 @@
+package parse
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+)
+
+func TestNormalizeSelector(t *testing.T) {
+	tests := []struct{ in, out string }{
+		{`{}`, `{}`},
+		{`{"name":"x"}`, `{"name":{"$eq":"x"}}`},
+		{`{"a":{"b":1}}`, `{"a.b":{"$eq":1}}`},
+		{`{"type":"x","n":{"$gt":1}}`, `{"$and":[{"type":{"$eq":"x"}},{"n":{"$gt":1}}]}`},
+		{`{"a":{"$gt":1,"$lt":5}}`, `{"$and":[{"a":{"$gt":1}},{"a":{"$lt":5}}]}`},
+		{`{"$not":{"a":{"$gt":1}}}`, `{"a":{"$lte":1}}`},
+		{`{"$not":{"$and":[{"a":1},{"b":{"$in":[1]}}]}}`, `{"$or":[{"a":{"$ne":1}},{"b":{"$nin":[1]}}]}`},
+		{`{"$nor":[{"a":{"$exists":true}}]}`, `{"$and":[{"a":{"$exists":false}}]}`},
+		{`{"a":{"$not":{"$regex":"x"}}}`, `{"a":{"$not":{"$regex":"x"}}}`},
+		{`{"a":{"$elemMatch":{"b":1,"c":2}}}`, `{"a":{"$elemMatch":{"$and":[{"b":{"$eq":1}},{"c":{"$eq":2}}]}}}`},
+		{`{"a":{"z":1,"y":{"k":[{"q":1,"p":2}]}}}`, `{"$and":[{"a.z":{"$eq":1}},{"a.y.k":{"$eq":[{"p":2,"q":1}]}}]}`},
+		{`{"$text":"hi"}`, `{"$default":{"$text":"hi"}}`},
+		{`{"a":{"$mod":[2,1]},"b":{"$size":0}}`, `{"$and":[{"a":{"$mod":[2,1]}},{"b":{"$size":0}}]}`},
+	}
+	for _, tt := range tests {
+		v, err := normalizeSelector(json.RawMessage(tt.in))
+		if err != nil {
+			t.Errorf("%s: %v", tt.in, err)
+			continue
+		}
+		var b bytes.Buffer
+		encodeOrdered(&b, v)
+		if b.String() != tt.out {
+			t.Errorf("%s -> %s, want %s", tt.in, b.String(), tt.out)
+		}
+	}
+	bad := map[string]string{
+		`{"$and":{}}`:                    "bad argument for operator `$and`",
+		`{"a":{"$exists":1}}`:            "bad argument for operator `$exists`",
+		`{"a":{"$mod":[0,1]}}`:           "bad argument for operator `$mod`",
+		`{"a":{"$size":-1}}`:             "bad argument for operator `$size`",
+		`{"a":{"$elemMatch":1}}`:         "bad argument for operator `$elemMatch`",
+		`{"a":{"$near":1}}`:              "operator `$near` is not supported",
+		`{"a":{"$bogus":1}}`:             "unknown operator `$bogus`",
+		`{"a":{"$default":{"$text":1}}}`: "invalid field",
+	}
+	for in, want := range bad {
+		if _, err := normalizeSelector(json.RawMessage(in)); err == nil || err.Error() != want {
+			t.Errorf("%s: err = %v, want %q", in, err, want)
+		}
+	}
+}

@@ -152,7 +152,11 @@ func (s *memServer) Changes(_ context.Context, dbName, since string, limit int) 
 			rows = append(rows, hooks.Change{Seq: strconv.Itoa(d.seq), ID: id, Revs: []string{d.rev}, Deleted: d.deleted})
 		}
 	}
-	sort.Slice(rows, func(i, j int) bool { a, _ := strconv.Atoi(rows[i].Seq); b, _ := strconv.Atoi(rows[j].Seq); return a < b })
+	sort.Slice(rows, func(i, j int) bool {
+		a, _ := strconv.Atoi(rows[i].Seq)
+		b, _ := strconv.Atoi(rows[j].Seq)
+		return a < b
+	})
 	page := hooks.ChangesPage{LastSeq: strconv.Itoa(from)}
 	if limit > 0 && len(rows) > limit {
 		page.Pending = int64(len(rows) - limit)

@@ -4,7 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"math/big"
+	mrand "math/rand/v2"
 	"time"
 
 	"github.com/couchepi/couchepi/plugin/kv"
@@ -96,29 +96,35 @@ func (q *Queue) Accept(ctx context.Context, typ string, opt AcceptOptions) (*Job
 // stime of the earliest pending job (-1 when none).
 func (tx *Tx) accept(typ string, maxS int64, noSchedule bool) (*Job, int64, error) {
 	l := tx.q.l
-	var keys [][]byte
-	collect := func(k, _ []byte) error {
-		keys = append(keys, append([]byte(nil), k...))
+	// Reservoir-sample one key among up to pickBatch due keys, copying only
+	// the keys that are (provisionally) chosen.
+	var key []byte
+	seen := 0
+	pick := func(k, _ []byte) error {
+		seen++
+		if seen == 1 || mrand.IntN(seen) == 0 {
+			key = append(key[:0], k...)
+		}
 		return nil
 	}
 	if noSchedule {
 		end := kv.PrefixEnd(l.pendingAt(typ, 0))
 		var rid [16]byte
 		rand.Read(rid[:])
-		if err := tx.t.Range(l.pending(typ, 0, hex.EncodeToString(rid[:])), end, kv.RangeOptions{Limit: 1}, collect); err != nil {
+		if err := tx.t.Range(l.pending(typ, 0, hex.EncodeToString(rid[:])), end, kv.RangeOptions{Limit: 1}, pick); err != nil {
 			return nil, -1, err
 		}
-		if len(keys) == 0 {
-			if err := tx.t.Range(l.pendingAt(typ, 0), end, kv.RangeOptions{Limit: 1}, collect); err != nil {
+		if seen == 0 {
+			if err := tx.t.Range(l.pendingAt(typ, 0), end, kv.RangeOptions{Limit: 1}, pick); err != nil {
 				return nil, -1, err
 			}
 		}
 	} else {
-		if err := tx.t.Range(l.pendingType(typ), kv.PrefixEnd(l.pendingAt(typ, maxS)), kv.RangeOptions{Limit: pickBatch}, collect); err != nil {
+		if err := tx.t.Range(l.pendingType(typ), kv.PrefixEnd(l.pendingAt(typ, maxS)), kv.RangeOptions{Limit: pickBatch}, pick); err != nil {
 			return nil, -1, err
 		}
 	}
-	if len(keys) == 0 {
+	if seen == 0 {
 		next := int64(-1)
 		begin := l.pendingType(typ)
 		err := tx.t.Range(begin, kv.PrefixEnd(begin), kv.RangeOptions{Limit: 1}, func(k, _ []byte) error {
@@ -131,12 +137,6 @@ func (tx *Tx) accept(typ string, maxS int64, noSchedule bool) (*Job, int64, erro
 		})
 		return nil, next, err
 	}
-	i := 0
-	if len(keys) > 1 {
-		n, _ := rand.Int(rand.Reader, big.NewInt(int64(len(keys))))
-		i = int(n.Int64())
-	}
-	key := keys[i]
 	el, err := unpackAfter(l.pendingType(typ), key)
 	if err != nil || len(el) != 2 {
 		return nil, -1, errBadKey

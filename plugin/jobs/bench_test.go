@@ -20,21 +20,28 @@ const benchPending = 100_000
 // benchData is a replication-job-sized data blob.
 var benchData = []byte(`{"rep":{"source":"http://127.0.0.1:5984/src","target":"http://127.0.0.1:5984/tgt","options":{"continuous":true}},"state":"pending","retries":0}`)
 
-var fixture struct {
+// benchFixture is a bolt queue shared by the benchmarks of one process.
+type benchFixture struct {
 	once  sync.Once
 	dir   string
 	store kv.Store
 	q     *Queue
 	err   error
-	next  int
 }
+
+var (
+	durable, noSync benchFixture
+	benchNext       int // id counter for generated jobs
+)
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if fixture.store != nil {
-		fixture.q.Close()
-		fixture.store.Close()
-		os.RemoveAll(fixture.dir)
+	for _, f := range []*benchFixture{&durable, &noSync} {
+		if f.store != nil {
+			f.q.Close()
+			f.store.Close()
+			os.RemoveAll(f.dir)
+		}
 	}
 	os.Exit(code)
 }
@@ -45,7 +52,7 @@ func addBatch(ctx context.Context, q *Queue, n int) error {
 		k := min(10_000, n-done)
 		err := q.Transact(ctx, func(tx *Tx) error {
 			for i := 0; i < k; i++ {
-				if err := tx.Add(typ, fmt.Sprintf("%032x", fixture.next+i), benchData, time.Time{}); err != nil {
+				if err := tx.Add(typ, fmt.Sprintf("%032x", benchNext+i), benchData, time.Time{}); err != nil {
 					return err
 				}
 			}
@@ -54,22 +61,24 @@ func addBatch(ctx context.Context, q *Queue, n int) error {
 		if err != nil {
 			return err
 		}
-		fixture.next += k
+		benchNext += k
 		done += k
 	}
 	return nil
 }
 
-// benchQueue returns a durable bolt queue holding benchPending pending jobs
-// (topped up between benchmarks).
-func benchQueue(b *testing.B) *Queue {
+// benchQueue returns the durable bolt queue holding benchPending pending
+// jobs (topped up between benchmarks).
+func benchQueue(b *testing.B) *Queue { return benchFixtureQueue(b, &durable, false) }
+
+func benchFixtureQueue(b *testing.B, fixture *benchFixture, nosync bool) *Queue {
 	ctx := context.Background()
 	fixture.once.Do(func() {
 		fixture.dir, fixture.err = os.MkdirTemp("", "jobs-bench")
 		if fixture.err != nil {
 			return
 		}
-		fixture.store, fixture.err = kv.OpenBolt(filepath.Join(fixture.dir, "jobs.db"), kv.BoltOptions{})
+		fixture.store, fixture.err = kv.OpenBolt(filepath.Join(fixture.dir, "jobs.db"), kv.BoltOptions{NoSync: nosync})
 		if fixture.err != nil {
 			return
 		}
@@ -102,11 +111,11 @@ func BenchmarkAdd(b *testing.B) {
 	ctx := context.Background()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if err := q.Add(ctx, typ, fmt.Sprintf("add-%d-%d", fixture.next, i), benchData, time.Time{}); err != nil {
+		if err := q.Add(ctx, typ, fmt.Sprintf("add-%d-%d", benchNext, i), benchData, time.Time{}); err != nil {
 			b.Fatal(err)
 		}
 	}
-	fixture.next += b.N
+	benchNext += b.N
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "adds/s")
 }
 
@@ -128,8 +137,13 @@ func BenchmarkAddBatch(b *testing.B) {
 
 // BenchmarkAccept accepts jobs one by one from 100k pending and reports
 // latency percentiles.
-func BenchmarkAccept(b *testing.B) {
-	q := benchQueue(b)
+func BenchmarkAccept(b *testing.B) { benchAccept(b, benchQueue(b)) }
+
+// BenchmarkAcceptNoSync is BenchmarkAccept without fsync: the queue's own
+// cost, separated from the disk's.
+func BenchmarkAcceptNoSync(b *testing.B) { benchAccept(b, benchFixtureQueue(b, &noSync, true)) }
+
+func benchAccept(b *testing.B, q *Queue) {
 	ctx := context.Background()
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()

@@ -47,7 +47,7 @@ func OpenBolt(path string, opts BoltOptions) (Store, error) {
 	if timeout <= 0 {
 		timeout = time.Second
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, NoSync: opts.NoSync, FreelistType: bolt.FreelistMapType})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, NoSync: opts.NoSync, FreelistType: bolt.FreelistMapType, NoFreelistSync: true})
 	if err != nil {
 		if errors.Is(err, bolterrors.ErrTimeout) {
 			return nil, fmt.Errorf("%w: %s (waited %s)", ErrLocked, path, timeout)

@@ -1,0 +1,227 @@
+package host
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/couchepi/couchepi/hooks"
+	"github.com/hashicorp/go-hclog"
+)
+
+// writer writes docs to a set of dbs until stopped, recording what was
+// accepted and how long writes were refused.
+type writer struct {
+	srv  *memServer
+	dbs  []string
+	doc  string // JSON fields after _id
+	stop chan struct{}
+	wg   sync.WaitGroup
+
+	mu           sync.Mutex
+	accepted     map[string]int
+	refused      int
+	otherErrs    []error
+	refusedSince map[string]time.Time // per db: start of the current refusal streak
+	longest      time.Duration
+	n            atomic.Int64
+}
+
+func startWriter(srv *memServer, workers int, doc string, dbs ...string) *writer {
+	w := &writer{srv: srv, dbs: dbs, doc: doc, stop: make(chan struct{}), accepted: map[string]int{}, refusedSince: map[string]time.Time{}}
+	for k := 0; k < workers; k++ {
+		w.wg.Add(1)
+		go w.run(k)
+	}
+	return w
+}
+
+func (w *writer) run(k int) {
+	defer w.wg.Done()
+	for i := 0; ; i++ {
+		select {
+		case <-w.stop:
+			return
+		default:
+		}
+		for _, db := range w.dbs {
+			id := fmt.Sprintf("w%d-%d", k, i)
+			_, err := w.srv.put(context.Background(), db, []byte(`{"_id":"`+id+`",`+w.doc+`}`), alice)
+			w.n.Add(1)
+			now := time.Now()
+			w.mu.Lock()
+			var he *hooks.Error
+			switch {
+			case err == nil:
+				w.accepted[db]++
+				if since, ok := w.refusedSince[db]; ok {
+					if d := now.Sub(since); d > w.longest {
+						w.longest = d
+					}
+					delete(w.refusedSince, db)
+				}
+			case errors.As(err, &he) && he.Status == 503 && he.Err == "service_unavailable":
+				w.refused++
+				if _, ok := w.refusedSince[db]; !ok {
+					w.refusedSince[db] = now
+				}
+			default:
+				w.otherErrs = append(w.otherErrs, err)
+			}
+			w.mu.Unlock()
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func (w *writer) halt() {
+	close(w.stop)
+	w.wg.Wait()
+}
+
+// waitWrites waits until n more writes were answered.
+func (w *writer) waitWrites(t *testing.T, n int64) {
+	target := w.n.Load() + n
+	eventually(t, 30*time.Second, "writes", func() bool { return w.n.Load() >= target })
+}
+
+// TestCrashRestart: SIGKILL the plugin mid-traffic. Writes to guarded dbs
+// get 503 until the restart, then succeed; no after_doc_write is lost: the
+// restarted plugin gets the unacknowledged events again and catches up on
+// dbs whose events were dropped while it was down.
+func TestCrashRestart(t *testing.T) {
+	stateFile := filepath.Join(t.TempDir(), "audit.log")
+	h, srv := newTestHost(t, Config{Config: guardConfig(map[string]string{"state_file": stateFile})}, Spec{Path: docguardV1})
+	srv.createDB("c_guarded")
+	srv.createDB("audit_c")
+	w := startWriter(srv, 2, `"type":"t","owner":"o"`, "c_guarded", "audit_c")
+	w.waitWrites(t, 200)
+
+	oldPID := h.Plugins()[0].PID
+	if err := syscall.Kill(oldPID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "a refused write", func() bool { w.mu.Lock(); defer w.mu.Unlock(); return w.refused > 0 })
+	eventually(t, 60*time.Second, "restart", func() bool {
+		p := h.Plugins()[0]
+		return p.State == StateRunning && p.PID != 0 && p.PID != oldPID
+	})
+	w.waitWrites(t, 200)
+	w.halt()
+
+	if len(w.otherErrs) > 0 {
+		t.Fatalf("unexpected write errors: %v", w.otherErrs[:min(3, len(w.otherErrs))])
+	}
+	if w.accepted["c_guarded"] == 0 || w.accepted["audit_c"] == 0 {
+		t.Fatalf("accepted = %v", w.accepted)
+	}
+	eventually(t, 30*time.Second, "the plugin to have audited every accepted write", func() bool {
+		s := stats(t, h)
+		return s.Audit["c_guarded"].Docs == w.accepted["c_guarded"] && s.Audit["audit_c"].Docs == w.accepted["audit_c"]
+	})
+	s := stats(t, h)
+	t.Logf("accepted %v, refused %d (longest %s), catch-ups %v", w.accepted, w.refused, w.longest, s.CatchUp)
+	if s.CatchUp["audit_c"] == 0 {
+		t.Errorf("no catch-up for audit_c, whose writes went on while the plugin was down")
+	}
+	if processAlive(oldPID) {
+		t.Errorf("killed plugin %d still runs", oldPID)
+	}
+}
+
+// TestReloadUnderLoad swaps docguard v1 → v2 while writes go on: every write
+// is answered, none refused for more than 1s, afterwards only v2 answers,
+// the audit log was handed over without losing an event, and the old
+// process is gone.
+func TestReloadUnderLoad(t *testing.T) {
+	stateFile := filepath.Join(t.TempDir(), "audit.log")
+	h, srv := newTestHost(t, Config{Config: guardConfig(map[string]string{"state_file": stateFile})}, Spec{Path: docguardV1})
+	srv.createDB("r_guarded")
+	w := startWriter(srv, 3, `"type":"t","owner":"o","created_at":"now"`, "r_guarded")
+	w.waitWrites(t, 100)
+	oldPID := h.Plugins()[0].PID
+
+	if err := h.Reload(context.Background(), "docguard", Spec{Path: docguardV2}); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	w.waitWrites(t, 100)
+	w.halt()
+
+	if len(w.otherErrs) > 0 {
+		t.Fatalf("unexpected write errors: %v", w.otherErrs[:min(3, len(w.otherErrs))])
+	}
+	if w.longest > time.Second || len(w.refusedSince) > 0 {
+		t.Errorf("writes refused for %s (still refused: %v)", w.longest, len(w.refusedSince) > 0)
+	}
+	t.Logf("accepted %d, refused %d, longest refusal %s", w.accepted["r_guarded"], w.refused, w.longest)
+
+	p := h.Plugins()[0]
+	if p.Version != "v2" || p.PID == oldPID || p.State != StateRunning || p.Path != docguardV2 {
+		t.Errorf("after reload: %+v", p)
+	}
+	_, err := srv.put(context.Background(), "r_guarded", []byte(`{"_id":"nov2","type":"t","owner":"o"}`), alice)
+	if err == nil || !strings.Contains(err.Error(), `"created_at"`) {
+		t.Errorf("v2 should require created_at, got %v", err)
+	}
+	if s := stats(t, h); s.Version != "v2" || s.PID != p.PID {
+		t.Errorf("route answered by %s pid %d", s.Version, s.PID)
+	}
+	eventually(t, 30*time.Second, "audit handed over", func() bool {
+		return stats(t, h).Audit["r_guarded"].Docs == w.accepted["r_guarded"]
+	})
+	eventually(t, 10*time.Second, "old process to exit", func() bool { return !processAlive(oldPID) })
+}
+
+// TestParentDeath: when the server is SIGKILLed, its plugin dies too; and a
+// plugin left behind is killed by the next host using the same StateDir.
+func TestParentDeath(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stateDir := t.TempDir()
+	cmd := exec.Command(self, "-test.run=^$")
+	cmd.Env = append(os.Environ(), childHostEnv+"="+docguardV1, "COUCHEPI_TEST_STATE_DIR="+stateDir)
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line := readLine(t, bufio.NewReader(out))
+	pid, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "pid ")))
+	if err != nil {
+		cmd.Process.Kill()
+		t.Fatalf("child host said %q", line)
+	}
+	if files, _ := filepath.Glob(filepath.Join(stateDir, "plugin-*.pid")); len(files) != 1 {
+		t.Errorf("pid files = %v", files)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	eventually(t, 10*time.Second, "plugin to die with its server", func() bool { return !processAlive(pid) })
+
+	// A stale plugin process recorded in StateDir is killed by New.
+	stale := exec.Command(docguardV1)
+	stale.Env = append(os.Environ(), "COUCHEPI_PLUGIN=b5e0c6a1d1f34bb0a3c7e0a5f2d4c6e8", "PLUGIN_PROTOCOL_VERSIONS=1")
+	if err := stale.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer stale.Process.Kill()
+	writePidFile(stateDir, stale.Process.Pid, docguardV1, hclog.NewNullLogger())
+	go stale.Wait()
+	New(Config{StateDir: stateDir})
+	eventually(t, 10*time.Second, "stale plugin to be killed", func() bool { return !processAlive(stale.Process.Pid) })
+	if files, _ := filepath.Glob(filepath.Join(stateDir, "plugin-*.pid")); len(files) != 0 {
+		t.Errorf("pid files left: %v", files)
+	}
+}

@@ -96,6 +96,14 @@ func (q *Queue) Accept(ctx context.Context, typ string, opt AcceptOptions) (*Job
 // stime of the earliest pending job (-1 when none).
 func (tx *Tx) accept(typ string, maxS int64, noSchedule bool) (*Job, int64, error) {
 	l := tx.q.l
+	// On FoundationDB, scan without read conflicts and add one only for the
+	// picked key, as couch_jobs does, so acceptors do not conflict on the
+	// whole queue.
+	scan := tx.t.Range
+	snap, isSnap := tx.t.(kv.SnapshotTx)
+	if isSnap {
+		scan = snap.SnapshotRange
+	}
 	// Reservoir-sample one key among up to pickBatch due keys, copying only
 	// the keys that are (provisionally) chosen.
 	var key []byte
@@ -111,16 +119,16 @@ func (tx *Tx) accept(typ string, maxS int64, noSchedule bool) (*Job, int64, erro
 		end := kv.PrefixEnd(l.pendingAt(typ, 0))
 		var rid [16]byte
 		rand.Read(rid[:])
-		if err := tx.t.Range(l.pending(typ, 0, hex.EncodeToString(rid[:])), end, kv.RangeOptions{Limit: 1}, pick); err != nil {
+		if err := scan(l.pending(typ, 0, hex.EncodeToString(rid[:])), end, kv.RangeOptions{Limit: 1}, pick); err != nil {
 			return nil, -1, err
 		}
 		if seen == 0 {
-			if err := tx.t.Range(l.pendingAt(typ, 0), end, kv.RangeOptions{Limit: 1}, pick); err != nil {
+			if err := scan(l.pendingAt(typ, 0), end, kv.RangeOptions{Limit: 1}, pick); err != nil {
 				return nil, -1, err
 			}
 		}
 	} else {
-		if err := tx.t.Range(l.pendingType(typ), kv.PrefixEnd(l.pendingAt(typ, maxS)), kv.RangeOptions{Limit: pickBatch}, pick); err != nil {
+		if err := scan(l.pendingType(typ), kv.PrefixEnd(l.pendingAt(typ, maxS)), kv.RangeOptions{Limit: pickBatch}, pick); err != nil {
 			return nil, -1, err
 		}
 	}
@@ -136,6 +144,11 @@ func (tx *Tx) accept(typ string, maxS int64, noSchedule bool) (*Job, int64, erro
 			return nil
 		})
 		return nil, next, err
+	}
+	if isSnap {
+		if err := snap.AddReadConflictKey(key); err != nil {
+			return nil, -1, err
+		}
 	}
 	el, err := unpackAfter(l.pendingType(typ), key)
 	if err != nil || len(el) != 2 {

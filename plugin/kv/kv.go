@@ -35,8 +35,8 @@ type ReadTx interface {
 	Get(key []byte) ([]byte, error)
 	// Range calls fn for every key in [begin, end) in key order (descending
 	// with opt.Reverse), at most opt.Limit keys when Limit > 0. k and v are
-	// only valid during the call. An error from fn stops the range and is
-	// returned.
+	// only valid during the call; fn must not write to the transaction. An
+	// error from fn stops the range and is returned.
 	Range(begin, end []byte, opt RangeOptions, fn func(k, v []byte) error) error
 }
 
@@ -58,6 +58,17 @@ type Tx interface {
 	// server fills in at commit, so such keys are not readable in the same
 	// transaction).
 	Versionstamp() Versionstamp
+}
+
+// SnapshotTx is implemented by transactions of backends with optimistic
+// concurrency (FoundationDB). SnapshotRange reads without adding read
+// conflicts, and AddReadConflictKey adds one back for a key the caller
+// depends on, so that concurrent transactions scanning the same range (for
+// example acceptors picking a job from a queue) only conflict on what they
+// actually use. Backends with one writer at a time need neither.
+type SnapshotTx interface {
+	SnapshotRange(begin, end []byte, opt RangeOptions, fn func(k, v []byte) error) error
+	AddReadConflictKey(key []byte) error
 }
 
 // RangeOptions bounds a range read.

@@ -204,6 +204,16 @@ func (t readTx) Range(begin, end []byte, opt kv.RangeOptions, fn func(k, v []byt
 	return nil
 }
 
+// SnapshotRange implements kv.SnapshotTx: a range read without read conflicts.
+func (t *tx) SnapshotRange(begin, end []byte, opt kv.RangeOptions, fn func(k, v []byte) error) error {
+	return readTx{s: t.s, rt: t.tr.Snapshot()}.Range(begin, end, opt, fn)
+}
+
+// AddReadConflictKey implements kv.SnapshotTx.
+func (t *tx) AddReadConflictKey(key []byte) error {
+	return t.tr.AddReadConflictKey(t.s.key(key))
+}
+
 type tx struct {
 	readTx
 	tr fdb.Transaction

@@ -1,0 +1,262 @@
+// Command couchrep runs one CouchDB replication from the terminal with
+// couchepi's replicator engine (the same code the replicator plugin runs).
+//
+//	couchrep [flags] SOURCE TARGET
+//	couchrep [flags] --json rep.json
+//
+// SOURCE and TARGET are database URLs (http://user:pass@host:5984/db). The
+// replication is parsed exactly like a POST /_replicate body, so invalid
+// options are refused with CouchDB's reason text. See usageText for the flags
+// and the exit codes.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/couchepi/couchepi/plugin/couchclient"
+	"github.com/couchepi/couchepi/plugin/replicate"
+	"github.com/hashicorp/go-hclog"
+	"golang.org/x/term"
+)
+
+// Exit codes scripts can rely on.
+const (
+	exitDone        = 0   // the replication completed (one-shot) or was never needed
+	exitFailed      = 1   // the replication failed (missing database, unauthorized, network…)
+	exitUsage       = 2   // bad command line or an invalid replication (CouchDB's reason is printed)
+	exitInterrupted = 130 // stopped by SIGINT/SIGTERM after a final checkpoint
+)
+
+// version is the couchrep version shown in the User-Agent header.
+const version = "0.1.0"
+
+const usageText = `couchrep runs one CouchDB replication with couchepi's replicator engine.
+
+Usage:
+  couchrep [flags] SOURCE TARGET
+  couchrep [flags] --json rep.json      (a POST /_replicate body; "-" reads stdin)
+
+SOURCE and TARGET are database URLs, e.g. http://admin:secret@127.0.0.1:5984/db.
+Credentials are never printed. Options are checked exactly as POST /_replicate
+checks them, and refused with CouchDB's reason text.
+
+Replication options (same meaning as the _replicate/_replicator fields):
+  --continuous                 keep replicating new changes until interrupted
+  --create-target              create the target database if it does not exist
+  --doc-ids a,b,c              replicate only these document ids
+  --selector JSON              replicate only documents matching a Mango selector
+  --filter ddoc/name           filter function (or _doc_ids, _selector, _design, _view)
+  --query-params JSON          parameters for the filter function
+  --since-seq SEQ              start sequence when no checkpoint applies
+  --worker-processes N         parallel workers (default 4)
+  --worker-batch-size N        changes per batch (default 500)
+  --http-connections N         connections per endpoint (default 20)
+  --connection-timeout MS      request inactivity timeout (default 30000)
+  --retries-per-request N      retries of a failed request (default 5)
+  --checkpoint-interval MS     time between checkpoints (default 30000)
+  --no-checkpoints             neither read nor write checkpoints
+  --no-bulk-get                fetch documents one by one instead of with _bulk_get
+  --winning-revs-only          replicate only winning revisions
+  --json FILE                  read the replication from a _replicate body; flags override its fields
+  --local-url URL              base URL that bare database names are relative to
+
+Display and identity:
+  --progress auto|bar|log|none progress display (default auto: a bar on a terminal,
+                               log lines every --log-interval otherwise)
+  --log-interval DURATION      time between progress log lines (default 5s)
+  --log-level LEVEL            replicator log lines on stderr (default warn)
+  --server-uuid UUID           uuid in the replication id; default: one kept in
+                               $COUCHREP_HOME or <user config dir>/couchrep, so
+                               repeated runs resume from their checkpoints
+
+Exit codes:
+  0    the replication completed
+  1    the replication failed (e.g. "db_not_found: could not open http://host/db/")
+  2    usage error or invalid replication options
+  130  interrupted (Ctrl-C/SIGTERM); the final checkpoint was written, a rerun resumes
+`
+
+func main() {
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, sig, term.IsTerminal(int(os.Stdout.Fd())), terminalWidth))
+}
+
+func terminalWidth() int {
+	w, _, err := term.GetSize(int(os.Stdout.Fd()))
+	if err != nil {
+		return 80
+	}
+	return w
+}
+
+// run is couchrep with its environment passed in; it returns the exit code.
+// A first signal on sig stops the replication gracefully (final checkpoint),
+// a second one gives up at once.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer, sig <-chan os.Signal, tty bool, width func() int) int {
+	c, err := parseArgs(args, stdin)
+	if err != nil {
+		fmt.Fprintf(stderr, "couchrep: %v\nRun 'couchrep --help' for usage.\n", err)
+		return exitUsage
+	}
+	if c.Help {
+		fmt.Fprint(stdout, usageText)
+		return exitDone
+	}
+	level := hclog.LevelFromString(c.LogLevel)
+	if level == hclog.NoLevel {
+		fmt.Fprintf(stderr, "couchrep: unknown --log-level %q\n", c.LogLevel)
+		return exitUsage
+	}
+	engineLog := hclog.New(&hclog.LoggerOptions{Name: "couchrep", Output: stderr, Level: level})
+	if c.ServerUUID == "" {
+		dir, err := configDir()
+		if err == nil {
+			c.ServerUUID, err = serverUUID(dir)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "couchrep: %v\n", err)
+			return exitFailed
+		}
+	} else if !validUUID(c.ServerUUID) {
+		fmt.Fprintf(stderr, "couchrep: --server-uuid must be 32 lower-case hex digits\n")
+		return exitUsage
+	}
+
+	rep := c.Rep
+	mode := c.Progress
+	if mode == "auto" {
+		mode = "log"
+		if tty {
+			mode = "bar"
+		}
+	}
+	start := time.Now()
+	m := newMeter(start, rep.Continuous)
+	outLog := hclog.New(&hclog.LoggerOptions{Name: "couchrep", Output: stdout, Level: hclog.Info})
+	var p progress
+	switch mode {
+	case "bar":
+		p = newBar(stdout, m, width())
+	case "log":
+		p = newLogLines(outLog, m, c.LogInterval, start)
+	default:
+		p = quiet{}
+	}
+	kind := "one-shot"
+	if rep.Continuous {
+		kind = "continuous"
+	}
+	if mode == "bar" {
+		fmt.Fprintf(stdout, "%s replication %s -> %s\n", kind, rep.Source.RedactedURL(), rep.Target.RedactedURL())
+	} else if mode == "log" {
+		outLog.Info("starting", "source", rep.Source.RedactedURL(), "target", rep.Target.RedactedURL(), "continuous", rep.Continuous)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	interrupted := make(chan struct{})
+	go func() {
+		select {
+		case <-sig:
+		case <-ctx.Done():
+			return
+		}
+		close(interrupted)
+		cancel()
+		select {
+		case <-sig:
+			p.Done()
+			fmt.Fprintln(stderr, "couchrep: interrupted again, quitting without a final checkpoint")
+			os.Exit(exitInterrupted)
+		case <-ctx.Done():
+		}
+	}()
+
+	pool := couchclient.NewPool(couchclient.PoolOptions{Logger: engineLog})
+	defer pool.Close()
+	type outcome struct {
+		res *replicate.Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := replicate.Run(ctx, rep, replicate.Options{
+			Logger:     engineLog,
+			Pool:       pool,
+			ServerUUID: c.ServerUUID,
+			OnStats:    p.Update,
+		})
+		done <- outcome{res, err}
+	}()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	var out outcome
+wait:
+	for {
+		select {
+		case out = <-done:
+			break wait
+		case now := <-tick.C:
+			p.Tick(now)
+		}
+	}
+	p.Done()
+	elapsed := time.Since(start)
+
+	select {
+	case <-interrupted:
+		if out.err == nil || errors.Is(out.err, replicate.ErrStopped) {
+			summary(stdout, mode, outLog, "stopped", m.view(time.Now()).Stats, elapsed)
+			return exitInterrupted
+		}
+	default:
+	}
+	if out.err != nil {
+		fmt.Fprintf(stderr, "couchrep: %s\n", redactText(out.err.Error()))
+		return exitFailed
+	}
+	summary(stdout, mode, outLog, "completed", out.res.Stats, elapsed)
+	return exitDone
+}
+
+// summary prints the final state: a sentence on a terminal, a log line otherwise.
+func summary(w io.Writer, mode string, log hclog.Logger, state string, s replicate.Stats, elapsed time.Duration) {
+	rate := 0.0
+	if elapsed > 0 {
+		rate = float64(s.DocsWritten) / elapsed.Seconds()
+	}
+	switch mode {
+	case "log":
+		log.Info(state, "docs_read", s.DocsRead, "docs_written", s.DocsWritten, "doc_write_failures", s.DocWriteFailures,
+			"revisions_checked", s.RevisionsChecked, "missing_revisions_found", s.MissingRevisionsFound,
+			"docs_per_second", int64(rate+0.5), "elapsed", shortDuration(elapsed))
+	case "bar":
+		fmt.Fprintf(w, "%s: %s docs read, %s written, %s failed in %s (%s docs/s)\n", state,
+			thousands(s.DocsRead), thousands(s.DocsWritten), thousands(s.DocWriteFailures),
+			shortDuration(elapsed), thousands(int64(rate+0.5)))
+	}
+}
+
+// redactText hides passwords in any URL inside an error text (the engine
+// already redacts; this guards errors from other layers).
+func redactText(s string) string {
+	fields := strings.Fields(s)
+	for i, f := range fields {
+		if at := strings.Index(f, "@"); at > 0 && strings.Contains(f[:at], "://") {
+			scheme := strings.Index(f, "://") + 3
+			if colon := strings.Index(f[scheme:at], ":"); colon >= 0 {
+				fields[i] = f[:scheme+colon+1] + "*****" + f[at:]
+			}
+		}
+	}
+	return strings.Join(fields, " ")
+}

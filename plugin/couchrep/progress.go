@@ -1,0 +1,260 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/couchepi/couchepi/plugin/replicate"
+	"github.com/hashicorp/go-hclog"
+)
+
+// progress shows a running replication's stats as they change.
+type progress interface {
+	// Update records the newest stats (called by the engine, at most once a second).
+	Update(replicate.Stats)
+	// Tick redraws or logs if it is time to (called a few times a second).
+	Tick(now time.Time)
+	// Done clears the live display before the final summary is printed.
+	Done()
+}
+
+// meter turns successive stats into rates and an ETA.
+type meter struct {
+	mu         sync.Mutex
+	start      time.Time
+	stats      replicate.Stats
+	continuous bool
+
+	// samples of (time, docs_written, revisions_checked) for a sliding-window rate.
+	samples []sample
+}
+
+type sample struct {
+	at              time.Time
+	written, change int64
+}
+
+// rateWindow is how far back the docs/s rate looks.
+const rateWindow = 10 * time.Second
+
+func newMeter(start time.Time, continuous bool) *meter {
+	return &meter{start: start, continuous: continuous, samples: []sample{{at: start}}}
+}
+
+func (m *meter) update(now time.Time, s replicate.Stats) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.stats = s
+	m.samples = append(m.samples, sample{at: now, written: s.DocsWritten, change: s.RevisionsChecked})
+	for len(m.samples) > 2 && now.Sub(m.samples[1].at) > rateWindow {
+		m.samples = m.samples[1:]
+	}
+}
+
+// view is what a display shows at one instant.
+type view struct {
+	Stats   replicate.Stats
+	Elapsed time.Duration
+	// DocsPerSec is docs_written per second over the last rateWindow.
+	DocsPerSec float64
+	// Fraction is the share of changes processed (0..1), and ETA the time
+	// left; both only known for a one-shot replication with a known changes_pending.
+	Fraction float64
+	ETA      time.Duration
+	Known    bool
+}
+
+func (m *meter) view(now time.Time) view {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v := view{Stats: m.stats, Elapsed: now.Sub(m.start)}
+	first, last := m.samples[0], m.samples[len(m.samples)-1]
+	dt := last.at.Sub(first.at).Seconds()
+	var changeRate float64
+	if dt > 0 {
+		v.DocsPerSec = float64(last.written-first.written) / dt
+		changeRate = float64(last.change-first.change) / dt
+	}
+	if !m.continuous && m.stats.ChangesPending != nil {
+		pending := *m.stats.ChangesPending
+		done := m.stats.RevisionsChecked
+		if total := done + pending; total > 0 {
+			v.Fraction = float64(done) / float64(total)
+			v.Known = true
+		}
+		if pending == 0 {
+			v.Fraction, v.Known = 1, true
+		} else if changeRate > 0 {
+			v.ETA = time.Duration(float64(pending) / changeRate * float64(time.Second))
+		}
+	}
+	return v
+}
+
+// bar draws a one-line progress bar on a terminal, redrawn in place.
+type bar struct {
+	w     io.Writer
+	m     *meter
+	width int
+	mu    sync.Mutex
+	drawn bool
+	last  time.Time
+}
+
+// barRedraw is the time between redraws.
+const barRedraw = 250 * time.Millisecond
+
+func newBar(w io.Writer, m *meter, width int) *bar {
+	if width <= 0 {
+		width = 80
+	}
+	return &bar{w: w, m: m, width: width}
+}
+
+func (b *bar) Update(s replicate.Stats) { b.m.update(time.Now(), s) }
+
+func (b *bar) Tick(now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if now.Sub(b.last) < barRedraw {
+		return
+	}
+	b.last = now
+	line := renderBar(b.m.view(now), b.width)
+	fmt.Fprint(b.w, "\r\x1b[K"+line)
+	b.drawn = true
+}
+
+func (b *bar) Done() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.drawn {
+		fmt.Fprint(b.w, "\r\x1b[K")
+		b.drawn = false
+	}
+}
+
+// renderBar formats one line no wider than width:
+// `[=====>      ]  42%  42,000 docs  8,120 docs/s  pending 58,000  ETA 7s`.
+func renderBar(v view, width int) string {
+	var tail strings.Builder
+	fmt.Fprintf(&tail, " %s docs  %s docs/s", thousands(v.Stats.DocsWritten), thousands(int64(v.DocsPerSec+0.5)))
+	if v.Stats.ChangesPending != nil {
+		fmt.Fprintf(&tail, "  pending %s", thousands(*v.Stats.ChangesPending))
+	}
+	if v.Stats.DocWriteFailures > 0 {
+		fmt.Fprintf(&tail, "  failed %s", thousands(v.Stats.DocWriteFailures))
+	}
+	if v.Known && v.ETA > 0 {
+		fmt.Fprintf(&tail, "  ETA %s", shortDuration(v.ETA))
+	}
+	fmt.Fprintf(&tail, "  %s", shortDuration(v.Elapsed))
+	var head string
+	if v.Known {
+		pct := fmt.Sprintf(" %3d%%", int(v.Fraction*100))
+		cells := width - len(tail.String()) - len(pct) - 2
+		if cells > 40 {
+			cells = 40
+		}
+		if cells >= 10 {
+			full := int(v.Fraction * float64(cells))
+			head = "[" + strings.Repeat("=", full)
+			if full < cells {
+				head += ">" + strings.Repeat(" ", cells-full-1)
+			}
+			head += "]"
+		}
+		head += pct
+	} else {
+		spin := `-\|/`
+		head = "[" + string(spin[int(v.Elapsed/barRedraw)%len(spin)]) + "]"
+	}
+	line := head + tail.String()
+	if len(line) > width && width > 1 {
+		line = line[:width-1]
+	}
+	return line
+}
+
+// logLines writes one structured progress line every interval (for pipes and files).
+type logLines struct {
+	log      hclog.Logger
+	m        *meter
+	interval time.Duration
+	mu       sync.Mutex
+	last     time.Time
+	lastSeen int64
+}
+
+func newLogLines(log hclog.Logger, m *meter, interval time.Duration, start time.Time) *logLines {
+	return &logLines{log: log, m: m, interval: interval, last: start, lastSeen: -1}
+}
+
+func (l *logLines) Update(s replicate.Stats) { l.m.update(time.Now(), s) }
+
+func (l *logLines) Tick(now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if now.Sub(l.last) < l.interval {
+		return
+	}
+	l.last = now
+	v := l.m.view(now)
+	args := []any{
+		"docs_read", v.Stats.DocsRead,
+		"docs_written", v.Stats.DocsWritten,
+		"doc_write_failures", v.Stats.DocWriteFailures,
+		"docs_per_second", int64(v.DocsPerSec + 0.5),
+	}
+	if v.Stats.ChangesPending != nil {
+		args = append(args, "changes_pending", *v.Stats.ChangesPending)
+	}
+	if v.Known && v.ETA > 0 {
+		args = append(args, "eta", shortDuration(v.ETA))
+	}
+	args = append(args, "elapsed", shortDuration(v.Elapsed))
+	l.log.Info("progress", args...)
+}
+
+func (l *logLines) Done() {}
+
+// quiet shows nothing.
+type quiet struct{}
+
+func (quiet) Update(replicate.Stats) {}
+func (quiet) Tick(time.Time)         {}
+func (quiet) Done()                  {}
+
+// thousands formats n with comma separators: 1234567 → "1,234,567".
+func thousands(n int64) string {
+	s := fmt.Sprint(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// shortDuration rounds d for humans: 850ms, 12s, 3m05s, 1h02m.
+func shortDuration(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	}
+	return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+}

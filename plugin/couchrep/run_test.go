@@ -1,0 +1,143 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// syncBuffer is a bytes.Buffer safe to read while run writes to it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// runCLI runs couchrep in-process without a terminal and returns exit code, stdout, stderr.
+func runCLI(t *testing.T, sig chan os.Signal, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr syncBuffer
+	if sig == nil {
+		sig = make(chan os.Signal)
+	}
+	t.Setenv("COUCHREP_HOME", t.TempDir())
+	code := run(args, strings.NewReader(""), &stdout, &stderr, sig, false, func() int { return 80 })
+	return code, stdout.String(), stderr.String()
+}
+
+func TestExitCodes(t *testing.T) {
+	s := startServer(t)
+	s.seed(t, "src", 10)
+	tests := []struct {
+		name     string
+		args     []string
+		code     int
+		stderr   string // substring
+		noSecret bool
+	}{
+		{name: "missing source", args: []string{s.base + "missing", s.base + "tgt"}, code: exitFailed,
+			stderr: "couchrep: db_not_found: could not open " + s.plain + "missing/", noSecret: true},
+		{name: "missing target without create_target", args: []string{s.base + "src", s.base + "nosuchtarget"}, code: exitFailed,
+			stderr: "db_not_found: could not open " + s.plain + "nosuchtarget/", noSecret: true},
+		{name: "usage", args: []string{s.base + "src"}, code: exitUsage, stderr: "need SOURCE and TARGET"},
+		{name: "invalid option", args: []string{"--worker-batch-size", "-1", s.base + "src", s.base + "tgt"}, code: exitUsage,
+			stderr: "worker_batch_size"},
+		{name: "help", args: []string{"--help"}, code: exitDone},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, nil, tc.args...)
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", code, tc.code, stdout, stderr)
+			}
+			if !strings.Contains(stderr, tc.stderr) {
+				t.Errorf("stderr %q lacks %q", stderr, tc.stderr)
+			}
+			if tc.noSecret && s.pass != "" && strings.Contains(stdout+stderr, ":"+s.pass+"@") {
+				t.Errorf("password printed:\n%s%s", stdout, stderr)
+			}
+		})
+	}
+}
+
+func TestOneShotLogOutput(t *testing.T) {
+	s := startServer(t)
+	s.seed(t, "src", 300)
+	code, stdout, stderr := runCLI(t, nil, "--create-target", "--log-interval", "200ms", s.base+"src", s.base+"tgt")
+	if code != exitDone {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	if n := s.docCount(t, "tgt"); n != 300 {
+		t.Errorf("target has %d docs, want 300", n)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	first, last := lines[0], lines[len(lines)-1]
+	for _, want := range []string{"[INFO]", "couchrep: starting:", "source=" + s.plain + "src/", "target=" + s.plain + "tgt/", "continuous=false"} {
+		if !strings.Contains(first, want) {
+			t.Errorf("first line %q lacks %q", first, want)
+		}
+	}
+	for _, want := range []string{"couchrep: completed:", "docs_read=300", "docs_written=300", "doc_write_failures=0", "docs_per_second="} {
+		if !strings.Contains(last, want) {
+			t.Errorf("last line %q lacks %q", last, want)
+		}
+	}
+	if strings.Contains(stdout, "\x1b[") || strings.Contains(stdout, "\r") {
+		t.Errorf("terminal control codes in non-terminal output: %q", stdout)
+	}
+	if s.pass != "" && strings.Contains(stdout+stderr, s.pass+"@") {
+		t.Errorf("password printed")
+	}
+	// A second run resumes from the checkpoint and writes nothing.
+	code, stdout, _ = runCLI(t, nil, s.base+"src", s.base+"tgt")
+	if code != exitDone || !strings.Contains(stdout, "docs_written=0") {
+		t.Errorf("second run: exit %d, stdout %s", code, stdout)
+	}
+}
+
+func TestContinuousInterrupted(t *testing.T) {
+	s := startServer(t)
+	s.seed(t, "src", 50)
+	s.mustDo(t, "PUT", "tgt", nil, 201, 202)
+	sig := make(chan os.Signal, 1)
+	var code int
+	var stdout, stderr string
+	done := make(chan struct{})
+	go func() {
+		code, stdout, stderr = runCLI(t, sig, "--continuous", "--log-interval", "100ms", s.base+"src", s.base+"tgt")
+		close(done)
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for s.docCount(t, "tgt") < 50 {
+		if time.Now().After(deadline) {
+			t.Fatal("continuous replication did not copy the docs")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	sig <- os.Interrupt
+	select {
+	case <-done:
+	case <-time.After(45 * time.Second):
+		t.Fatal("couchrep did not stop after an interrupt")
+	}
+	if code != exitInterrupted {
+		t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", code, exitInterrupted, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "couchrep: stopped:") || !strings.Contains(stdout, "docs_written=50") {
+		t.Errorf("stdout lacks the stop summary: %s", stdout)
+	}
+}

@@ -10,8 +10,25 @@ import (
 	"github.com/couchepi/couchepi/plugin/kv"
 )
 
-// backends runs fn against the memory and the bolt store.
+// extraBackend is a further store the tests run on (FoundationDB under the
+// fdb build tag); open returns nil when it is not configured.
+type extraBackend struct {
+	name string
+	open func(t *testing.T) kv.Store
+}
+
+var extraBackends []extraBackend
+
+// backends runs fn against the memory and the bolt store, and any extra
+// backend that is configured.
 func backends(t *testing.T, fn func(t *testing.T, s kv.Store)) {
+	for _, b := range extraBackends {
+		t.Run(b.name, func(t *testing.T) {
+			s := b.open(t)
+			defer s.Close()
+			fn(t, s)
+		})
+	}
 	t.Run("memory", func(t *testing.T) {
 		s := kv.NewMemory()
 		defer s.Close()

@@ -76,6 +76,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
+	b.AllocSize = 64 << 20 // grow the file in large steps: fewer grow syncs while ingesting
 	if err := b.Update(func(tx *bolt.Tx) error {
 		_, err := tx.CreateBucketIfNotExists(bucketDBs)
 		return err

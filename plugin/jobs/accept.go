@@ -66,7 +66,9 @@ func (q *Queue) Accept(ctx context.Context, typ string, opt AcceptOptions) (*Job
 		}
 		var timer <-chan time.Time
 		var t *time.Timer
-		if next >= 0 && opt.MaxSchedTime.IsZero() {
+		// Only a "now"-bounded scheduled accept can be satisfied by time
+		// passing; NoSchedule takes stime-0 jobs only, which are always due.
+		if next >= 0 && opt.MaxSchedTime.IsZero() && !opt.NoSchedule {
 			d := time.Until(time.UnixMilli(next))
 			if d < time.Millisecond {
 				d = time.Millisecond

@@ -461,3 +461,27 @@ func TestTransactKV(t *testing.T) {
 		}
 	})
 }
+
+// TestNoScheduleWaitsForAdd checks a blocked NoSchedule accept ignores
+// scheduled jobs becoming due and is woken by a stime-0 add.
+func TestNoScheduleWaitsForAdd(t *testing.T) {
+	backends(t, func(t *testing.T, s kv.Store) {
+		q := newQueue(t, s, Options{})
+		ctx := context.Background()
+		mustAdd(t, q, "scheduled", "", time.Now().Add(50*time.Millisecond))
+		got := make(chan *Job, 1)
+		go func() {
+			j, err := q.Accept(ctx, typ, AcceptOptions{NoSchedule: true})
+			if err != nil {
+				t.Error(err)
+			}
+			got <- j
+		}()
+		time.Sleep(150 * time.Millisecond)
+		mustAdd(t, q, "unscheduled", "", time.Time{})
+		if j := <-got; j == nil || j.ID != "unscheduled" {
+			t.Fatalf("NoSchedule accept got %+v", j)
+		}
+		wantState(t, q, "scheduled", Pending)
+	})
+}

@@ -193,8 +193,13 @@ func (p *pendingDoc) resolve(parent func() *revBody, gen int, lookup func(name s
 		if lookup != nil && a.RevPos > 0 {
 			sa.RevPos = a.RevPos
 		}
-		if sa.Encoding != "" && sa.EncodedLength == 0 {
+		if sa.Encoding != "" {
+			// the data is the encoded bytes; length is the client's
+			// decoded length when given
 			sa.EncodedLength = sb.length
+			if a.Length > 0 {
+				sa.Length = a.Length
+			}
 		}
 		atts = append(atts, sa)
 	}

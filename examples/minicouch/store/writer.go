@@ -21,6 +21,9 @@ type writer struct {
 	done     chan struct{} // closed by stop
 	finished chan struct{} // closed when loop returns
 	stopOnce sync.Once
+
+	mu     sync.RWMutex // held for reading while queueing; stop takes it to close
+	closed bool
 }
 
 type writeReq struct {
@@ -45,11 +48,16 @@ func (w *writer) do(ctx context.Context, fn func(tx *bolt.Tx) error) error {
 // doAfter queues fn; after is called once the commit is durable.
 func (w *writer) doAfter(ctx context.Context, fn func(tx *bolt.Tx) error, after func()) error {
 	r := &writeReq{fn: fn, after: after, err: make(chan error, 1)}
+	w.mu.RLock()
+	if w.closed {
+		w.mu.RUnlock()
+		return errClosed
+	}
 	select {
 	case w.reqs <- r:
-	case <-w.done:
-		return errClosed
+		w.mu.RUnlock()
 	case <-ctx.Done():
+		w.mu.RUnlock()
 		return ctx.Err()
 	}
 	// Once queued, the write may commit: wait for the outcome regardless of
@@ -59,6 +67,9 @@ func (w *writer) doAfter(ctx context.Context, fn func(tx *bolt.Tx) error, after 
 
 func (w *writer) stop() {
 	w.stopOnce.Do(func() {
+		w.mu.Lock()
+		w.closed = true
+		w.mu.Unlock()
 		close(w.done)
 	})
 	<-w.finished

@@ -240,3 +240,27 @@ func TestStreamingRoute(t *testing.T) {
 		t.Fatalf("echo of 6 MB body: %+v", echo)
 	}
 }
+
+// TestUnsubscribedNoAlloc: hook calls for a db no plugin subscribed to
+// make no RPC (see TestDispatchEveryHook) and allocate nothing.
+func TestUnsubscribedNoAlloc(t *testing.T) {
+	h, _ := newTestHost(t, Config{Config: guardConfig(nil)}, Spec{Path: docguardV1})
+	ctx := context.Background()
+	doc := []byte(`{"_id":"x"}`)
+	ev := hooks.DocWrite{DB: "plain", DocID: "x", Rev: "1-a", Seq: "1", Doc: doc}
+	allocs := testing.AllocsPerRun(1000, func() {
+		for _, hook := range hooks.Hooks {
+			if h.Subscribed(hook, "plain") {
+				panic("subscribed")
+			}
+		}
+		h.AfterDocWrite(ev)
+		h.AfterDBCreate("plain", "u")
+		if _, err := h.BeforeDocUpdate(ctx, "plain", doc, alice); err != nil {
+			panic(err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per unsubscribed write", allocs)
+	}
+}

@@ -11,6 +11,7 @@ import (
 // so lookups on the write path take no lock and allocate nothing.
 type dispatchTable struct {
 	hooks  [numHooks][]hookEntry // per hook, in load order
+	any    [numHooks]*dbMatcher  // per hook, every plugin's patterns; nil = none
 	routes []routeEntry          // in load order
 }
 
@@ -47,6 +48,10 @@ type dbMatcher struct {
 	suffixes []string
 	prefixes []string
 	patterns []string
+	// lastByte/firstByte hold the last bytes of suffixes and first bytes of
+	// prefixes: most unsubscribed names are ruled out by one byte.
+	lastByte  [256]bool
+	firstByte [256]bool
 }
 
 func (d *dbMatcher) add(pattern string) {
@@ -60,8 +65,10 @@ func (d *dbMatcher) add(pattern string) {
 		d.exact[pattern] = struct{}{}
 	case strings.LastIndex(pattern, "*") == 0:
 		d.suffixes = append(d.suffixes, pattern[1:])
+		d.lastByte[pattern[len(pattern)-1]] = true
 	case strings.Index(pattern, "*") == len(pattern)-1:
 		d.prefixes = append(d.prefixes, pattern[:len(pattern)-1])
+		d.firstByte[pattern[0]] = true
 	default:
 		d.patterns = append(d.patterns, pattern)
 	}
@@ -71,17 +78,26 @@ func (d *dbMatcher) match(db string) bool {
 	if d.all {
 		return true
 	}
-	if _, ok := d.exact[db]; ok {
-		return true
+	if db == "" {
+		return false
 	}
-	for _, s := range d.suffixes {
-		if strings.HasSuffix(db, s) {
+	if d.exact != nil {
+		if _, ok := d.exact[db]; ok {
 			return true
 		}
 	}
-	for _, p := range d.prefixes {
-		if strings.HasPrefix(db, p) {
-			return true
+	if d.lastByte[db[len(db)-1]] {
+		for _, s := range d.suffixes {
+			if strings.HasSuffix(db, s) {
+				return true
+			}
+		}
+	}
+	if d.firstByte[db[0]] {
+		for _, p := range d.prefixes {
+			if strings.HasPrefix(db, p) {
+				return true
+			}
 		}
 	}
 	for _, p := range d.patterns {
@@ -123,6 +139,14 @@ func (h *Host) rebuild() {
 				t.hooks[i] = append(t.hooks[i], hookEntry{m: m, dbMatcher: *d})
 			}
 		}
+		for _, s := range info.Subscriptions {
+			if i := hookIndex(s.Hook); i >= 0 {
+				if t.any[i] == nil {
+					t.any[i] = &dbMatcher{}
+				}
+				t.any[i].add(s.DB)
+			}
+		}
 		for _, r := range info.Routes {
 			t.routes = append(t.routes, routeEntry{m: m, route: r})
 		}
@@ -138,13 +162,8 @@ func (h *Host) Subscribed(hook hooks.Hook, db string) bool {
 	if i < 0 {
 		return false
 	}
-	entries := h.table.Load().hooks[i]
-	for k := range entries {
-		if entries[k].match(db) {
-			return true
-		}
-	}
-	return false
+	d := h.table.Load().any[i]
+	return d != nil && d.match(db)
 }
 
 // HasRoute reports whether a plugin serves method and path (the request's

@@ -11,8 +11,13 @@ import (
 // errStop ends a range read early.
 var errStop = errors.New("stop")
 
-// foldBatch is how many jobs Fold reads per transaction.
-const foldBatch = 500
+// foldBatch is how many jobs Fold reads per transaction, and foldBatchBytes
+// how much job data (a batch ends after the job that crosses it), so that a
+// fold transaction stays short on FoundationDB.
+const (
+	foldBatch      = 500
+	foldBatchBytes = 4 << 20
+)
 
 // Fold calls fn for every job of type typ in id order with its state and
 // data. Jobs are read in batches of separate transactions (so a huge type
@@ -35,7 +40,11 @@ func (q *Queue) Fold(ctx context.Context, typ string, fn func(id string, st Stat
 				id string
 				r  *row
 			}
+			size := 0
 			err := t.Range(begin, end, kv.RangeOptions{Limit: foldBatch}, func(k, v []byte) error {
+				if size >= foldBatchBytes {
+					return errStop
+				}
 				el, err := unpackAfter(prefix, k)
 				if err != nil || len(el) != 1 {
 					return errBadKey
@@ -49,9 +58,10 @@ func (q *Queue) Fold(ctx context.Context, typ string, fn func(id string, st Stat
 					r  *row
 				}{el[0].(string), r})
 				last = append(last[:0], k...)
+				size += r.total
 				return nil
 			})
-			if err != nil {
+			if err != nil && err != errStop {
 				return err
 			}
 			for _, x := range rows {
@@ -71,7 +81,7 @@ func (q *Queue) Fold(ctx context.Context, typ string, fn func(id string, st Stat
 				return err
 			}
 		}
-		if len(items) < foldBatch {
+		if last == nil {
 			return nil
 		}
 		begin = append(last, 0)

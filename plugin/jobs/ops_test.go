@@ -485,3 +485,29 @@ func TestNoScheduleWaitsForAdd(t *testing.T) {
 		wantState(t, q, "scheduled", Pending)
 	})
 }
+
+// TestFoldLargeJobs folds jobs whose data spans several byte-bounded batches.
+func TestFoldLargeJobs(t *testing.T) {
+	backends(t, func(t *testing.T, s kv.Store) {
+		q := newQueue(t, s, Options{})
+		ctx := context.Background()
+		const n = 20
+		for i := 0; i < n; i++ {
+			data := bytes.Repeat([]byte{byte('a' + i)}, 300*1024)
+			if err := q.Add(ctx, typ, fmt.Sprintf("j%02d", i), data, time.Time{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		i := 0
+		err := q.Fold(ctx, typ, func(id string, st State, data []byte) error {
+			if id != fmt.Sprintf("j%02d", i) || len(data) != 300*1024 || data[0] != byte('a'+i) {
+				return fmt.Errorf("fold item %d: %s, %d bytes", i, id, len(data))
+			}
+			i++
+			return nil
+		})
+		if err != nil || i != n {
+			t.Fatalf("fold: %v after %d of %d", err, i, n)
+		}
+	})
+}

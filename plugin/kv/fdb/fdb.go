@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/apple/foundationdb/bindings/go/src/fdb"
 	"github.com/couchepi/couchepi/plugin/kv"
@@ -99,6 +100,9 @@ func (s *store) Update(ctx context.Context, fn func(kv.Tx) error) error {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		if err := deadline(ctx, tr.Options()); err != nil {
+			return nil, err
+		}
 		t := &tx{readTx: readTx{s: s, rt: tr}, tr: tr}
 		if err := fn(t); err != nil {
 			if errors.Is(err, kv.ErrConflict) {
@@ -111,12 +115,31 @@ func (s *store) Update(ctx context.Context, fn func(kv.Tx) error) error {
 	return err
 }
 
+// deadline bounds a transaction (all its retries) by ctx's deadline.
+func deadline(ctx context.Context, o fdb.TransactionOptions) error {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return nil
+	}
+	ms := time.Until(d).Milliseconds()
+	if ms < 1 {
+		return context.DeadlineExceeded
+	}
+	return o.SetTimeout(ms)
+}
+
 // View implements kv.Store.
 func (s *store) View(ctx context.Context, fn func(kv.ReadTx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	_, err := s.db.ReadTransact(func(rt fdb.ReadTransaction) (any, error) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if err := deadline(ctx, rt.Options()); err != nil {
+			return nil, err
+		}
 		return nil, fn(readTx{s: s, rt: rt})
 	})
 	return err

@@ -1,0 +1,71 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/couchepi/couchepi/hooks"
+	pb "github.com/couchepi/couchepi/hooks/hookspb"
+)
+
+// recorder is a plugin that records the events it handles and fails the
+// events whose doc id is "fail".
+type recorder struct {
+	got []string
+}
+
+func (r *recorder) Info() hooks.PluginInfo                        { return hooks.PluginInfo{Name: "recorder"} }
+func (r *recorder) Configure(context.Context, hooks.Config) error { return nil }
+func (r *recorder) Start(context.Context, hooks.Services) error   { return nil }
+func (r *recorder) Stop(context.Context) error                    { return nil }
+
+func (r *recorder) AfterDocWrite(_ context.Context, ev hooks.DocWrite) error {
+	if ev.DocID == "fail" {
+		return errors.New("cannot handle")
+	}
+	r.got = append(r.got, ev.DB+"/"+ev.DocID)
+	return nil
+}
+
+func (r *recorder) AfterDBCreate(_ context.Context, db, _ string) error {
+	r.got = append(r.got, "+"+db)
+	return nil
+}
+
+func (r *recorder) AfterDBDelete(_ context.Context, db, _ string) error {
+	r.got = append(r.got, "-"+db)
+	return nil
+}
+
+// TestDeliver: events are handled in order; after a failed event, the rest
+// of that db's batch is skipped and the db is reported for catch-up.
+func TestDeliver(t *testing.T) {
+	ev := func(hook hooks.Hook, db, id string) *pb.Event {
+		return &pb.Event{Hook: string(hook), Db: db, DocId: id}
+	}
+	cases := []struct {
+		name      string
+		events    []*pb.Event
+		wantGot   []string
+		wantCatch []string
+	}{
+		{"in order", []*pb.Event{ev(hooks.AfterDBCreate, "a", ""), ev(hooks.AfterDocWrite, "a", "1"), ev(hooks.AfterDocWrite, "b", "1"), ev(hooks.AfterDBDelete, "b", "")},
+			[]string{"+a", "a/1", "b/1", "-b"}, nil},
+		{"failure skips the rest of the db", []*pb.Event{ev(hooks.AfterDocWrite, "a", "1"), ev(hooks.AfterDocWrite, "a", "fail"), ev(hooks.AfterDocWrite, "b", "1"), ev(hooks.AfterDocWrite, "a", "2")},
+			[]string{"a/1", "b/1"}, []string{"a"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := &recorder{}
+			reply, err := newServer(p, nil).Deliver(context.Background(), &pb.DeliverRequest{Events: c.events})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(p.got, c.wantGot) || !reflect.DeepEqual(reply.GetCatchUp(), c.wantCatch) {
+				t.Errorf("handled %v, catch-up %v; want %v, %v", p.got, reply.GetCatchUp(), c.wantGot, c.wantCatch)
+			}
+		})
+	}
+}

@@ -62,3 +62,125 @@ func TestReplicationIDUpstream(t *testing.T) {
 		t.Errorf("id = %s, want %s", got, want)
 	}
 }
+
+// idOf parses a _replicate body and computes its id with the observed uuid.
+func idOf(t *testing.T, body, code string) RepID {
+	t.Helper()
+	rep, err := ReplicateRequest([]byte(body), UserCtx{}, DefaultOptions())
+	if err != nil {
+		t.Fatalf("%s: %v", body, err)
+	}
+	return ReplicationID(rep, observedUUID, code)
+}
+
+// TestReplicationIDHandDerived checks properties derived by hand from the
+// algorithm (reference §2.1): which inputs change the id and which do not.
+// The plain vector's base is 0e0b715b…; every body below differs from it in
+// one respect.
+func TestReplicationIDHandDerived(t *testing.T) {
+	const ep = `"source":"http://admin:pass@127.0.0.1:25984/ra","target":"http://admin:pass@127.0.0.1:25984/rb"`
+	plain := "0e0b715bd9863a3badba441ace7458f0"
+	same := []struct{ name, body string }{
+		{"password", `{"source":"http://admin:other@127.0.0.1:25984/ra","target":"http://admin:x@127.0.0.1:25984/rb"}`},
+		{"since_seq number", `{` + ep + `,"since_seq":5}`},
+		{"since_seq string", `{` + ep + `,"since_seq":"5-g1AAAA"}`},
+		{"trailing slash given", `{"source":"http://admin:pass@127.0.0.1:25984/ra/","target":"http://admin:pass@127.0.0.1:25984/rb/"}`},
+		{"options outside the id", `{` + ep + `,"worker_processes":1,"use_checkpoints":false,"checkpoint_interval":5}`},
+		{"default Accept header", `{"source":{"url":"http://admin:pass@127.0.0.1:25984/ra","headers":{"Accept":"application/json"}},"target":"http://admin:pass@127.0.0.1:25984/rb"}`},
+	}
+	for _, c := range same {
+		if got := idOf(t, c.body, "").Base; got != plain {
+			t.Errorf("%s: base %s, want %s", c.name, got, plain)
+		}
+	}
+	differ := []struct{ name, body string }{
+		{"winning_revs_only", `{` + ep + `,"winning_revs_only":true}`},
+		{"user header", `{"source":{"url":"http://admin:pass@127.0.0.1:25984/ra","headers":{"X-Tenant":"a"}},"target":"http://admin:pass@127.0.0.1:25984/rb"}`},
+		{"no user", `{"source":"http://127.0.0.1:25984/ra","target":"http://admin:pass@127.0.0.1:25984/rb"}`},
+		{"host name", `{"source":"http://admin:pass@localhost:25984/ra","target":"http://admin:pass@127.0.0.1:25984/rb"}`},
+		{"builtin filter", `{` + ep + `,"filter":"_design"}`},
+		{"empty doc_ids", `{` + ep + `,"doc_ids":[]}`},
+	}
+	seen := map[string]string{plain: "plain"}
+	for _, c := range differ {
+		got := idOf(t, c.body, "").Base
+		if prev, dup := seen[got]; dup {
+			t.Errorf("%s: base %s equals the %s id", c.name, got, prev)
+		}
+		seen[got] = c.name
+	}
+
+	// Port: (http, 80), (http, 5984) and (https, 443) are all `default`.
+	h := func(u string) string {
+		return idOf(t, `{"source":"`+u+`","target":"http://h/b"}`, "").Base
+	}
+	if h("http://h/a") != h("http://h:80/a") || h("http://h/a") != h("http://h:5984/a") {
+		t.Error("http ports 80 and 5984 should be `default`")
+	}
+	if h("https://h/a") != h("https://h:443/a") || h("https://h/a") == h("https://h:5984/a") {
+		t.Error("https port 443 should be `default`, 5984 not")
+	}
+	if h("http://h/a") == h("https://h/a") {
+		t.Log("http and https with default ports hash alike (scheme is not in the id)")
+	}
+
+	// Query param order is part of the id; selector key order is not.
+	qp1 := idOf(t, `{`+ep+`,"filter":"_view","query_params":{"view":"a/b","x":"1"}}`, "").Base
+	qp2 := idOf(t, `{`+ep+`,"filter":"_view","query_params":{"x":"1","view":"a/b"}}`, "").Base
+	if qp1 == qp2 {
+		t.Error("query_params order should change the id")
+	}
+	s1 := idOf(t, `{`+ep+`,"selector":{"a":{"$gt":1,"$lt":3}}}`, "").Base
+	s2 := idOf(t, `{`+ep+`,"selector":{"a":{"$and":[{"$gt":1},{"$lt":3}]}}}`, "").Base
+	if s1 != s2 {
+		t.Error("equivalent selectors should normalise to the same id")
+	}
+
+	// Filter code is trimmed as CouchDB trims it.
+	body := `{` + ep + `,"filter":"app/byType","query_params":{"type":"x","a":"1"},"continuous":true}`
+	if got := idOf(t, body, "  "+observedFilterCode+"  ").String(); got != "a0f28c35875a04433454303c7197b972+continuous" {
+		t.Errorf("padded filter code: %s", got)
+	}
+}
+
+func TestTrimFilterCode(t *testing.T) {
+	tests := []struct{ in, out string }{
+		{"  function(){}  ", "function(){}"},
+		{"function(){}\n", "function(){}\n"},
+		{"  function(){}  \n", "function(){}\n"},
+		{"\tfunction(){}", "\tfunction(){}"},
+		{"  function(){\n}  ", "  function(){\n}  "},
+	}
+	for _, tt := range tests {
+		if got := TrimFilterCode(tt.in); got != tt.out {
+			t.Errorf("%q -> %q, want %q", tt.in, got, tt.out)
+		}
+	}
+}
+
+func TestJobIDs(t *testing.T) {
+	if got := PersistentJobID("a1b2", "my doc"); got != "a1b2|my doc" {
+		t.Errorf("PersistentJobID = %q", got)
+	}
+	body := []byte(`{"source":"http://h/a","target":"http://h/b","filter":"app/f"}`)
+	ids := map[string]bool{}
+	for _, u := range []UserCtx{{Name: "bob"}, {Name: "alice"}, {}} {
+		rep, err := ReplicateRequest(body, u, DefaultOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := TransientJobID(rep, observedUUID)
+		if len(id) != 32 || id != TransientJobID(rep.Clone(), observedUUID) {
+			t.Errorf("job id %q not a stable md5 hex", id)
+		}
+		ids[id] = true
+	}
+	if len(ids) != 3 {
+		t.Error("different users should get different transient job ids")
+	}
+	r1, _ := ReplicateRequest(body, UserCtx{Name: "bob"}, DefaultOptions())
+	r2, _ := ReplicateRequest([]byte(`{"source":"http://h/a","target":"http://h/b","filter":"app/f","continuous":true}`), UserCtx{Name: "bob"}, DefaultOptions())
+	if TransientJobID(r1, observedUUID) == TransientJobID(r2, observedUUID) {
+		t.Error("continuous should change the transient job id")
+	}
+}

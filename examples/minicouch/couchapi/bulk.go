@@ -10,7 +10,6 @@ import (
 
 	"github.com/couchepi/couchepi/examples/minicouch/auth"
 	"github.com/couchepi/couchepi/examples/minicouch/store"
-	"github.com/couchepi/couchepi/hooks"
 )
 
 // bulkDocs is POST /{db}/_bulk_docs.
@@ -331,5 +330,3 @@ func (s *Server) missingRevs(d *dbReq) {
 	}
 	writeJSON(d.w, 200, map[string]any{"missing_revs": out})
 }
-
-var _ = hooks.Conflict

@@ -8,7 +8,6 @@ import (
 
 	"github.com/couchepi/couchepi/examples/minicouch/auth"
 	"github.com/couchepi/couchepi/examples/minicouch/store"
-	"github.com/couchepi/couchepi/hooks"
 )
 
 // defaultSecurity is CouchDB 3's admin_only security object of a new db.
@@ -311,6 +310,3 @@ func (s *Server) compact(d *dbReq) {
 	}
 	writeJSON(d.w, 202, okJSON)
 }
-
-// errForbiddenAdmin is returned for writes to a db the user is no admin of.
-var errForbiddenAdmin = &hooks.Error{Status: 403, Err: "forbidden", Reason: "You are not a db or server admin."}

@@ -15,15 +15,14 @@ const ServerHeader = "CouchDB/3.5.0 (Erlang OTP/26)"
 
 // Common CouchDB errors of the HTTP layer.
 var (
-	errInvalidJSON   = &hooks.Error{Status: 400, Err: "bad_request", Reason: "invalid UTF-8 JSON"}
-	errBadRev        = &hooks.Error{Status: 400, Err: "bad_request", Reason: "Invalid rev format"}
-	errTooLarge      = &hooks.Error{Status: 413, Err: "too_large", Reason: "the request entity is too large"}
-	errBadCtypeJSON  = &hooks.Error{Status: 415, Err: "bad_content_type", Reason: "Content-Type must be application/json"}
-	errMissing       = &hooks.Error{Status: 404, Err: "not_found", Reason: "missing"}
-	errDBMissing     = &hooks.Error{Status: 404, Err: "not_found", Reason: "Database does not exist."}
-	errBadSince      = &hooks.Error{Status: 400, Err: "bad_request", Reason: "Malformed sequence supplied in 'since' parameter."}
-	errUnderscoreID  = &hooks.Error{Status: 400, Err: "illegal_docid", Reason: "Only reserved document ids may start with underscore."}
-	errMethodAllowed = &hooks.Error{Status: 405, Err: "method_not_allowed", Reason: "Only GET,HEAD,POST allowed"}
+	errInvalidJSON  = &hooks.Error{Status: 400, Err: "bad_request", Reason: "invalid UTF-8 JSON"}
+	errBadRev       = &hooks.Error{Status: 400, Err: "bad_request", Reason: "Invalid rev format"}
+	errTooLarge     = &hooks.Error{Status: 413, Err: "too_large", Reason: "the request entity is too large"}
+	errBadCtypeJSON = &hooks.Error{Status: 415, Err: "bad_content_type", Reason: "Content-Type must be application/json"}
+	errMissing      = &hooks.Error{Status: 404, Err: "not_found", Reason: "missing"}
+	errDBMissing    = &hooks.Error{Status: 404, Err: "not_found", Reason: "Database does not exist."}
+	errBadSince     = &hooks.Error{Status: 400, Err: "bad_request", Reason: "Malformed sequence supplied in 'since' parameter."}
+	errUnderscoreID = &hooks.Error{Status: 400, Err: "illegal_docid", Reason: "Only reserved document ids may start with underscore."}
 )
 
 func methodNotAllowed(allowed string) *hooks.Error {

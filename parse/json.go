@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 )
 
 // member is one name/value pair of a JSON object, value kept raw.
@@ -17,42 +18,93 @@ type member struct {
 // objectMembers splits a JSON object into its members in document order.
 // It fails when raw is not exactly one JSON object.
 func objectMembers(raw []byte) ([]member, error) {
-	d := json.NewDecoder(bytes.NewReader(raw))
-	t, err := d.Token()
-	if err != nil {
-		return nil, err
+	if !json.Valid(raw) {
+		return nil, errInvalid
 	}
-	if t != json.Delim('{') {
+	i := skipSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '{' {
 		return nil, errNotObject
 	}
 	var ms []member
-	for d.More() {
-		kt, err := d.Token()
-		if err != nil {
-			return nil, err
-		}
-		k, ok := kt.(string)
-		if !ok {
-			return nil, errNotObject
-		}
-		var v json.RawMessage
-		if err := d.Decode(&v); err != nil {
-			return nil, err
-		}
-		ms = append(ms, member{Key: k, Value: v})
+	i = skipSpace(raw, i+1)
+	if raw[i] == '}' {
+		return ms, nil
 	}
-	if _, err := d.Token(); err != nil {
-		return nil, err
+	for {
+		i = skipSpace(raw, i)
+		kEnd := skipValue(raw, i)
+		key := unquoteKey(raw[i:kEnd])
+		i = skipSpace(raw, kEnd) + 1 // ':'
+		i = skipSpace(raw, i)
+		vEnd := skipValue(raw, i)
+		ms = append(ms, member{Key: key, Value: raw[i:vEnd:vEnd]})
+		i = skipSpace(raw, vEnd)
+		if raw[i] == '}' {
+			return ms, nil
+		}
+		i++ // ','
 	}
-	if _, err := d.Token(); err != io.EOF {
-		return nil, errTrailing
+}
+
+// The scanners below walk JSON already checked by json.Valid.
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
 	}
-	return ms, nil
+	return i
+}
+
+// skipValue returns the index just past the JSON value starting at i.
+func skipValue(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		for j := i + 1; j < len(b); j++ {
+			switch b[j] {
+			case '\\':
+				j++
+			case '"':
+				return j + 1
+			}
+		}
+		return len(b)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				j = skipValue(b, j) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return len(b)
+	}
+	j := i
+	for j < len(b) && !strings.ContainsRune(" \t\r\n,]}", rune(b[j])) {
+		j++
+	}
+	return j
+}
+
+// unquoteKey decodes a JSON string token.
+func unquoteKey(tok []byte) string {
+	if bytes.IndexByte(tok, '\\') < 0 && utf8.Valid(tok) {
+		return string(tok[1 : len(tok)-1])
+	}
+	var s string
+	_ = json.Unmarshal(tok, &s)
+	return s
 }
 
 var (
+	errInvalid   = errors.New("invalid JSON")
 	errNotObject = errors.New("not a JSON object")
-	errTrailing  = errors.New("trailing data after JSON value")
 )
 
 // firstMember returns the value of the first member named key, as CouchDB's
@@ -84,6 +136,18 @@ func encodeObject(ms []member) []byte {
 
 // jsonString encodes s as a JSON string without HTML escaping.
 func jsonString(s string) []byte {
+	plain := utf8.ValidString(s)
+	for i := 0; plain && i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c == 0xE2 {
+			plain = false // 0xE2 may start U+2028/U+2029, which are escaped
+		}
+	}
+	if plain {
+		out := make([]byte, 0, len(s)+2)
+		out = append(out, '"')
+		out = append(out, s...)
+		return append(out, '"')
+	}
 	var b bytes.Buffer
 	e := json.NewEncoder(&b)
 	e.SetEscapeHTML(false)
@@ -143,6 +207,10 @@ func rawString(raw json.RawMessage) (string, bool) {
 	if kindOf(raw) != kindString {
 		return "", false
 	}
+	raw = bytes.TrimSpace(raw)
+	if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) && len(raw) >= 2 && raw[len(raw)-1] == '"' {
+		return string(raw[1 : len(raw)-1]), true
+	}
 	var s string
 	if json.Unmarshal(raw, &s) != nil {
 		return "", false
@@ -192,62 +260,63 @@ type field struct {
 // decodeOrdered decodes one JSON value keeping object member order and
 // numbers as json.Number.
 func decodeOrdered(raw []byte) (any, error) {
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.UseNumber()
-	v, err := decodeValue(d)
-	if err != nil {
-		return nil, err
+	if !json.Valid(raw) {
+		return nil, errInvalid
 	}
-	if _, err := d.Token(); err != io.EOF {
-		return nil, errTrailing
-	}
+	v, _ := scanOrdered(raw, skipSpace(raw, 0))
 	return v, nil
 }
 
-func decodeValue(d *json.Decoder) (any, error) {
-	t, err := d.Token()
-	if err != nil {
-		return nil, err
-	}
-	switch v := t.(type) {
-	case json.Delim:
-		switch v {
-		case '{':
-			o := object{}
-			for d.More() {
-				kt, err := d.Token()
-				if err != nil {
-					return nil, err
-				}
-				k, _ := kt.(string)
-				val, err := decodeValue(d)
-				if err != nil {
-					return nil, err
-				}
-				o = append(o, field{Key: k, Value: val})
-			}
-			if _, err := d.Token(); err != nil {
-				return nil, err
-			}
-			return o, nil
-		case '[':
-			a := []any{}
-			for d.More() {
-				val, err := decodeValue(d)
-				if err != nil {
-					return nil, err
-				}
-				a = append(a, val)
-			}
-			if _, err := d.Token(); err != nil {
-				return nil, err
-			}
-			return a, nil
+// scanOrdered decodes the value at i of valid JSON, returning it and the
+// index just past it.
+func scanOrdered(b []byte, i int) (any, int) {
+	switch b[i] {
+	case '{':
+		o := object{}
+		i = skipSpace(b, i+1)
+		if b[i] == '}' {
+			return o, i + 1
 		}
-		return nil, errors.New("unexpected delimiter")
-	default:
-		return v, nil // nil, bool, string, json.Number
+		for {
+			i = skipSpace(b, i)
+			kEnd := skipValue(b, i)
+			key := unquoteKey(b[i:kEnd])
+			i = skipSpace(b, skipSpace(b, kEnd)+1)
+			v, end := scanOrdered(b, i)
+			o = append(o, field{Key: key, Value: v})
+			i = skipSpace(b, end)
+			if b[i] == '}' {
+				return o, i + 1
+			}
+			i++
+		}
+	case '[':
+		a := []any{}
+		i = skipSpace(b, i+1)
+		if b[i] == ']' {
+			return a, i + 1
+		}
+		for {
+			v, end := scanOrdered(b, skipSpace(b, i))
+			a = append(a, v)
+			i = skipSpace(b, end)
+			if b[i] == ']' {
+				return a, i + 1
+			}
+			i++
+		}
+	case '"':
+		end := skipValue(b, i)
+		return unquoteKey(b[i:end]), end
+	case 't':
+		return true, i + 4
+	case 'f':
+		return false, i + 5
+	case 'n':
+		return nil, i + 4
 	}
+	end := skipValue(b, i)
+	return json.Number(b[i:end]), end
 }
 
 // encodeOrdered writes an ordered value as compact JSON.

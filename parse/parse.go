@@ -202,7 +202,7 @@ func parseRep(body []byte, user UserCtx, opts Options, request bool) (*Rep, *Err
 		}
 	}
 	if hasSelector {
-		if _, err := normalizeSelector(rep.Selector); err != nil {
+		if _, err := normalizeUnsorted(rep.Selector); err != nil {
 			return nil, newError(reasonSelector(err.Error()))
 		}
 	}

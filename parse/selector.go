@@ -14,6 +14,16 @@ import (
 // every object's keys sorted recursively. The algorithm follows
 // mango_selector:normalize/1; errors are readable sentences.
 func normalizeSelector(raw json.RawMessage) (any, error) {
+	v, err := normalizeUnsorted(raw)
+	if err != nil {
+		return nil, err
+	}
+	return ejsort(v), nil
+}
+
+// normalizeUnsorted validates and normalises without the final key sort
+// (enough to validate a selector).
+func normalizeUnsorted(raw json.RawMessage) (any, error) {
 	v, err := decodeOrdered(raw)
 	if err != nil {
 		return nil, errors.New("not valid JSON")
@@ -41,7 +51,7 @@ func normalizeSelector(raw json.RawMessage) (any, error) {
 			}
 		}
 	}
-	return ejsort(v), nil
+	return v, nil
 }
 
 func errBadArg(op string) error { return errors.New("bad argument for operator `" + op + "`") }

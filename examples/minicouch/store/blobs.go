@@ -19,7 +19,7 @@ import (
 // once per digest per database.
 const (
 	chunkSize     = 256 << 10
-	chunksPerTx   = 16 // a streamed blob is written in transactions of up to 4 MiB
+	chunksPerTx   = 8 // a streamed blob is written in transactions of up to 2 MiB
 	blobHeaderLen = 8
 )
 
@@ -105,44 +105,50 @@ func stageData(data []byte, want string) (*stagedBlob, error) {
 func (db *DB) stageStream(ctx context.Context, r io.Reader, want string) (*stagedBlob, error) {
 	h := md5.New()
 	ref := blobRef{id: newBlobID()}
-	buf := make([]byte, chunkSize)
-	pending := make([][]byte, 0, chunksPerTx)
+	// One buffer of chunksPerTx chunks is reused: bbolt keeps references to
+	// put values only until its transaction commits.
+	buf := make([]byte, chunkSize*chunksPerTx)
+	filled := 0 // bytes of buf in use, always whole chunks except the last
 	flush := func() error {
-		if len(pending) == 0 {
+		if filled == 0 {
 			return nil
 		}
-		first := ref.chunks - uint32(len(pending))
+		n := uint32((filled + chunkSize - 1) / chunkSize)
+		first := ref.chunks - n
 		err := db.s.bolt.Update(func(tx *bolt.Tx) error {
 			b, err := db.bucket(tx)
 			if err != nil {
 				return err
 			}
 			bl := b.Bucket(bucketBlobs)
-			for i, c := range pending {
-				if err := bl.Put(chunkKey(ref.id, first+uint32(i)), c); err != nil {
+			for i := uint32(0); i < n; i++ {
+				end := min(int(i+1)*chunkSize, filled)
+				if err := bl.Put(chunkKey(ref.id, first+i), buf[int(i)*chunkSize:end]); err != nil {
 					return err
 				}
 			}
 			return nil
 		})
-		pending = pending[:0]
+		filled = 0
 		return err
+	}
+	fail := func(err error) (*stagedBlob, error) {
+		db.dropChunks(ref)
+		return nil, err
 	}
 	for {
 		if err := ctx.Err(); err != nil {
-			db.dropChunks(ref)
-			return nil, err
+			return fail(err)
 		}
-		n, err := io.ReadFull(r, buf)
+		n, err := io.ReadFull(r, buf[filled:filled+chunkSize])
 		if n > 0 {
-			h.Write(buf[:n])
-			pending = append(pending, append([]byte(nil), buf[:n]...))
+			h.Write(buf[filled : filled+n])
+			filled += n
 			ref.chunks++
 			ref.length += int64(n)
-			if len(pending) == chunksPerTx {
+			if filled == len(buf) {
 				if ferr := flush(); ferr != nil {
-					db.dropChunks(ref)
-					return nil, ferr
+					return fail(ferr)
 				}
 			}
 		}
@@ -150,18 +156,15 @@ func (db *DB) stageStream(ctx context.Context, r io.Reader, want string) (*stage
 			break
 		}
 		if err != nil {
-			db.dropChunks(ref)
-			return nil, err
+			return fail(err)
 		}
 	}
 	if err := flush(); err != nil {
-		db.dropChunks(ref)
-		return nil, err
+		return fail(err)
 	}
 	d := md5Digest(h)
 	if !digestMatches(want, d) {
-		db.dropChunks(ref)
-		return nil, ErrDigestMismatch
+		return fail(ErrDigestMismatch)
 	}
 	return &stagedBlob{digest: d, length: ref.length, ref: ref}, nil
 }

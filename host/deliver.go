@@ -80,6 +80,14 @@ func (m *managed) deliverOnce() (progressed, failed bool) {
 		return progressed, false
 	}
 	reply, err := inst.rpc.Deliver(ctx, &pb.DeliverRequest{Events: batch})
+	if ce := wire.FromStatus(err); ce != nil {
+		// The plugin answered but failed the batch: it catches up instead.
+		m.log.Warn("plugin failed an event batch; asking for catch-up", "events", len(batch), "error", ce)
+		for _, ev := range batch {
+			m.q.markCatchUp(ev.GetDb())
+		}
+		return true, false
+	}
 	if err != nil {
 		m.log.Warn("event delivery failed; will resend", "events", len(batch), "error", wire.Err(err))
 		m.q.unshift(batch)

@@ -225,3 +225,20 @@ func TestParentDeath(t *testing.T) {
 		t.Errorf("pid files left: %v", files)
 	}
 }
+
+// TestQueueOverflow: when a plugin's event queue overflows, the dropped
+// events are not lost: the plugin is told to catch up from the changes feed.
+func TestQueueOverflow(t *testing.T) {
+	h, srv := newTestHost(t, Config{QueueSize: 4, Config: guardConfig(nil)}, Spec{Path: docguardV1})
+	srv.createDB("audit_o")
+	const n = 500
+	for i := 0; i < n; i++ {
+		if _, err := srv.put(context.Background(), "audit_o", []byte(fmt.Sprintf(`{"_id":"d%d"}`, i)), alice); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 30*time.Second, "every write audited", func() bool { return stats(t, h).Audit["audit_o"].Docs == n })
+	if s := stats(t, h); s.CatchUp["audit_o"] == 0 {
+		t.Errorf("no catch-up after overflow: %+v", s.CatchUp)
+	}
+}

@@ -3,7 +3,9 @@ package sdk
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"runtime/debug"
 	"sync"
 
 	"github.com/couchepi/couchepi/hooks"
@@ -33,6 +35,15 @@ type server struct {
 
 func newServer(p Plugin, broker *plugin.GRPCBroker) *server {
 	return &server{p: p, broker: broker}
+}
+
+// recovered turns a panic in plugin code into a 500 error for the call, so
+// one bad input does not take the whole plugin process down.
+func recovered(what string, err *error) {
+	if r := recover(); r != nil {
+		logger.Error("plugin panicked", "call", what, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+		*err = wire.ToStatus(&hooks.Error{Status: 500, Err: "unknown_error", Reason: fmt.Sprintf("plugin panicked in %s", what)})
+	}
 }
 
 // enter registers an in-flight call; it fails once Stop began, so the host
@@ -108,7 +119,8 @@ func (s *server) Health(ctx context.Context, _ *pb.Empty) (*pb.Empty, error) {
 	return &pb.Empty{}, nil
 }
 
-func (s *server) BeforeDocUpdate(ctx context.Context, req *pb.DocHookRequest) (*pb.DocHookReply, error) {
+func (s *server) BeforeDocUpdate(ctx context.Context, req *pb.DocHookRequest) (_ *pb.DocHookReply, err error) {
+	defer recovered("before_doc_update", &err)
 	h, ok := s.p.(BeforeDocUpdater)
 	if !ok {
 		return &pb.DocHookReply{Doc: req.GetDoc()}, nil
@@ -124,7 +136,8 @@ func (s *server) BeforeDocUpdate(ctx context.Context, req *pb.DocHookRequest) (*
 	return &pb.DocHookReply{Doc: doc}, nil
 }
 
-func (s *server) AfterDocRead(ctx context.Context, req *pb.DocHookRequest) (*pb.DocHookReply, error) {
+func (s *server) AfterDocRead(ctx context.Context, req *pb.DocHookRequest) (_ *pb.DocHookReply, err error) {
+	defer recovered("after_doc_read", &err)
 	h, ok := s.p.(AfterDocReader)
 	if !ok {
 		return &pb.DocHookReply{Doc: req.GetDoc()}, nil
@@ -143,7 +156,8 @@ func (s *server) AfterDocRead(ctx context.Context, req *pb.DocHookRequest) (*pb.
 // Deliver hands a batch of after_* events to the plugin in order. When a
 // handler fails, later events of that db are skipped and the db is reported
 // for CatchUp, so the host never loses them silently.
-func (s *server) Deliver(ctx context.Context, req *pb.DeliverRequest) (*pb.DeliverReply, error) {
+func (s *server) Deliver(ctx context.Context, req *pb.DeliverRequest) (_ *pb.DeliverReply, err error) {
+	defer recovered("deliver", &err)
 	var failed map[string]bool
 	reply := &pb.DeliverReply{}
 	for _, ev := range req.GetEvents() {
@@ -151,7 +165,7 @@ func (s *server) Deliver(ctx context.Context, req *pb.DeliverRequest) (*pb.Deliv
 		if failed[db] {
 			continue
 		}
-		var err error
+		err = nil
 		switch hooks.Hook(ev.GetHook()) {
 		case hooks.AfterDocWrite:
 			if h, ok := s.p.(AfterDocWriter); ok {
@@ -181,7 +195,8 @@ func (s *server) Deliver(ctx context.Context, req *pb.DeliverRequest) (*pb.Deliv
 	return reply, nil
 }
 
-func (s *server) CatchUp(ctx context.Context, req *pb.CatchUpRequest) (*pb.Empty, error) {
+func (s *server) CatchUp(ctx context.Context, req *pb.CatchUpRequest) (_ *pb.Empty, err error) {
+	defer recovered("catch_up", &err)
 	if h, ok := s.p.(CatchUpper); ok {
 		if err := h.CatchUp(ctx, req.GetDb()); err != nil {
 			return nil, wire.ToStatus(err)
@@ -206,7 +221,8 @@ func (s *server) ActiveTasks(ctx context.Context, _ *pb.Empty) (*pb.ActiveTasksR
 	return reply, nil
 }
 
-func (s *server) ServeHTTP(stream pb.Plugin_ServeHTTPServer) error {
+func (s *server) ServeHTTP(stream pb.Plugin_ServeHTTPServer) (err error) {
+	defer recovered("http handler", &err)
 	h, ok := s.p.(http.Handler)
 	if !ok {
 		return status.Error(codes.Unimplemented, "plugin serves no HTTP routes")

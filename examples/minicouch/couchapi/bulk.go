@@ -38,7 +38,7 @@ func (s *Server) bulkDocs(d *dbReq) {
 	newEdits := body.NewEdits == nil || *body.NewEdits
 	docs := make([]*store.Doc, 0, len(raws))
 	for _, raw := range raws {
-		doc, err := store.ParseDoc(raw)
+		doc, err := parseDoc(raw)
 		if err != nil {
 			writeError(d.w, err)
 			return

@@ -116,7 +116,7 @@ func parseDocBody(b []byte) (*store.Doc, *hooks.Error) {
 	if !validJSON(bytes.TrimSpace(b)) {
 		return nil, errInvalidJSON
 	}
-	doc, err := store.ParseDoc(b)
+	doc, err := parseDoc(b)
 	if err != nil {
 		return nil, asCouchError(err)
 	}

@@ -91,7 +91,7 @@ func (s *Server) UpdateDoc(ctx context.Context, dbName string, doc []byte) (stri
 	if err != nil {
 		return "", err
 	}
-	d, err := store.ParseDoc(doc)
+	d, err := parseDoc(doc)
 	if err != nil {
 		return "", asCouchError(err)
 	}

@@ -70,7 +70,7 @@ func appendJSONString(buf []byte, s string) []byte {
 // the doc a before_doc_update hook returned; attachments (with their data)
 // and the revision path stay as the client sent them.
 func applyHookResult(d *store.Doc, out []byte) error {
-	nd, err := store.ParseDoc(out)
+	nd, err := parseDoc(out)
 	if err != nil {
 		return err
 	}

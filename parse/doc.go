@@ -56,9 +56,13 @@
 //     another user ("The given `user_ctx.name` is not valid") or a role the
 //     writer lacks ("Invalid role (`r`) in the `user_ctx`"), as CouchDB's
 //     old replicator validate_doc_update did.
-//   - StripCredentials returns a doc unchanged when it holds no credentials,
+//   - StripCredentials also strips passwords from `proxy`, `source_proxy` and
+//     `target_proxy`; it returns a doc unchanged when it holds no credentials,
 //     and its fake revision is "<same generation>-<md5 of stripped body>"
 //     (CouchDB derives a new revision from the parent revision).
+//   - POST /_replicate: a bare name given as an object endpoint's `url` keeps
+//     the object's own headers and auth (CouchDB replaces the whole object);
+//     opts.LocalHeaders are added under them.
 //   - A URL userinfo without a password ("http://user@host/db") is removed
 //     and gives no credential.
 //   - TransientJobID follows CouchDB 4.x's shape but is only meant to be

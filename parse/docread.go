@@ -9,7 +9,9 @@ import (
 // databases: a reader who is not an admin, not the replicator and not the
 // doc's `owner` gets the doc with credentials removed — "user:password@"
 // from string endpoints, the `headers` and `auth` members of object
-// endpoints — and a revision that differs from the stored one. Design docs
+// endpoints, and (beyond CouchDB) "user:password@" from `proxy`,
+// `source_proxy` and `target_proxy` — and a revision that differs from the
+// stored one. Design docs
 // and docs read by an admin, the replicator or the owner are returned as
 // is. The bool reports whether the doc was changed; a doc with nothing to
 // strip is returned unchanged.
@@ -54,6 +56,13 @@ func StripCredentials(doc []byte, user UserCtx) ([]byte, bool) {
 						kept = append(kept, em)
 					}
 					m.Value = encodeObject(kept)
+				}
+			}
+		}
+		if m.Key == "proxy" || m.Key == "source_proxy" || m.Key == "target_proxy" {
+			if s, ok := rawString(m.Value); ok {
+				if t := stripAnyUserinfo(s); t != s {
+					m.Value, changed = jsonString(t), true
 				}
 			}
 		}

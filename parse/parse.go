@@ -11,7 +11,7 @@ import (
 // touching the network. Option defaults come from opts. Bare database names
 // are invalid (local endpoints are not supported in documents). Rep.UserCtx
 // is the doc's `user_ctx` when it has one, else user; Rep.Owner is the doc's
-// `owner`. The `_local_id`/`replication_id`/`id` and `cancel` fields have no
+// `owner` and Rep.DocID its `_id` (the caller sets Rep.DB). The `_local_id`/`replication_id`/`id` and `cancel` fields have no
 // meaning in documents and are not interpreted (`cancel` is still
 // type-checked). A failure is a *Error whose Reason is CouchDB's text.
 func ReplicationDoc(body []byte, user UserCtx, opts Options) (*Rep, error) {
@@ -172,6 +172,10 @@ func parseRep(body []byte, user UserCtx, opts Options, request bool) (*Rep, *Err
 		case "owner":
 			if !request {
 				rep.Owner, _ = rawString(m.Value)
+			}
+		case "_id":
+			if !request {
+				rep.DocID, _ = rawString(m.Value)
 			}
 		}
 		if e != nil {

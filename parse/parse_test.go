@@ -161,6 +161,7 @@ func TestReplicationDocFields(t *testing.T) {
 			return r.UserCtx.Name == "bob" && reflect.DeepEqual(r.UserCtx.Roles, []string{"a"})
 		}},
 		{"owner", `"owner":"bob"`, func(r *Rep) bool { return r.Owner == "bob" }},
+		{"_id", `"_id":"my rep"`, func(r *Rep) bool { return r.DocID == "my rep" && r.DB == "" }},
 		{"id ignored in docs", `"replication_id":"x","id":5`, func(r *Rep) bool { return r.ID == "" }},
 		{"unknown fields", `"comment":{"any":"thing"},"_replication_state":"completed"`, func(r *Rep) bool { return true }},
 		{"duplicate member: first wins", `"continuous":true,"continuous":"junk"`, func(r *Rep) bool { return r.Continuous }},

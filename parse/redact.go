@@ -13,9 +13,9 @@ const redactedPassword = "*****"
 const redactedHeader = "****"
 
 // Redacted returns a deep copy of r safe to log or show: basic passwords
-// become "*****", passwords in URLs and proxies become "*****",
-// Authorization header values become "****", and other auth plugin
-// settings are dropped to "{}"-free nil (they may hold secrets).
+// and passwords in URLs and proxy URLs become "*****", Authorization and
+// Cookie header values become "****", and every string inside other auth
+// plugin settings (AuthOther) becomes "*****" (they may hold secrets).
 func (r *Rep) Redacted() *Rep {
 	c := r.Clone()
 	for _, e := range []*Endpoint{&c.Source, &c.Target} {

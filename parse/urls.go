@@ -70,6 +70,16 @@ func stripUserinfo(u string) string {
 	return u[:start] + u[at+1:]
 }
 
+// stripAnyUserinfo removes "user:password@" from a URL of any scheme
+// (proxy URLs may be socks5://).
+func stripAnyUserinfo(u string) string {
+	start, at, ok := userinfo(u)
+	if !ok || !strings.Contains(u[start:at], ":") {
+		return u
+	}
+	return u[:start] + u[at+1:]
+}
+
 // hasHTTPScheme reports whether u starts with "http://" or "https://"
 // (case-insensitively).
 func hasHTTPScheme(u string) bool {

@@ -14,6 +14,15 @@
 //
 // Sequences are uint64 (the HTTP layer formats them as strings). Every
 // acknowledged write is fsynced (bbolt commit) before the method returns.
+// Writes from concurrent callers are grouped into one commit (one fsync) by
+// a single writer goroutine; a _bulk_docs request is one commit.
+//
+// Iterations (Changes, AllDocs, LocalDocs) read in batches of 1000 rows
+// per read transaction and call the callback between transactions, so a
+// slow consumer (a continuous feed) never holds a transaction open.
+//
+// API changes since the first published version (additions only):
+// BulkResult.Seq.
 //
 // # Layout in the bbolt file
 //

@@ -247,6 +247,9 @@ func TestBulkDocs(t *testing.T) {
 			t.Errorf("doc %d: %+v, want err %v", i, res[i], w)
 		}
 	}
+	if res[0].Seq != 2 || res[3].Seq != 4 || res[1].Seq != 0 || res[5].Seq != 0 {
+		t.Errorf("seqs %d %d %d %d", res[0].Seq, res[3].Seq, res[1].Seq, res[5].Seq)
+	}
 	if len(res[2].ID) != 32 || res[5].Rev != "0-1" {
 		t.Errorf("generated id %q local rev %q", res[2].ID, res[5].Rev)
 	}

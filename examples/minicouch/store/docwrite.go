@@ -154,6 +154,7 @@ func (db *DB) applyDoc(b *bolt.Bucket, p *pendingDoc, newEdits bool, seq *uint64
 	var rev string
 	var derr *Error
 	var err error
+	before := *seq
 	if newEdits {
 		rev, derr, err = db.applyEdit(b, p.id, p.doc.Rev, p.doc.Deleted, seq, func(parent func() *revBody, gen int) ([]byte, []storedAtt, *Error) {
 			atts, derr := p.resolve(parent, gen, nil)
@@ -163,6 +164,9 @@ func (db *DB) applyDoc(b *bolt.Bucket, p *pendingDoc, newEdits bool, seq *uint64
 		rev, derr, err = db.applyReplicated(b, p, seq)
 	}
 	res.Rev, res.Err = rev, derr
+	if *seq != before {
+		res.Seq = *seq
+	}
 	return res, err
 }
 

@@ -132,6 +132,9 @@ type BulkResult struct {
 	ID  string
 	Rev string // the new revision (new_edits=true) or the stored one
 	Err *Error // nil on success
+	// Seq is the update sequence this write moved the document to; 0 for
+	// _local documents, failures, and replicated revisions already stored.
+	Seq uint64
 }
 
 // Change is one row of a database's changes feed: a document at its latest
@@ -204,10 +207,10 @@ type DBInfo struct {
 	InstanceStartTime string // always "0", as CouchDB 3
 }
 
-// Sizes is db info's "sizes" (bytes). File and Active are the bytes of
-// stored bodies and attachments of the database (it shares one file with
-// the others); External is the JSON size of the leaf revisions' bodies plus
-// attachment lengths.
+// Sizes is db info's "sizes" (bytes). All databases share one file, so
+// File and Active both report the bytes of the database's stored revision
+// records and attachment data; External is the JSON size of its stored
+// revision bodies.
 type Sizes struct {
 	File     int64 `json:"file"`
 	External int64 `json:"external"`

@@ -210,18 +210,18 @@ func (db *DB) getAttachment(ctx context.Context, id, rev, name string) (Attachme
 func (db *DB) editAttachments(ctx context.Context, id, rev string, p *pendingDoc, change func(atts []storedAtt, gen int) ([]storedAtt, *Error)) (string, error) {
 	var newRev string
 	var docErr *Error
-	var lastSeq uint64
+	var tc txCounters
 	err := db.s.w.doAfter(ctx, func(tx *bolt.Tx) error {
 		b, err := db.bucket(tx)
 		if err != nil {
 			return err
 		}
-		lastSeq = 0
+		tc = txCounters{}
 		if p != nil {
 			p.linked = false
 		}
 		var derr *Error
-		newRev, derr, err = db.applyEdit(b, id, rev, false, &lastSeq, func(parent func() *revBody, gen int) ([]byte, []storedAtt, *Error) {
+		newRev, derr, err = db.applyEdit(b, id, rev, false, &tc, func(parent func() *revBody, gen int) ([]byte, []storedAtt, *Error) {
 			body := []byte("{}")
 			var atts []storedAtt
 			if pb := parent(); pb != nil {
@@ -232,10 +232,13 @@ func (db *DB) editAttachments(ctx context.Context, id, rev string, p *pendingDoc
 			return body, atts, derr
 		}, p)
 		docErr = derr
-		return err
+		if err != nil {
+			return err
+		}
+		return tc.flush(b)
 	}, func() {
-		if lastSeq > 0 {
-			db.advance(lastSeq)
+		if tc.seq > 0 {
+			db.advance(tc.seq)
 		}
 	})
 	if err != nil {

@@ -108,25 +108,25 @@ func (db *DB) bulkDocs(ctx context.Context, docs []*Doc, newEdits bool) ([]BulkR
 	prep := db.stage(ctx, docs)
 	defer db.release(prep)
 	results := make([]BulkResult, len(docs))
-	var lastSeq uint64
+	var tc txCounters
 	err := db.s.w.doAfter(ctx, func(tx *bolt.Tx) error {
 		b, err := db.bucket(tx)
 		if err != nil {
 			return err
 		}
-		lastSeq = 0
+		tc = txCounters{}
 		for i := range prep {
 			prep[i].linked = false
-			res, err := db.applyDoc(b, &prep[i], newEdits, &lastSeq)
+			res, err := db.applyDoc(b, &prep[i], newEdits, &tc)
 			if err != nil {
 				return err
 			}
 			results[i] = res
 		}
-		return nil
+		return tc.flush(b)
 	}, func() {
-		if lastSeq > 0 {
-			db.advance(lastSeq)
+		if tc.seq > 0 {
+			db.advance(tc.seq)
 		}
 	})
 	if err != nil {
@@ -140,7 +140,7 @@ func (db *DB) bulkDocs(ctx context.Context, docs []*Doc, newEdits bool) ([]BulkR
 
 // applyDoc writes one document inside the write transaction. A returned
 // error aborts the transaction; document-level failures are in the result.
-func (db *DB) applyDoc(b *bolt.Bucket, p *pendingDoc, newEdits bool, seq *uint64) (BulkResult, error) {
+func (db *DB) applyDoc(b *bolt.Bucket, p *pendingDoc, newEdits bool, tc *txCounters) (BulkResult, error) {
 	res := BulkResult{ID: p.id}
 	if p.err != nil {
 		res.Err = p.err
@@ -154,18 +154,18 @@ func (db *DB) applyDoc(b *bolt.Bucket, p *pendingDoc, newEdits bool, seq *uint64
 	var rev string
 	var derr *Error
 	var err error
-	before := *seq
+	before := tc.seq
 	if newEdits {
-		rev, derr, err = db.applyEdit(b, p.id, p.doc.Rev, p.doc.Deleted, seq, func(parent func() *revBody, gen int) ([]byte, []storedAtt, *Error) {
+		rev, derr, err = db.applyEdit(b, p.id, p.doc.Rev, p.doc.Deleted, tc, func(parent func() *revBody, gen int) ([]byte, []storedAtt, *Error) {
 			atts, derr := p.resolve(parent, gen, nil)
 			return p.doc.Body, atts, derr
 		}, p)
 	} else {
-		rev, derr, err = db.applyReplicated(b, p, seq)
+		rev, derr, err = db.applyReplicated(b, p, tc)
 	}
 	res.Rev, res.Err = rev, derr
-	if *seq != before {
-		res.Seq = *seq
+	if tc.seq != before {
+		res.Seq = tc.seq
 	}
 	return res, err
 }
@@ -271,7 +271,7 @@ type editBuilder func(parent func() *revBody, gen int) ([]byte, []storedAtt, *Er
 
 // applyEdit writes a new_edits=true revision on top of leaf parentRev ("" =
 // create, or recreate a deleted document).
-func (db *DB) applyEdit(b *bolt.Bucket, id, parentRev string, deleted bool, seq *uint64, build editBuilder, p *pendingDoc) (string, *Error, error) {
+func (db *DB) applyEdit(b *bolt.Bucket, id, parentRev string, deleted bool, tc *txCounters, build editBuilder, p *pendingDoc) (string, *Error, error) {
 	rec, err := loadRecord(b.Bucket(bucketDocs), id)
 	if err != nil {
 		return "", nil, err
@@ -329,14 +329,14 @@ func (db *DB) applyEdit(b *bolt.Bucket, id, parentRev string, deleted bool, seq 
 	if !rec.tree.Merge(path, deleted, true, 0) {
 		return "", ErrConflict, nil
 	}
-	if err := db.commitRevs(b, id, before, rec, newRev, &revBody{body: body, atts: atts}, p, seq); err != nil {
+	if err := db.commitRevs(b, id, before, rec, newRev, &revBody{body: body, atts: atts}, p, tc); err != nil {
 		return "", nil, err
 	}
 	return newRev.String(), nil, nil
 }
 
 // applyReplicated merges a new_edits=false revision path.
-func (db *DB) applyReplicated(b *bolt.Bucket, p *pendingDoc, seq *uint64) (string, *Error, error) {
+func (db *DB) applyReplicated(b *bolt.Bucket, p *pendingDoc, tc *txCounters) (string, *Error, error) {
 	d := p.doc
 	var path revtree.Path
 	switch {
@@ -386,7 +386,7 @@ func (db *DB) applyReplicated(b *bolt.Bucket, p *pendingDoc, seq *uint64) (strin
 		rec = &docRecord{}
 	}
 	rec.tree.Merge(path, d.Deleted, true, 0)
-	if err := db.commitRevs(b, p.id, before, rec, newRev, &revBody{body: d.Body, atts: atts}, p, seq); err != nil {
+	if err := db.commitRevs(b, p.id, before, rec, newRev, &revBody{body: d.Body, atts: atts}, p, tc); err != nil {
 		return "", nil, err
 	}
 	return newRev.String(), nil, nil
@@ -395,7 +395,7 @@ func (db *DB) applyReplicated(b *bolt.Bucket, p *pendingDoc, seq *uint64) (strin
 // commitRevs stores a merged tree with the body of its new revision: links
 // attachment data, stems to revs_limit, moves the document to a new update
 // seq and adjusts the counters.
-func (db *DB) commitRevs(b *bolt.Bucket, id string, before docState, rec *docRecord, newRev revtree.Rev, rb *revBody, p *pendingDoc, seqp *uint64) error {
+func (db *DB) commitRevs(b *bolt.Bucket, id string, before docState, rec *docRecord, newRev revtree.Rev, rb *revBody, p *pendingDoc, tc *txCounters) error {
 	meta, revs := b.Bucket(bucketMeta), b.Bucket(bucketRevs)
 	attBytes, err := p.link(b)
 	if err != nil {
@@ -418,42 +418,71 @@ func (db *DB) commitRevs(b *bolt.Bucket, id string, before docState, rec *docRec
 			}
 		}
 	}
-	seq := getU64(meta, metaSeq) + 1
-	if err := putU64(meta, metaSeq, seq); err != nil {
-		return err
-	}
-	*seqp = seq
+	seq := tc.next(meta)
 	w, _ := rec.tree.Winner()
-	var dDoc, dDel int64
 	if before.exists {
 		if before.deleted {
-			dDel--
+			tc.dels--
 		} else {
-			dDoc--
+			tc.docs--
 		}
 		if err := b.Bucket(bucketSeqs).Delete(u64(before.seq)); err != nil {
 			return err
 		}
 	}
 	if w.Deleted {
-		dDel++
+		tc.dels++
 	} else {
-		dDoc++
+		tc.docs++
 	}
-	for _, c := range []struct {
-		k []byte
-		d int64
-	}{{metaDocCount, dDoc}, {metaDelCount, dDel}, {metaActive, active}, {metaExternal, external}} {
-		if err := addU64(meta, c.k, c.d); err != nil {
-			return err
-		}
-	}
+	tc.active += active
+	tc.external += external
 	rec.tree.SetBody(newRev, true)
 	rec.seq = seq
 	if err := b.Bucket(bucketSeqs).Put(u64(seq), []byte(id)); err != nil {
 		return err
 	}
 	return b.Bucket(bucketDocs).Put([]byte(id), rec.encode())
+}
+
+// txCounters accumulates, over one write transaction, the database's new
+// update sequence and counter changes, written once by flush.
+type txCounters struct {
+	loaded                       bool
+	seq                          uint64 // last seq assigned (0 = none yet)
+	base                         uint64 // seq at the start of the transaction
+	docs, dels, active, external int64
+}
+
+// next assigns the next update sequence.
+func (tc *txCounters) next(meta *bolt.Bucket) uint64 {
+	if !tc.loaded {
+		tc.loaded = true
+		tc.seq = getU64(meta, metaSeq)
+		tc.base = tc.seq
+	}
+	tc.seq++
+	return tc.seq
+}
+
+// flush writes the sequence and counters to the database's meta bucket.
+func (tc *txCounters) flush(b *bolt.Bucket) error {
+	if !tc.loaded {
+		return nil
+	}
+	meta := b.Bucket(bucketMeta)
+	if err := putU64(meta, metaSeq, tc.seq); err != nil {
+		return err
+	}
+	for _, c := range []struct {
+		k []byte
+		d int64
+	}{{metaDocCount, tc.docs}, {metaDelCount, tc.dels}, {metaActive, tc.active}, {metaExternal, tc.external}} {
+		if err := addU64(meta, c.k, c.d); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // localRev parses a _local rev "0-N" ("" = 0).

@@ -362,3 +362,44 @@ func FuzzBulkDocs(f *testing.F) {
 		}
 	})
 }
+
+func TestChangesPaging(t *testing.T) {
+	ts, _ := newTestServer(t)
+	runSteps(t, ts.URL, []step{
+		{name: "db", method: "PUT", path: "/db", status: 201},
+		{name: "docs", method: "POST", path: "/db/_bulk_docs", body: `{"docs":[{"_id":"a","k":1},{"_id":"b","k":2},{"_id":"c","k":1},{"_id":"d","k":2}]}`, status: 201},
+	})
+	tests := []struct {
+		path    string
+		ids     []string
+		last    string
+		pending int64
+	}{
+		{"/db/_changes?limit=2", []string{"a", "b"}, "2-", 2},
+		{"/db/_changes?limit=2&since=2", []string{"c", "d"}, "4-", 0},
+		{"/db/_changes?limit=0", nil, "0-", 4},
+		{"/db/_changes?since=now", nil, "4-", 0},
+		{"/db/_changes?descending=true&limit=1", []string{"d"}, "4-", 0},
+		{`/db/_changes?filter=_doc_ids&doc_ids=["b","d"]&limit=1`, []string{"b"}, "2-", 2},
+	}
+	for _, tc := range tests {
+		_, b := step{method: "GET", path: tc.path}.do(t, ts.URL)
+		var res struct {
+			Results []struct {
+				ID string `json:"id"`
+			} `json:"results"`
+			LastSeq string `json:"last_seq"`
+			Pending int64  `json:"pending"`
+		}
+		if err := json.Unmarshal(b, &res); err != nil {
+			t.Fatalf("%s: %s", tc.path, b)
+		}
+		var ids []string
+		for _, r := range res.Results {
+			ids = append(ids, r.ID)
+		}
+		if strings.Join(ids, ",") != strings.Join(tc.ids, ",") || !strings.HasPrefix(res.LastSeq, tc.last) || res.Pending != tc.pending {
+			t.Errorf("%s: ids %v last %s pending %d, want %v %s… %d", tc.path, ids, res.LastSeq, res.Pending, tc.ids, tc.last, tc.pending)
+		}
+	}
+}

@@ -343,19 +343,13 @@ func (s *Server) changeRow(d *dbReq, c *changesReq, ch store.Change, index int) 
 // filter, up to max rows (-1 = no bound). It returns the last seq examined
 // and the pending count.
 func (s *Server) scan(d *dbReq, c *changesReq, since uint64, max int, emit func([]byte) error) (uint64, int64, int, error) {
-	n := 0
 	if max == 0 {
-		res, err := d.db.Changes(d.ctx(), store.ChangesOptions{Since: since, Descending: c.descending, Limit: 1},
-			func(store.Change) error { return store.ErrStop })
-		if err != nil && !errors.Is(err, store.ErrStop) {
-			return since, 0, 0, err
-		}
-		pending := int64(0)
-		if res.LastSeq != since {
-			pending = res.Pending + 1
-		}
-		return since, pending, 0, nil
+		pending, err := s.countAfter(d, since, c.descending)
+		return since, pending, 0, err
 	}
+	n := 0
+	last := since
+	stopped := false
 	opts := store.ChangesOptions{Since: since, Descending: c.descending}
 	if c.filter == nil && max > 0 {
 		opts.Limit = max
@@ -365,6 +359,7 @@ func (s *Server) scan(d *dbReq, c *changesReq, since uint64, max int, emit func(
 		if err != nil {
 			return err
 		}
+		last = ch.Seq
 		if row == nil {
 			return nil
 		}
@@ -372,19 +367,41 @@ func (s *Server) scan(d *dbReq, c *changesReq, since uint64, max int, emit func(
 		if err := emit(row); err != nil {
 			return err
 		}
-		if max > 0 && n >= max {
+		if c.filter != nil && max > 0 && n >= max {
+			stopped = true
 			return store.ErrStop
 		}
 		return nil
 	})
 	if err != nil && !errors.Is(err, store.ErrStop) {
-		return res.LastSeq, res.Pending, n, err
+		return last, res.Pending, n, err
 	}
-	last := res.LastSeq
+	pending := res.Pending
+	if stopped {
+		if pending, err = s.countAfter(d, last, c.descending); err != nil {
+			return last, 0, n, err
+		}
+	}
 	if c.descending && n == 0 && last == 0 {
 		last = d.db.UpdateSeq()
 	}
-	return last, res.Pending, n, nil
+	return last, pending, n, nil
+}
+
+// countAfter counts the changes after seq (ascending feeds; 0 otherwise).
+func (s *Server) countAfter(d *dbReq, seq uint64, descending bool) (int64, error) {
+	if descending {
+		return 0, nil
+	}
+	got := false
+	res, err := d.db.Changes(d.ctx(), store.ChangesOptions{Since: seq, Limit: 1}, func(store.Change) error {
+		got = true
+		return nil
+	})
+	if err != nil || !got {
+		return 0, err
+	}
+	return res.Pending + 1, nil
 }
 
 // changesNormal serves feed=normal and feed=longpoll.

@@ -63,6 +63,14 @@ func (m *managed) deliverOnce() (progressed, failed bool) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), deliverTimeout)
 	defer cancel()
+	m.mu.Lock()
+	m.cancelDelivery = cancel
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		m.cancelDelivery = nil
+		m.mu.Unlock()
+	}()
 	dbs := m.q.takeCatchUps()
 	for i, db := range dbs {
 		if _, err := inst.rpc.CatchUp(ctx, &pb.CatchUpRequest{Db: db}); err != nil {
@@ -98,4 +106,24 @@ func (m *managed) deliverOnce() (progressed, failed bool) {
 		m.q.markCatchUp(db)
 	}
 	return true, false
+}
+
+// drainDelivery takes deliverMu, waiting up to grace for the delivery in
+// flight to finish before cancelling it (its events are then sent again).
+func (m *managed) drainDelivery(grace time.Duration) {
+	acquired := make(chan struct{})
+	go func() {
+		select {
+		case <-acquired:
+		case <-time.After(grace):
+			m.mu.Lock()
+			if m.cancelDelivery != nil {
+				m.log.Warn("event delivery still running after grace period; cancelling it", "grace", grace.String())
+				m.cancelDelivery()
+			}
+			m.mu.Unlock()
+		}
+	}()
+	m.deliverMu.Lock()
+	close(acquired)
 }

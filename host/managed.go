@@ -12,6 +12,10 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
+// drainGrace is how long a swap or close waits for an event delivery in
+// flight before cancelling it.
+const drainGrace = 10 * time.Second
+
 // managed is one loaded plugin across its processes: restarts and version
 // swaps replace the instance, the event queue stays.
 type managed struct {
@@ -19,10 +23,12 @@ type managed struct {
 	name string
 	log  hclog.Logger
 
-	mu    sync.Mutex // guards spec, info, state
+	mu    sync.Mutex // guards spec, info, state, cancelDelivery
 	spec  Spec
 	info  hooks.PluginInfo
 	state string
+	// cancelDelivery cancels the Deliver or CatchUp call in flight, if any.
+	cancelDelivery func()
 
 	// cur answers sync hooks and routes; nil while the plugin is down.
 	cur atomic.Pointer[instance]
@@ -221,7 +227,7 @@ func (m *managed) reload(ctx context.Context, spec Spec) error {
 	// Drain the old process: no event delivery is in flight while we hold
 	// deliverMu; Stop lets it finish in-flight calls, checkpoint and release
 	// its files before the new one is started.
-	m.deliverMu.Lock()
+	m.drainDelivery(drainGrace)
 	if old != nil {
 		old.retire()
 		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -270,7 +276,7 @@ func (m *managed) close() error {
 		time.Sleep(10 * time.Millisecond)
 	}
 	close(m.stop)
-	m.deliverMu.Lock()
+	m.drainDelivery(drainGrace)
 	defer m.deliverMu.Unlock()
 	inst := m.cur.Swap(nil)
 	m.setState(StateStopped)

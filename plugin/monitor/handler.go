@@ -15,7 +15,7 @@ import (
 )
 
 // ErrNotFound is returned by a Source when no job matches an id.
-var ErrNotFound = errors.New("monitor: job not found")
+var ErrNotFound = jobdata.ErrNotFound
 
 // Source gives the monitor read access to the job records.
 type Source interface {

@@ -230,6 +230,12 @@ func TestReplicatedAttachmentStubs(t *testing.T) {
 	if err != nil || len(d.Attachments) != 1 || d.Attachments[0].RevPos != 1 || d.Attachments[0].Digest != digestOf([]byte("hi")) {
 		t.Fatalf("replicated stub: %+v %v", d, err)
 	}
+	// a stub on a branch whose ancestors are not stored resolves from
+	// another stored revision with the same name and revpos
+	putReplicated(t, db, `{"_id":"a","_revisions":{"start":4,"ids":["w","v","u"]},"_attachments":{"f":{"stub":true,"revpos":1}}}`)
+	if _, err := db.Put(ctx, mustParse(t, `{"_id":"a","_revisions":{"start":4,"ids":["w2","v2"]},"_attachments":{"f":{"stub":true,"revpos":3}}}`), false); !isErr(err, MissingStub("a", "f")) {
+		t.Fatalf("stub with unknown revpos: %v", err)
+	}
 	_, err = db.Put(ctx, mustParse(t, `{"_id":"b","_revisions":{"start":2,"ids":["y","x"]},"_attachments":{"f":{"stub":true}}}`), false)
 	if !isErr(err, MissingStub("b", "f")) {
 		t.Fatalf("replicated stub without ancestor: %v", err)

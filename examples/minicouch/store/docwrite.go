@@ -362,6 +362,15 @@ func (db *DB) applyReplicated(b *bolt.Bucket, p *pendingDoc, tc *txCounters) (st
 			return newRev.String(), nil, nil
 		}
 	}
+	stubRevPos := map[string]int{}
+	for _, a := range d.Attachments {
+		if a.Stub {
+			stubRevPos[a.Name] = a.RevPos
+		}
+	}
+	// A stub names an attachment of the nearest stored ancestor on the
+	// path; failing that, of any stored revision of the document with the
+	// same name and revpos (its ancestor's body may have been compacted).
 	lookup := func(name string) (storedAtt, bool) {
 		if rec == nil {
 			return storedAtt{}, false
@@ -372,6 +381,17 @@ func (db *DB) applyReplicated(b *bolt.Bucket, p *pendingDoc, tc *txCounters) (st
 					if a, ok := pb.att(name); ok {
 						return a, true
 					}
+				}
+			}
+		}
+		want := stubRevPos[name]
+		for _, n := range rec.tree.Leaves() {
+			if !n.Body {
+				continue
+			}
+			if pb := loadRevBody(b, p.id, n.Rev); pb != nil {
+				if a, ok := pb.att(name); ok && (want == 0 || a.RevPos == want) {
+					return a, true
 				}
 			}
 		}

@@ -48,6 +48,7 @@
 //
 // # Ordering
 //
-// _all_docs orders ids by raw byte order, not CouchDB's ICU collation; for
-// ASCII ids without mixed case the two agree.
+// _all_docs orders ids by raw byte order of their UTF-8 bytes, which is
+// what CouchDB does for _all_docs too ("raw" Erlang binary comparison; only
+// views use ICU collation).
 package store

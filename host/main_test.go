@@ -80,7 +80,11 @@ func newTestHost(t testing.TB, cfg Config, spec Spec) (*Host, *memServer) {
 	srv := newMemServer()
 	cfg.Services = srv
 	if cfg.Logger == nil {
-		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "test", Level: hclog.Warn, Output: os.Stderr})
+		level := hclog.Warn
+		if l := os.Getenv("COUCHEPI_TEST_LOG"); l != "" {
+			level = hclog.LevelFromString(l)
+		}
+		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "test", Level: level, Output: os.Stderr})
 	}
 	h := New(cfg)
 	srv.host = h

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// buildDocguard builds the docguard example plugin into a temp dir.
+func buildDocguard(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "docguard")
+	cmd := exec.Command("go", "build", "-o", bin, "../docguard")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Skipf("docguard does not build yet: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func call(t *testing.T, method, url, body string) (int, string) {
+	t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	req, _ := http.NewRequest(method, url, r)
+	req.SetBasicAuth("admin", "pass")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(bytes.TrimSpace(b))
+}
+
+// TestPluginHooks loads a real plugin (docguard) into minicouch: writes to
+// subscribed dbs pass through before_doc_update and a rejection reaches the
+// client as-is (per doc in _bulk_docs); unsubscribed dbs are untouched;
+// plugin routes and the plugin list are served.
+func TestPluginHooks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a plugin")
+	}
+	bin := buildDocguard(t)
+	dir := t.TempDir()
+	ini := filepath.Join(dir, "guard.ini")
+	os.WriteFile(ini, []byte("[docguard]\ndbs = *_guarded\nrequired = type\n"), 0o600)
+	base := startMinicouch(t, "--plugin", bin, "--config", ini)
+	tests := []struct {
+		method, path, body string
+		status             int
+		has                string
+	}{
+		{"GET", "/_node/_local/_plugins", "", 200, `"name":"docguard"`},
+		{"PUT", "/x_guarded", "", 201, `{"ok":true}`},
+		{"PUT", "/x_guarded/d1", `{"a":1}`, 403, `{"error":"forbidden","reason":"Document is missing required field \"type\"."}`},
+		{"PUT", "/x_guarded/d2", `{"type":"t"}`, 201, `"id":"d2"`},
+		{"POST", "/x_guarded/_bulk_docs", `{"docs":[{"_id":"a"},{"_id":"b","type":"t"}]}`, 201,
+			`[{"id":"a","error":"forbidden","reason":"Document is missing required field \"type\"."},{"ok":true,"id":"b"`},
+		{"GET", "/x_guarded/a", "", 404, `"reason":"missing"`},
+		{"PUT", "/free", "", 201, ""},
+		{"PUT", "/free/d1", `{"a":1}`, 201, `"id":"d1"`},
+		{"GET", "/_docguard/stats", "", 200, ""},
+	}
+	for _, tc := range tests {
+		st, body := call(t, tc.method, base+tc.path, tc.body)
+		if st != tc.status || !strings.Contains(body, tc.has) {
+			t.Errorf("%s %s: %d %s, want %d containing %s", tc.method, tc.path, st, body, tc.status, tc.has)
+		}
+	}
+	// Reload through the HTTP API keeps the plugin serving.
+	st, body := call(t, "POST", base+"/_node/_local/_plugins/docguard/_reload", "")
+	if st != 200 {
+		t.Fatalf("reload: %d %s", st, body)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, body = call(t, "PUT", base+"/x_guarded/d3", `{"a":1}`)
+		if st == 403 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if st != 403 {
+		t.Fatalf("after reload: %d %s", st, body)
+	}
+}

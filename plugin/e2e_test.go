@@ -42,8 +42,8 @@ func buildBins(t *testing.T) (minicouch, replicator string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, b := range [][2]string{{"minicouch", "../examples/minicouch"}, {"replicator", "."}} {
-			cmd := exec.Command("go", "build", "-ldflags", "-X main.version=e2e", "-o", filepath.Join(dir, b[0]), b[1])
+		for _, b := range [][3]string{{"minicouch", "../examples/minicouch", "e2e"}, {"replicator", ".", "v1"}, {"replicator-v2", ".", "v2"}} {
+			cmd := exec.Command("go", "build", "-ldflags", "-X main.version="+b[2], "-o", filepath.Join(dir, b[0]), b[1])
 			if out, err := cmd.CombinedOutput(); err != nil {
 				t.Fatalf("build %s: %v\n%s", b[0], err, out)
 			}

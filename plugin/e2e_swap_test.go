@@ -161,4 +161,3 @@ func TestE2ESwap200(t *testing.T) {
 	}
 	runSwap(t, 200, "")
 }
-

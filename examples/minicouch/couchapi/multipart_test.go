@@ -1,0 +1,162 @@
+package couchapi
+
+import (
+	"bytes"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"net/textproto"
+	"strings"
+	"testing"
+)
+
+// putMultipart writes doc id with attachments sent as multipart/related
+// parts, as the CouchDB replicator does.
+func putMultipart(t *testing.T, base, path, doc string, parts map[string]string, order []string) (int, string) {
+	t.Helper()
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	h := textproto.MIMEHeader{}
+	h.Set("Content-Type", "application/json")
+	p, _ := mw.CreatePart(h)
+	p.Write([]byte(doc))
+	for _, name := range order {
+		h := textproto.MIMEHeader{}
+		h.Set("Content-Disposition", `attachment; filename="`+name+`"`)
+		p, _ := mw.CreatePart(h)
+		p.Write([]byte(parts[name]))
+	}
+	mw.Close()
+	req, _ := http.NewRequest("PUT", base+path, &buf)
+	req.SetBasicAuth("admin", "pass")
+	req.Header.Set("Content-Type", "multipart/related; boundary="+mw.Boundary())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// readParts fetches path with an Accept header and returns the parts'
+// content types and bodies (nested multipart parts flattened).
+func readParts(t *testing.T, base, path, accept string) []string {
+	t.Helper()
+	req, _ := http.NewRequest("GET", base+path, nil)
+	req.SetBasicAuth("admin", "pass")
+	req.Header.Set("Accept", accept)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out []string
+	var walk func(r io.Reader, ct string)
+	walk = func(r io.Reader, ct string) {
+		mt, params, err := mime.ParseMediaType(ct)
+		if err != nil || !strings.HasPrefix(mt, "multipart/") {
+			b, _ := io.ReadAll(r)
+			out = append(out, ct+" "+string(b))
+			return
+		}
+		mr := multipart.NewReader(r, params["boundary"])
+		for {
+			p, err := mr.NextPart()
+			if err != nil {
+				return
+			}
+			walk(p, p.Header.Get("Content-Type"))
+		}
+	}
+	walk(resp.Body, resp.Header.Get("Content-Type"))
+	return out
+}
+
+func TestMultipart(t *testing.T) {
+	ts, _ := newTestServer(t)
+	runSteps(t, ts.URL, []step{{name: "db", method: "PUT", path: "/db", status: 201}})
+	doc := `{"_id":"m","_rev":"1-abc","_revisions":{"start":1,"ids":["abc"]},"v":1,"_attachments":{` +
+		`"a.txt":{"content_type":"text/plain","follows":true,"length":5},` +
+		`"b.bin":{"content_type":"application/octet-stream","follows":true,"length":3}}}`
+	// Parts out of order, matched by filename.
+	st, body := putMultipart(t, ts.URL, "/db/m?new_edits=false", doc, map[string]string{"a.txt": "hello", "b.bin": "xyz"}, []string{"b.bin", "a.txt"})
+	if st != 201 {
+		t.Fatalf("multipart put: %d %s", st, body)
+	}
+	st, body = putMultipart(t, ts.URL, "/db/m2", `{"_attachments":{"a.txt":{"content_type":"text/plain","follows":true}}}`, nil, nil)
+	if st != 400 {
+		t.Errorf("missing part: %d %s", st, body)
+	}
+	runSteps(t, ts.URL, []step{
+		{name: "stored", method: "GET", path: "/db/m/a.txt", status: 200, has: []string{"hello"}},
+		{name: "stored bin", method: "GET", path: "/db/m/b.bin", status: 200, has: []string{"xyz"}},
+		{name: "inline", method: "GET", path: "/db/m?attachments=true", status: 200, has: []string{`"data":"aGVsbG8="`, `"data":"eHl6"`}},
+		{name: "atts_since", method: "GET", path: `/db/m?atts_since=["1-abc"]`, status: 200, has: []string{`"stub":true`}},
+		{name: "no multipart", method: "GET", path: "/db/missing?open_revs=all", status: 404},
+	})
+	parts := readParts(t, ts.URL, "/db/m?attachments=true", "multipart/related")
+	if len(parts) != 3 || !strings.Contains(parts[0], `"follows":true`) || !strings.HasSuffix(parts[1], " hello") || !strings.HasSuffix(parts[2], " xyz") {
+		t.Errorf("multipart/related doc: %q", parts)
+	}
+	parts = readParts(t, ts.URL, `/db/m?open_revs=["1-abc","2-nope"]&attachments=true`, "multipart/mixed")
+	if len(parts) != 4 || !strings.HasSuffix(parts[1], " hello") || !strings.Contains(parts[3], `{"missing":"2-nope"}`) {
+		t.Errorf("open_revs multipart/mixed: %q", parts)
+	}
+	// _bulk_get as multipart/mixed.
+	req, _ := http.NewRequest("POST", ts.URL+"/db/_bulk_get?attachments=true", strings.NewReader(`{"docs":[{"id":"m"},{"id":"zz"}]}`))
+	req.SetBasicAuth("admin", "pass")
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "multipart/mixed")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "multipart/mixed") || !bytes.Contains(b, []byte("hello")) ||
+		!bytes.Contains(b, []byte(`"id":"zz"`)) {
+		t.Errorf("_bulk_get multipart: %s %s", resp.Header.Get("Content-Type"), b)
+	}
+}
+
+func TestEventSourceAndLongpoll(t *testing.T) {
+	ts, _ := newTestServer(t)
+	runSteps(t, ts.URL, []step{
+		{name: "db", method: "PUT", path: "/db", status: 201},
+		{name: "doc", method: "PUT", path: "/db/a", body: `{}`, status: 201},
+	})
+	resp, b := step{method: "GET", path: "/db/_changes?feed=eventsource&timeout=10"}.do(t, ts.URL)
+	if resp.Header.Get("Content-Type") != "text/event-stream" || !bytes.Contains(b, []byte(`data: {"seq":"1-`)) || !bytes.Contains(b, []byte("\nid: 1-")) {
+		t.Errorf("eventsource: %s %q", resp.Header.Get("Content-Type"), b)
+	}
+	// A longpoll waiting from now wakes up on the next write.
+	done := make(chan []byte)
+	go func() {
+		req, _ := http.NewRequest("GET", ts.URL+"/db/_changes?feed=longpoll&since=now&timeout=10000", nil)
+		req.SetBasicAuth("admin", "pass")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			done <- nil
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		done <- b
+	}()
+	for i := 0; ; i++ {
+		runSteps(t, ts.URL, []step{{name: "write", method: "POST", path: "/db", body: `{"w":1}`, status: 201}})
+		select {
+		case b := <-done:
+			if !bytes.Contains(b, []byte(`"results":[`)) || !bytes.Contains(b, []byte(`"changes":[{"rev":"1-`)) {
+				t.Fatalf("longpoll: %s", b)
+			}
+			return
+		default:
+		}
+		if i > 100 {
+			t.Fatal("longpoll did not return")
+		}
+	}
+}

@@ -324,3 +324,30 @@ func (t *Tree) Stem(limit int) []Rev {
 	slices.SortFunc(removed, Rev.Compare)
 	return removed
 }
+
+// PruneBodiless removes leaves whose body is not stored, repeatedly (their
+// parents may become such leaves), and returns the removed revs ascending.
+// In consistent histories every leaf has a body; a bodiless leaf appears
+// only when paths disagree about a revision's parent, and carries nothing
+// a reader could be given.
+func (t *Tree) PruneBodiless() []Rev {
+	var removed []Rev
+	for {
+		hc := t.hasChild()
+		var drop []Rev
+		for r, n := range t.nodes {
+			if !hc[r] && !n.Body {
+				drop = append(drop, r)
+			}
+		}
+		if len(drop) == 0 {
+			break
+		}
+		for _, r := range drop {
+			delete(t.nodes, r)
+		}
+		removed = append(removed, drop...)
+	}
+	slices.SortFunc(removed, Rev.Compare)
+	return removed
+}

@@ -315,3 +315,19 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+func TestPruneBodiless(t *testing.T) {
+	var tr Tree
+	tr.Merge(path(3, "c", "b", "a"), false, true, 0)
+	// a second path gives 3-c a smaller parent: 2-b loses its child
+	tr.Merge(path(3, "c", "a2", "a"), false, true, 0)
+	if got := strs(nodeRevs(tr.Leaves())); !slices.Equal(got, []string{"3-c", "2-b"}) {
+		t.Fatalf("leaves before prune: %v", got)
+	}
+	if got := strs(tr.PruneBodiless()); !slices.Equal(got, []string{"2-b"}) {
+		t.Fatalf("pruned %v", got)
+	}
+	if got := strs(nodeRevs(tr.Leaves())); !slices.Equal(got, []string{"3-c"}) {
+		t.Fatalf("leaves after prune: %v", got)
+	}
+}

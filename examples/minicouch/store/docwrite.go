@@ -426,6 +426,8 @@ func (db *DB) commitRevs(b *bolt.Bucket, id string, before docState, rec *docRec
 		return err
 	}
 	active, external := attBytes+int64(len(enc)), int64(len(rb.body))
+	rec.tree.SetBody(newRev, true)
+	rec.tree.PruneBodiless()
 	for _, r := range rec.tree.Stem(db.RevsLimit()) {
 		k := revKey(id, r.String())
 		if v := revs.Get(k); v != nil {

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strconv"
 
 	bolt "go.etcd.io/bbolt"
@@ -112,7 +113,7 @@ func (db *DB) allDocs(ctx context.Context, bucket []byte, opts AllDocsOptions, f
 		}
 		for _, r := range rows {
 			if err := fn(r); err != nil {
-				if err == ErrStop {
+				if errors.Is(err, ErrStop) {
 					return res, nil
 				}
 				return res, err
@@ -184,7 +185,7 @@ func (db *DB) allDocsKeys(ctx context.Context, bucket []byte, local bool, opts A
 	}
 	for _, r := range rows {
 		if err := fn(r); err != nil {
-			if err == ErrStop {
+			if errors.Is(err, ErrStop) {
 				return nil
 			}
 			return err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -92,7 +93,7 @@ func (db *DB) changes(ctx context.Context, opts ChangesOptions, fn func(Change) 
 		}
 		for _, ch := range rows {
 			if err := fn(ch); err != nil {
-				if err == ErrStop {
+				if errors.Is(err, ErrStop) {
 					return res, nil
 				}
 				return res, err

@@ -279,15 +279,23 @@ func later(a, b time.Time) time.Time {
 	return b
 }
 
-// dropOldTransient removes finished transient jobs older than transient_job_max_age_sec.
+// dropOldTransient removes finished transient jobs older than
+// transient_job_max_age_sec (found through their finish-time index).
 func (s *Server) dropOldTransient(ctx context.Context, cfg Config, now time.Time) {
 	var old []string
-	s.recs.Fold(ctx, func(id string, rec *jobdata.Record) error {
-		if rec.Transient() && !rec.Active() && now.Sub(time.Unix(rec.LastUpdated, 0)) >= cfg.TransientMaxAge {
-			old = append(old, id)
+	err := s.q.Transact(ctx, func(tx *jobs.Tx) error {
+		old = old[:0]
+		done, err := jobdata.FinishedTransient(tx.KV())
+		for id, at := range done {
+			if now.Sub(time.Unix(at, 0)) >= cfg.TransientMaxAge {
+				old = append(old, id)
+			}
 		}
-		return nil
+		return err
 	})
+	if err != nil {
+		s.log.Warn("could not list finished transient jobs", "error", err)
+	}
 	for _, id := range old {
 		err := s.q.Transact(ctx, func(tx *jobs.Tx) error {
 			_, err := jobdata.Remove(tx, id)

@@ -226,13 +226,28 @@ func (w *worker) fail(rec *jobdata.Record, reason string, now time.Time, countEr
 	rec.LastError = reason
 	rec.LastUpdated = now.Unix()
 	rec.PID = ""
-	if err := s.q.Finish(s.ctx, w.job, rec.Encode()); err != nil {
+	if err := w.finish(rec); err != nil {
 		return // removed or taken over meanwhile: nothing to write
 	}
 	s.log.Info("replication failed", "job", w.job.ID, "reason", reason)
 	if !rec.Transient() {
 		w.writeDoc(rec, DocState{State: jobdata.Failed, Reason: reason})
 	}
+}
+
+// finish stores the final record and finishes the job; a finished
+// transient job is indexed for removal after transient_job_max_age_sec.
+func (w *worker) finish(rec *jobdata.Record) error {
+	data := rec.Encode()
+	return w.s.q.Transact(context.Background(), func(tx *jobs.Tx) error {
+		if err := tx.Finish(w.job, data); err != nil {
+			return err
+		}
+		if rec.Transient() {
+			jobdata.SetTransientDone(tx.KV(), w.job.ID, rec.LastUpdated)
+		}
+		return nil
+	})
 }
 
 // writeDoc writes a terminal state into the job's doc.
@@ -413,7 +428,7 @@ func (w *worker) settle(rec *jobdata.Record, ctx context.Context, res *replicate
 		rec.LastUpdated = now.Unix()
 		rec.PID = ""
 		rec.ErrorCount = 0
-		if err := s.q.Finish(context.Background(), w.job, rec.Encode()); err != nil {
+		if err := w.finish(rec); err != nil {
 			return
 		}
 		s.log.Info("replication completed", "job", w.job.ID, "docs_written", rec.Stats.DocsWritten)

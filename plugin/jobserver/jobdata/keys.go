@@ -2,6 +2,7 @@ package jobdata
 
 import (
 	"encoding/json"
+	"strconv"
 
 	"github.com/couchepi/couchepi/plugin/kv"
 )
@@ -16,7 +17,29 @@ var (
 	ownPrefix   = "r/"
 	repIDSpace  = ownPrefix + "repid/"
 	dbSeqSpace  = ownPrefix + "dbseq/"
+	doneSpace   = ownPrefix + "tdone/"
 )
+
+// SetTransientDone records when a transient job finished, so old ones can
+// be found without reading every job.
+func SetTransientDone(tx kv.Tx, jobID string, at int64) {
+	tx.Set([]byte(doneSpace+jobID), []byte(strconv.FormatInt(at, 10)))
+}
+
+// FinishedTransient returns the finished transient jobs and when they finished.
+func FinishedTransient(tx kv.ReadTx) (map[string]int64, error) {
+	out := map[string]int64{}
+	begin := []byte(doneSpace)
+	err := tx.Range(begin, kv.PrefixEnd(begin), kv.RangeOptions{}, func(k, v []byte) error {
+		at, _ := strconv.ParseInt(string(v), 10, 64)
+		out[string(k[len(begin):])] = at
+		return nil
+	})
+	return out, err
+}
+
+// clearTransientDone forgets a transient job's finish time.
+func clearTransientDone(tx kv.Tx, jobID string) { tx.Clear([]byte(doneSpace + jobID)) }
 
 // RepIDOwner returns the id of the job that owns a replication id
 // (CouchDB 4.x REPLICATION_IDS index), or "" if none.

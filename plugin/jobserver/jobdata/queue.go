@@ -87,6 +87,7 @@ func Remove(tx *jobs.Tx, jobID string) (*Record, error) {
 	if err := tx.Remove(JobType, jobID); err != nil {
 		return nil, err
 	}
+	clearTransientDone(tx.KV(), jobID)
 	if derr != nil {
 		return nil, nil
 	}

@@ -1,0 +1,85 @@
+package jobserver
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/couchepi/couchepi/parse"
+	"github.com/couchepi/couchepi/plugin/jobs"
+	"github.com/couchepi/couchepi/plugin/jobserver/jobdata"
+	"github.com/couchepi/couchepi/plugin/kv"
+)
+
+// BenchmarkCycle100kPending: one scheduling cycle of the job server and
+// one accept with 100k pending persistent jobs in the embedded store, and
+// the plugin heap per pending job.
+func BenchmarkCycle100kPending(b *testing.B) {
+	const n = 100000
+	ctx := context.Background()
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	store, err := kv.OpenBolt(filepath.Join(b.TempDir(), "jobs.db"), kv.BoltOptions{NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer store.Close()
+	q, err := jobs.New(store, jobs.Options{Prefix: jobdata.QueuePrefix})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer q.Close()
+	if err := q.SetTypeTimeout(ctx, jobdata.JobType, TypeTimeout); err != nil {
+		b.Fatal(err)
+	}
+	opts := parse.DefaultOptions()
+	now := time.Now()
+	size := 0
+	for start := 0; start < n; start += 1000 {
+		err := q.Transact(ctx, func(tx *jobs.Tx) error {
+			for i := start; i < start+1000; i++ {
+				body := fmt.Sprintf(`{"source":"http://u:p@127.0.0.1:5984/src%d","target":"http://u:p@127.0.0.1:5984/tgt%d","continuous":true}`, i, i)
+				rep, err := parse.ReplicationDoc([]byte(body), parse.UserCtx{}, opts)
+				if err != nil {
+					return err
+				}
+				db := fmt.Sprintf("db%d/_replicator", i%10)
+				data := jobdata.New(rep, db, "uuid", fmt.Sprintf("doc%06d", i), now).Encode()
+				size = len(data)
+				if err := tx.Add(jobdata.JobType, parse.PersistentJobID("uuid", fmt.Sprintf("doc%06d", i)), data, time.Time{}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	s := New(Options{Queue: q}, DefaultConfig()) // not started: the cycle starts no acceptors
+	b.ResetTimer()
+	var cycle time.Duration
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		s.Cycle(ctx)
+		cycle += time.Since(t0)
+	}
+	b.StopTimer()
+	t0 := time.Now()
+	job, err := q.Accept(ctx, jobdata.JobType, jobs.AcceptOptions{NoWait: true})
+	if err != nil || job == nil {
+		b.Fatal(err)
+	}
+	accept := time.Since(t0)
+	runtime.GC()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(cycle.Microseconds())/1000/float64(b.N), "cycle_ms")
+	b.ReportMetric(float64(accept.Microseconds())/1000, "accept_ms")
+	b.ReportMetric(float64(int64(after.HeapInuse)-int64(before.HeapInuse))/n, "heap_B/job")
+	b.ReportMetric(float64(size), "record_B")
+}

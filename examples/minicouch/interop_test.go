@@ -62,7 +62,14 @@ func freePort(t testing.TB) int {
 // when the test ends. It returns the base URL without credentials.
 func startMinicouch(t testing.TB, extra ...string) string {
 	t.Helper()
-	data := t.TempDir()
+	u, _ := startMinicouchIn(t, t.TempDir(), extra...)
+	return u
+}
+
+// startMinicouchIn is startMinicouch on a given data dir; it also returns
+// the process so a test can kill it.
+func startMinicouchIn(t testing.TB, data string, extra ...string) (string, *os.Process) {
+	t.Helper()
 	ini := filepath.Join(data, "test.ini")
 	if err := os.WriteFile(ini, []byte("[chttpd_auth]\niterations = 1000\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -100,13 +107,13 @@ func startMinicouch(t testing.TB, extra ...string) string {
 	}()
 	select {
 	case u := <-ready:
-		return u
+		return u, cmd.Process
 	case <-done:
 		t.Fatal("minicouch exited at start-up")
 	case <-time.After(30 * time.Second):
 		t.Fatal("minicouch did not start")
 	}
-	return ""
+	return "", nil
 }
 
 // withCreds inserts admin:pass into a base URL.

@@ -98,7 +98,12 @@ func run(args []string) error {
 		return err
 	}
 
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 30 * time.Second}
+	// Long-lived requests (continuous and longpoll feeds) end when
+	// baseCancel is called during shutdown.
+	baseCtx, baseCancel := context.WithCancel(context.Background())
+	defer baseCancel()
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 30 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return baseCtx }}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
 	log.Info("minicouch listening", "url", baseURL, "data", *data)
@@ -111,7 +116,7 @@ func run(args []string) error {
 		}
 		if err := h.Load(context.Background(), spec); err != nil {
 			log.Error("plugin failed to load", "path", spec.Path, "error", err)
-			shutdown(log, hs, h)
+			shutdown(log, hs, h, baseCancel)
 			return fmt.Errorf("load plugin %s: %w", spec.Path, err)
 		}
 		log.Info("plugin loaded", "path", spec.Path)
@@ -122,7 +127,7 @@ func run(args []string) error {
 	for {
 		select {
 		case err := <-serveErr:
-			shutdown(log, hs, h)
+			shutdown(log, hs, h, baseCancel)
 			if errors.Is(err, http.ErrServerClosed) {
 				return nil
 			}
@@ -139,20 +144,27 @@ func run(args []string) error {
 				continue
 			}
 			log.Info("shutting down", "signal", sig.String())
-			shutdown(log, hs, h)
+			shutdown(log, hs, h, baseCancel)
 			return nil
 		}
 	}
 }
 
-// shutdown stops accepting requests, drains them, then stops the plugins.
-// The store is closed by run's deferred Close.
-func shutdown(log hclog.Logger, hs *http.Server, h *host.Host) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := hs.Shutdown(ctx); err != nil {
-		log.Warn("http shutdown", "error", err)
-		hs.Close()
+// shutdown stops accepting requests and lets short ones finish; after two
+// seconds it ends the long-lived ones (feeds) through endFeeds, then stops
+// the plugins. The store is closed by run's deferred Close.
+func shutdown(log hclog.Logger, hs *http.Server, h *host.Host, endFeeds context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	err := hs.Shutdown(ctx)
+	cancel()
+	if err != nil {
+		endFeeds()
+		ctx, cancel = context.WithTimeout(context.Background(), 8*time.Second)
+		if err := hs.Shutdown(ctx); err != nil {
+			log.Warn("http shutdown", "error", err)
+			hs.Close()
+		}
+		cancel()
 	}
 	if err := h.Close(); err != nil {
 		log.Warn("plugin host close", "error", err)

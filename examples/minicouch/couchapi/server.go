@@ -233,7 +233,7 @@ func (s *Server) handleSession(q *request) {
 		if roles == nil {
 			roles = []string{}
 		}
-		s.log.Info("session created", "user", name)
+		s.log.Debug("session created", "user", name)
 		writeJSON(q.w, 200, map[string]any{"ok": true, "name": name, "roles": roles})
 	case "DELETE":
 		q.w.Header().Add("Set-Cookie", auth.CookieName+"=; Version=1; Expires=Thu, 01-Jan-1970 00:00:00 GMT; Max-Age=0; Path=/; HttpOnly")

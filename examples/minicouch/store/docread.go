@@ -254,6 +254,9 @@ func (db *DB) putAttachment(ctx context.Context, id, rev, name, contentType stri
 	if strings.HasPrefix(name, "_") {
 		return "", BadRequest("Attachment name '" + name + "' starts with prohibited character '_'")
 	}
+	if err := ValidateDocID(id); err != nil {
+		return "", err
+	}
 	if strings.HasPrefix(id, LocalPrefix) {
 		return "", BadRequest("Attachments are not supported on _local documents")
 	}

@@ -58,6 +58,10 @@ func (db *DB) stage(ctx context.Context, docs []*Doc) []pendingDoc {
 		if p.id == "" {
 			p.id = newUUID()
 		}
+		if err := ValidateDocID(p.id); err != nil {
+			p.err = asError(err)
+			continue
+		}
 		if strings.HasPrefix(p.id, LocalPrefix) {
 			continue
 		}

@@ -16,12 +16,19 @@ const LocalPrefix = "_local/"
 // DesignPrefix starts the ids of design documents.
 const DesignPrefix = "_design/"
 
+// MaxDocIDLength bounds document ids in bytes (the storage engine's keys
+// must stay below 32 KiB; CouchDB's own default is unbounded).
+const MaxDocIDLength = 16 << 10
+
 // ValidateDocID checks a document id by CouchDB's rules: non-empty, UTF-8,
-// and starting with "_" only for _design/ and _local/ documents.
+// and starting with "_" only for _design/ and _local/ documents; and at
+// most MaxDocIDLength bytes.
 func ValidateDocID(id string) error {
 	switch {
 	case id == "":
 		return IllegalDocID("Document id must not be empty")
+	case len(id) > MaxDocIDLength:
+		return IllegalDocID("Document id is too long")
 	case !utf8.ValidString(id):
 		return IllegalDocID("Document id must be valid UTF-8")
 	case id[0] == '_' && !strings.HasPrefix(id, DesignPrefix) && !strings.HasPrefix(id, LocalPrefix):

@@ -68,7 +68,7 @@ func TestParseDocAttachments(t *testing.T) {
 }
 
 func TestValidateDocID(t *testing.T) {
-	for id, ok := range map[string]bool{"a": true, "_design/a": true, "_local/a": true, "": false, "_x": false, string([]byte{0xff}): false, "a/b": true} {
+	for id, ok := range map[string]bool{strings.Repeat("x", MaxDocIDLength+1): false, strings.Repeat("x", MaxDocIDLength): true, "a": true, "_design/a": true, "_local/a": true, "": false, "_x": false, string([]byte{0xff}): false, "a/b": true} {
 		if err := ValidateDocID(id); (err == nil) != ok {
 			t.Errorf("ValidateDocID(%q) = %v", id, err)
 		}

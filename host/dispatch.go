@@ -63,7 +63,8 @@ func (h *Host) callDocHook(ctx context.Context, m *managed, hook hooks.Hook, db 
 		} else {
 			reply, err = inst.rpc.AfterDocRead(cctx, req)
 		}
-		timedOut := cctx.Err() == context.DeadlineExceeded
+		// The plugin's side of the deadline may fire a hair before ours.
+		timedOut := cctx.Err() == context.DeadlineExceeded || status.Code(err) == codes.DeadlineExceeded
 		cancel()
 		if err == nil {
 			return reply.GetDoc(), nil

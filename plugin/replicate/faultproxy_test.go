@@ -16,13 +16,13 @@ import (
 type fault int
 
 const (
-	passThrough fault = iota
-	fail500           // answer 500 without forwarding
-	fail429           // answer 429 without forwarding
-	fail413           // answer 413 without forwarding
-	cutResponse       // forward, then cut the connection halfway through the body
-	slowResponse      // wait past the client's timeout, then forward
-	rejectDocs        // _bulk_docs: drop docs whose id starts with "reject", report them forbidden
+	passThrough  fault = iota
+	fail500            // answer 500 without forwarding
+	fail429            // answer 429 without forwarding
+	fail413            // answer 413 without forwarding
+	cutResponse        // forward, then cut the connection halfway through the body
+	slowResponse       // wait past the client's timeout, then forward
+	rejectDocs         // _bulk_docs: drop docs whose id starts with "reject", report them forbidden
 )
 
 // faultProxy is a reverse proxy in front of the far-end server that injects

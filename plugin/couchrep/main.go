@@ -12,15 +12,18 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/couchclient"
 	"github.com/couchepi/couchepi/plugin/replicate"
 	"github.com/hashicorp/go-hclog"
@@ -140,7 +143,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, sig <-chan os
 		}
 	}
 	start := time.Now()
-	m := newMeter(start, rep.Continuous)
+	m := newMeter(start, rep.Continuous, rep.SinceSeq)
 	outLog := hclog.New(&hclog.LoggerOptions{Name: "couchrep", Output: stdout, Level: hclog.Info})
 	var p progress
 	switch mode {
@@ -183,6 +186,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, sig <-chan os
 
 	pool := couchclient.NewPool(couchclient.PoolOptions{Logger: engineLog})
 	defer pool.Close()
+	if !rep.Continuous && mode != "none" {
+		go func() {
+			if seq, ok := sourceUpdateSeq(ctx, pool, rep); ok {
+				m.setEnd(seq)
+			}
+		}()
+	}
 	type outcome struct {
 		res *replicate.Result
 		err error
@@ -226,6 +236,25 @@ wait:
 	}
 	summary(stdout, mode, outLog, "completed", out.res.Stats, elapsed)
 	return exitDone
+}
+
+// sourceUpdateSeq reads the source's update_seq (a one-shot replication
+// ends there), for the progress estimate only: failures are left to Run.
+func sourceUpdateSeq(ctx context.Context, pool *couchclient.Pool, rep *parse.Rep) (json.RawMessage, bool) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	resp, err := pool.Endpoint(rep.Source, rep).Do(ctx, &couchclient.Request{Method: http.MethodGet, NoRetry: true})
+	if err != nil {
+		return nil, false
+	}
+	defer resp.Body.Close()
+	var info struct {
+		UpdateSeq json.RawMessage `json:"update_seq"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&info) != nil {
+		return nil, false
+	}
+	return info.UpdateSeq, len(info.UpdateSeq) > 0
 }
 
 // summary prints the final state: a sentence on a terminal, a log line otherwise.

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -28,28 +30,77 @@ type meter struct {
 	stats      replicate.Stats
 	continuous bool
 
-	// samples of (time, docs_written, revisions_checked) for a sliding-window rate.
+	// samples of (time, docs_written, numeric through_seq) for sliding-window rates.
 	samples []sample
+	// startSeq is the numeric seq the run started from (-1 = not yet known).
+	startSeq int64
+	// sinceSeq is the numeric since_seq option (-1 = none).
+	sinceSeq int64
+	// endSeq is the numeric update_seq of the source when the run started
+	// (-1 = unknown): a one-shot replication stops there.
+	endSeq int64
 }
 
 type sample struct {
-	at              time.Time
-	written, change int64
+	at      time.Time
+	written int64
+	through int64 // -1 when the seq has no numeric part
 }
 
 // rateWindow is how far back the docs/s rate looks.
 const rateWindow = 10 * time.Second
 
-func newMeter(start time.Time, continuous bool) *meter {
-	return &meter{start: start, continuous: continuous, samples: []sample{{at: start}}}
+func newMeter(start time.Time, continuous bool, sinceSeq json.RawMessage) *meter {
+	since := int64(-1)
+	if len(sinceSeq) > 0 {
+		since = seqNumber(sinceSeq)
+	}
+	return &meter{start: start, continuous: continuous, startSeq: -1, sinceSeq: since, endSeq: -1}
+}
+
+// setEnd records the source's update_seq at the start of the run.
+func (m *meter) setEnd(updateSeq json.RawMessage) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.endSeq = seqNumber(updateSeq)
+}
+
+// seqNumber is the numeric part of a sequence: the number itself, or the
+// "N" of CouchDB's opaque "N-g1AAAA…" strings (the sum of the shards' seqs,
+// good enough to measure progress); -1 when there is none.
+func seqNumber(raw json.RawMessage) int64 {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return -1
+	}
+	switch t := v.(type) {
+	case float64:
+		return int64(t)
+	case string:
+		if i := strings.IndexByte(t, '-'); i >= 0 {
+			t = t[:i]
+		}
+		if n, err := strconv.ParseInt(t, 10, 64); err == nil {
+			return n
+		}
+	}
+	return -1
 }
 
 func (m *meter) update(now time.Time, s replicate.Stats) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.stats = s
-	m.samples = append(m.samples, sample{at: now, written: s.DocsWritten, change: s.RevisionsChecked})
-	for len(m.samples) > 2 && now.Sub(m.samples[1].at) > rateWindow {
+	through := seqNumber(s.ThroughSeq)
+	if m.startSeq < 0 {
+		// The run started at its checkpoint, else at since_seq, else at 0.
+		m.startSeq = max(0, m.sinceSeq)
+		if cp := seqNumber(s.CheckpointedSourceSeq); cp >= 0 {
+			m.startSeq = cp
+		}
+	}
+	m.samples = append(m.samples, sample{at: now, written: s.DocsWritten, through: through})
+	for len(m.samples) > 2 && now.Sub(m.samples[1].at) >= rateWindow {
 		m.samples = m.samples[1:]
 	}
 }
@@ -60,8 +111,10 @@ type view struct {
 	Elapsed time.Duration
 	// DocsPerSec is docs_written per second over the last rateWindow.
 	DocsPerSec float64
-	// Fraction is the share of changes processed (0..1), and ETA the time
-	// left; both only known for a one-shot replication with a known changes_pending.
+	// Fraction is the share of the source's sequence range processed (0..1),
+	// and ETA the time left; both only known for a one-shot replication whose
+	// sequences are numbers or CouchDB's "N-…" strings and whose end is known
+	// (the source's update_seq at the start, or changes_pending).
 	Fraction float64
 	ETA      time.Duration
 	Known    bool
@@ -71,24 +124,41 @@ func (m *meter) view(now time.Time) view {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	v := view{Stats: m.stats, Elapsed: now.Sub(m.start)}
+	if len(m.samples) == 0 {
+		return v
+	}
 	first, last := m.samples[0], m.samples[len(m.samples)-1]
 	dt := last.at.Sub(first.at).Seconds()
-	var changeRate float64
 	if dt > 0 {
 		v.DocsPerSec = float64(last.written-first.written) / dt
-		changeRate = float64(last.change-first.change) / dt
 	}
-	if !m.continuous && m.stats.ChangesPending != nil {
-		pending := *m.stats.ChangesPending
-		done := m.stats.RevisionsChecked
-		if total := done + pending; total > 0 {
-			v.Fraction = float64(done) / float64(total)
-			v.Known = true
-		}
-		if pending == 0 {
-			v.Fraction, v.Known = 1, true
-		} else if changeRate > 0 {
-			v.ETA = time.Duration(float64(pending) / changeRate * float64(time.Second))
+	if m.continuous {
+		return v
+	}
+	// Work is measured in sequence numbers: from where the run started to the
+	// source's update_seq when it started, or to the seq of the newest written
+	// batch plus the changes still pending after it, whichever is further.
+	source := seqNumber(m.stats.SourceSeq)
+	if m.startSeq < 0 || last.through < 0 {
+		return v
+	}
+	end := m.endSeq
+	if m.stats.ChangesPending != nil && source >= 0 {
+		end = max(end, source+*m.stats.ChangesPending)
+	}
+	if end < 0 {
+		return v
+	}
+	left := max(0, end-last.through)
+	if total := end - m.startSeq; total > 0 {
+		v.Fraction = min(1, float64(last.through-m.startSeq)/float64(total))
+		v.Known = true
+	} else {
+		v.Fraction, v.Known = 1, true
+	}
+	if first.through >= 0 && dt > 0 && left > 0 {
+		if rate := float64(last.through-first.through) / dt; rate > 0 {
+			v.ETA = time.Duration(float64(left) / rate * float64(time.Second))
 		}
 	}
 	return v

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -52,20 +53,76 @@ func TestRenderBar(t *testing.T) {
 
 func TestMeter(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	m := newMeter(t0, false)
-	m.update(t0.Add(2*time.Second), replicate.Stats{DocsWritten: 2000, RevisionsChecked: 2000, ChangesPending: ptr(8000)})
-	v := m.view(t0.Add(2 * time.Second))
-	if v.DocsPerSec != 1000 || !v.Known || v.Fraction != 0.2 || v.ETA != 8*time.Second {
-		t.Errorf("view %+v", v)
+	raw := func(s string) json.RawMessage { return json.RawMessage(s) }
+	tests := []struct {
+		name       string
+		continuous bool
+		since      json.RawMessage
+		end        json.RawMessage // the source's update_seq at the start
+		stats      []replicate.Stats // one a second
+		docsPerSec float64
+		known      bool
+		fraction   float64
+		eta        time.Duration
+	}{
+		{name: "numeric seqs from zero",
+			stats: []replicate.Stats{
+				{DocsWritten: 1000, ThroughSeq: raw("1000"), SourceSeq: raw("3000"), ChangesPending: ptr(7000), CheckpointedSourceSeq: raw("null")},
+				{DocsWritten: 3000, ThroughSeq: raw("3000"), SourceSeq: raw("5000"), ChangesPending: ptr(5000), CheckpointedSourceSeq: raw("null")},
+			},
+			docsPerSec: 2000, known: true, fraction: 0.3, eta: 3500 * time.Millisecond},
+		{name: "CouchDB opaque seqs resumed from a checkpoint",
+			stats: []replicate.Stats{
+				{DocsWritten: 10, ThroughSeq: raw(`"1100-g1AAAA"`), SourceSeq: raw(`"1500-g1BBBB"`), ChangesPending: ptr(500), CheckpointedSourceSeq: raw(`"1000-g1CCCC"`)},
+				{DocsWritten: 110, ThroughSeq: raw(`"1200-g1DDDD"`), SourceSeq: raw(`"1500-g1BBBB"`), ChangesPending: ptr(500), CheckpointedSourceSeq: raw(`"1000-g1CCCC"`)},
+			},
+			docsPerSec: 100, known: true, fraction: 0.2, eta: 8 * time.Second},
+		{name: "since_seq is the start",
+			since: raw("500"),
+			stats: []replicate.Stats{{ThroughSeq: raw("750"), SourceSeq: raw("1000"), ChangesPending: ptr(0), CheckpointedSourceSeq: raw("null")}},
+			known: true, fraction: 0.5},
+		{name: "update_seq at the start beats a too small changes_pending",
+			end: raw(`"10000-g1AAAA"`),
+			stats: []replicate.Stats{
+				{DocsWritten: 1000, ThroughSeq: raw(`"1000-g1A"`), SourceSeq: raw(`"1000-g1A"`), ChangesPending: ptr(0), CheckpointedSourceSeq: raw("null")},
+				{DocsWritten: 2000, ThroughSeq: raw(`"2000-g1A"`), SourceSeq: raw(`"2000-g1A"`), ChangesPending: ptr(0), CheckpointedSourceSeq: raw("null")},
+			},
+			docsPerSec: 1000, known: true, fraction: 0.2, eta: 8 * time.Second},
+		{name: "update_seq known, changes_pending not",
+			end:   raw("400"),
+			stats: []replicate.Stats{{ThroughSeq: raw("100"), SourceSeq: raw("100"), CheckpointedSourceSeq: raw("null")}},
+			known: true, fraction: 0.25},
+		{name: "finished",
+			stats: []replicate.Stats{{DocsWritten: 5, ThroughSeq: raw("5"), SourceSeq: raw("5"), ChangesPending: ptr(0), CheckpointedSourceSeq: raw("null")}},
+			known: true, fraction: 1},
+		{name: "unknown pending",
+			stats: []replicate.Stats{{ThroughSeq: raw("5"), SourceSeq: raw("9"), CheckpointedSourceSeq: raw("null")}}},
+		{name: "opaque seqs without a number",
+			stats: []replicate.Stats{{ThroughSeq: raw(`"abc"`), SourceSeq: raw(`"def"`), ChangesPending: ptr(3), CheckpointedSourceSeq: raw("null")}}},
+		{name: "continuous never has an ETA", continuous: true,
+			stats: []replicate.Stats{
+				{DocsWritten: 0, ThroughSeq: raw("1"), SourceSeq: raw("5"), ChangesPending: ptr(10), CheckpointedSourceSeq: raw("null")},
+				{DocsWritten: 5, ThroughSeq: raw("5"), SourceSeq: raw("5"), ChangesPending: ptr(10), CheckpointedSourceSeq: raw("null")},
+			},
+			docsPerSec: 5},
 	}
-	m.update(t0.Add(4*time.Second), replicate.Stats{DocsWritten: 10000, RevisionsChecked: 10000, ChangesPending: ptr(0)})
-	if v := m.view(t0.Add(4 * time.Second)); v.Fraction != 1 || v.ETA != 0 {
-		t.Errorf("finished view %+v", v)
-	}
-	c := newMeter(t0, true)
-	c.update(t0.Add(time.Second), replicate.Stats{DocsWritten: 5, RevisionsChecked: 5, ChangesPending: ptr(10)})
-	if v := c.view(t0.Add(time.Second)); v.Known || v.ETA != 0 {
-		t.Errorf("continuous view has an ETA: %+v", v)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newMeter(t0, tc.continuous, tc.since)
+			if tc.end != nil {
+				m.setEnd(tc.end)
+			}
+			now := t0
+			for _, s := range tc.stats {
+				now = now.Add(time.Second)
+				m.update(now, s)
+			}
+			v := m.view(now)
+			if v.DocsPerSec != tc.docsPerSec || v.Known != tc.known || v.Fraction != tc.fraction || v.ETA != tc.eta {
+				t.Errorf("got docs/s %v known %v fraction %v eta %v; want %v %v %v %v",
+					v.DocsPerSec, v.Known, v.Fraction, v.ETA, tc.docsPerSec, tc.known, tc.fraction, tc.eta)
+			}
+		})
 	}
 }
 

@@ -58,7 +58,7 @@ func TestMeter(t *testing.T) {
 		name       string
 		continuous bool
 		since      json.RawMessage
-		end        json.RawMessage // the source's update_seq at the start
+		end        json.RawMessage   // the source's update_seq at the start
 		stats      []replicate.Stats // one a second
 		docsPerSec float64
 		known      bool

@@ -138,6 +138,7 @@ func TestFauxtonReplication(t *testing.T) {
 	srv := exec.Command(minicouch, "--addr", addr, "--data", filepath.Join(tmp, "data"),
 		"--admin", admin+":"+password, "--plugin", replicator, "--fauxton", fauxtonDir, "--log-level", "info")
 	srv.Stdout, srv.Stderr = logFile, logFile
+	srv.Dir = tmp // the plugin may keep state in its working directory
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}

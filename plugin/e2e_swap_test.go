@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -92,9 +93,22 @@ func (c *couch) probeWrites(stop <-chan struct{}) func() time.Duration {
 	return func() time.Duration { wg.Wait(); return time.Duration(longest.Load()) }
 }
 
+// swapFigures are what a swap run measured.
+type swapFigures struct {
+	reload     time.Duration // the _reload call
+	allRunning time.Duration // from the _reload call until every job runs in v2
+	refused    time.Duration // longest stretch of refused _replicator writes
+}
+
+// runningCount returns how many jobs `_scheduler/jobs` shows running.
+func (c *couch) runningCount() int {
+	return strings.Count(c.must("GET", "/_scheduler/jobs?states=running&limit=100000", "", 200), `"pid":"<`)
+}
+
 // runSwap: n continuous replications with writes flowing, a v1 → v2 swap,
 // a kill -9 of the plugin, then checks every doc arrived, no duplicates.
-func runSwap(t *testing.T, n int, extraConfig string) {
+func runSwap(t testing.TB, n int, extraConfig string) swapFigures {
+	var fig swapFigures
 	c := startCouch(t, extraConfig)
 	c.must("PUT", "/src", "", 201)
 	c.putDocs("src", 0, 10)
@@ -118,18 +132,22 @@ func runSwap(t *testing.T, n int, extraConfig string) {
 	v2, _ := filepath.Abs(filepath.Join(binDir, "replicator-v2"))
 	start := time.Now()
 	c.must("POST", "/_node/_local/_plugins/replicator/_reload", fmt.Sprintf(`{"path":%q}`, v2), 200)
-	swapTook := time.Since(start)
+	fig.reload = time.Since(start)
+	if !strings.Contains(extraConfig, "max_jobs") {
+		c.eventually("all jobs running in v2", 60*time.Second, func() bool { return c.runningCount() == n })
+		fig.allRunning = time.Since(start)
+	}
 	<-writes
 	if v, _ := c.pluginInfo(); v != "v2" {
 		t.Fatalf("version after swap: %q", v)
 	}
 	c.converged("docs written during the swap everywhere", n, 20, 60*time.Second)
 	close(stopProbe)
-	if d := refused(); d > time.Second {
-		t.Errorf("_replicator writes refused for %v during the swap", d)
+	if fig.refused = refused(); fig.refused > time.Second {
+		t.Errorf("_replicator writes refused for %v during the swap", fig.refused)
 	}
 	c.noDuplicates()
-	t.Logf("swap of %d continuous replications: reload call %v", n, swapTook)
+	t.Logf("swap of %d continuous replications: reload call %v, all running after %v, longest write refusal %v", n, fig.reload, fig.allRunning, fig.refused)
 
 	// kill -9 of the plugin: the host restarts it and jobs resume.
 	_, pid := c.pluginInfo()
@@ -146,6 +164,7 @@ func runSwap(t *testing.T, n int, extraConfig string) {
 	c.putDocs("src", 20, 5)
 	c.converged("docs written after kill -9 everywhere", n, 25, 120*time.Second)
 	c.noDuplicates()
+	return fig
 }
 
 // TestE2ESwapAndKill: rotation with more jobs than slots, a live swap and

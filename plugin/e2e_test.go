@@ -32,9 +32,9 @@ func TestMain(m *testing.M) {
 }
 
 // buildBins builds minicouch and the replicator once.
-func buildBins(t *testing.T) (minicouch, replicator string) {
+func buildBins(t testing.TB) (minicouch, replicator string) {
 	t.Helper()
-	if testing.Short() {
+	if _, isTest := t.(*testing.T); isTest && testing.Short() {
 		t.Skip("end-to-end test (skipped with -short)")
 	}
 	if binDir == "" {
@@ -55,7 +55,7 @@ func buildBins(t *testing.T) (minicouch, replicator string) {
 
 // couch is a running minicouch with the replicator.
 type couch struct {
-	t, root  *testing.T
+	t, root  testing.TB
 	bin, rep string
 	data     string
 	addr     string
@@ -74,7 +74,7 @@ stats_update_interval_sec = 1
 checkpoint_interval = 500
 `
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +83,7 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-func startCouch(t *testing.T, extraConfig string) *couch {
+func startCouch(t testing.TB, extraConfig string) *couch {
 	mc, rep := buildBins(t)
 	c := &couch{t: t, root: t, bin: mc, rep: rep, data: t.TempDir(), addr: freeAddr(t)}
 	cfg := e2eConfig + "jobs_store = " + filepath.Join(c.data, "replicator.db") + "\n" + extraConfig

@@ -159,6 +159,9 @@ func (p *replicator) Stop(ctx context.Context) error {
 		return nil
 	}
 	start := time.Now()
+	if err := p.front.Flush(ctx); err != nil {
+		p.log.Warn("doc events left for catch-up", "error", err)
+	}
 	err := p.server.Stop(ctx)
 	p.stopMon()
 	p.queue.Close()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/couchepi/couchepi/hooks"
 	"github.com/couchepi/couchepi/parse"
@@ -23,14 +24,86 @@ type docChange struct {
 	body                 []byte
 }
 
-// AfterDocWrite processes one write to a replicator db.
-func (f *Frontend) AfterDocWrite(ctx context.Context, ev hooks.DocWrite) error {
+// maxBatch is how many doc changes of one db are applied in one transaction.
+const maxBatch = 1000
+
+// eventQueue holds the write events of one replicator db not yet applied.
+type eventQueue struct {
+	pending []docChange
+	running bool // a drain goroutine works on this db
+}
+
+// AfterDocWrite queues one write to a replicator db; a goroutine per db
+// applies queued writes in batches, one transaction each. Returning before
+// the job change is durable loses nothing: the db's seq advances in the
+// same transaction as the jobs, and catch-up re-reads from it after a crash.
+func (f *Frontend) AfterDocWrite(_ context.Context, ev hooks.DocWrite) error {
 	if !IsReplicatorDB(ev.DB) {
 		return nil
 	}
-	unlock := f.lockDB(ev.DB)
-	defer unlock()
-	return f.process(ctx, docChange{db: ev.DB, uuid: ev.DBUUID, docID: ev.DocID, seq: ev.Seq, deleted: ev.Deleted, body: ev.Doc})
+	c := docChange{db: ev.DB, uuid: ev.DBUUID, docID: ev.DocID, seq: ev.Seq, deleted: ev.Deleted, body: ev.Doc}
+	f.qMu.Lock()
+	q, ok := f.queues[ev.DB]
+	if !ok {
+		q = &eventQueue{}
+		f.queues[ev.DB] = q
+	}
+	q.pending = append(q.pending, c)
+	start := !q.running
+	q.running = true
+	f.qMu.Unlock()
+	if start {
+		go f.drain(ev.DB, q)
+	}
+	return nil
+}
+
+// drain applies a db's queued writes until none are left. A failed batch
+// is recovered by catching up from the last stored seq.
+func (f *Frontend) drain(db string, q *eventQueue) {
+	ctx := context.Background()
+	for {
+		f.qMu.Lock()
+		n := min(len(q.pending), maxBatch)
+		if n == 0 {
+			q.running = false
+			f.qMu.Unlock()
+			return
+		}
+		batch := q.pending[:n:n]
+		q.pending = q.pending[n:]
+		f.qMu.Unlock()
+		unlock := f.lockDB(db)
+		end := batch[len(batch)-1]
+		err := f.apply(ctx, db, jobdata.DBSeq{UUID: end.uuid, Seq: end.seq}, batch)
+		unlock()
+		if err != nil {
+			f.log.Warn("applying replicator doc changes failed, catching up", "db", db, "error", err)
+			if err := f.CatchUp(ctx, db); err != nil {
+				f.log.Error("catch-up failed", "db", db, "error", err)
+			}
+		}
+	}
+}
+
+// Flush waits until every queued write event has been applied (or ctx ends).
+func (f *Frontend) Flush(ctx context.Context) error {
+	for {
+		f.qMu.Lock()
+		busy := false
+		for _, q := range f.queues {
+			busy = busy || q.running
+		}
+		f.qMu.Unlock()
+		if !busy {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
 
 // docState returns a doc's `_replication_state`.
@@ -42,61 +115,97 @@ func docState(body []byte) string {
 	return d.State
 }
 
-// process applies one doc version to the jobs (CouchDB 4.x
-// couch_replicator after_doc_write): design docs and docs in a terminal
-// state are ignored; a deleted doc removes its job; a doc whose parsed
-// replication equals that of its pending/running job changes nothing;
-// otherwise the job is replaced by a fresh one. A doc that does not parse
-// (it bypassed before_doc_update, e.g. by a restore) becomes a job in state
-// failed so `_scheduler/docs` shows why. The db's seq is recorded in the
-// same transaction.
-func (f *Frontend) process(ctx context.Context, c docChange) error {
-	jobID := parse.PersistentJobID(c.uuid, c.docID)
-	var fresh *jobdata.Record
-	skip := strings.HasPrefix(c.docID, "_design/") || strings.HasPrefix(c.docID, "_local/")
-	if !skip && !c.deleted {
-		switch docState(c.body) {
-		case jobdata.Completed, jobdata.Failed:
-			skip = true
-		default:
-			now := f.cfg.Now()
-			rep, err := parse.ReplicationDoc(c.body, parse.UserCtx{}, f.options())
-			if err != nil {
-				var pe *parse.Error
-				reason := err.Error()
-				if errors.As(err, &pe) {
-					reason = pe.Reason
-				}
-				fresh = jobdata.NewFailed(c.db, c.uuid, c.docID, reason, now)
-			} else {
-				rep.DB, rep.DocID = c.db, c.docID
-				fresh = jobdata.New(rep, c.db, c.uuid, c.docID, now)
-			}
+// planned is a doc change with its parse done: the record of the job to
+// add (nil = remove the job), or skip (nothing to do for this doc).
+type planned struct {
+	jobID string
+	fresh *jobdata.Record
+	skip  bool
+}
+
+// plan parses one doc version (CouchDB 4.x couch_replicator
+// after_doc_write): design docs and docs in a terminal state are skipped;
+// a deleted doc removes its job; a doc that does not parse (it bypassed
+// before_doc_update, e.g. by a restore) becomes a job in state failed so
+// `_scheduler/docs` shows why.
+func (f *Frontend) plan(c docChange) planned {
+	p := planned{jobID: parse.PersistentJobID(c.uuid, c.docID)}
+	if strings.HasPrefix(c.docID, "_design/") || strings.HasPrefix(c.docID, "_local/") {
+		p.skip = true
+		return p
+	}
+	if c.deleted {
+		return p
+	}
+	switch docState(c.body) {
+	case jobdata.Completed, jobdata.Failed:
+		p.skip = true
+		return p
+	}
+	now := f.cfg.Now()
+	rep, err := parse.ReplicationDoc(c.body, parse.UserCtx{}, f.options())
+	if err != nil {
+		var pe *parse.Error
+		reason := err.Error()
+		if errors.As(err, &pe) {
+			reason = pe.Reason
+		}
+		p.fresh = jobdata.NewFailed(c.db, c.uuid, c.docID, reason, now)
+		return p
+	}
+	rep.DB, rep.DocID = c.db, c.docID
+	p.fresh = jobdata.New(rep, c.db, c.uuid, c.docID, now)
+	return p
+}
+
+// apply applies doc changes of one db in one transaction and records pos
+// as the db's position (unless its seq is ""): a doc whose parsed replication equals that of its
+// pending/running job changes nothing; otherwise the job is replaced by a
+// fresh one. Only the last change of each doc in the batch counts.
+func (f *Frontend) apply(ctx context.Context, db string, pos jobdata.DBSeq, batch []docChange) error {
+	last := map[string]int{}
+	for i, c := range batch {
+		last[c.docID] = i
+	}
+	var plans []planned
+	for i, c := range batch {
+		if last[c.docID] == i {
+			plans = append(plans, f.plan(c))
 		}
 	}
 	return f.cfg.Queue.Transact(ctx, func(tx *jobs.Tx) error {
-		if c.seq != "" {
-			jobdata.SetDBSeq(tx.KV(), c.db, jobdata.DBSeq{UUID: c.uuid, Seq: c.seq})
+		for _, p := range plans {
+			if err := applyOne(tx, p); err != nil {
+				return err
+			}
 		}
-		if skip {
+		if pos.Seq != "" {
+			jobdata.SetDBSeq(tx.KV(), db, pos)
+		}
+		return nil
+	})
+}
+
+// applyOne makes the job of one doc match its plan, inside tx.
+func applyOne(tx *jobs.Tx, p planned) error {
+	if p.skip {
+		return nil
+	}
+	if p.fresh == nil { // deleted
+		_, err := jobdata.Remove(tx, p.jobID)
+		return err
+	}
+	if data, err := tx.GetData(jobdata.JobType, p.jobID); err == nil {
+		if old, derr := jobdata.Decode(data); derr == nil && old.Active() && old.Rep != nil && p.fresh.Rep != nil && old.Rep.Equal(p.fresh.Rep) {
 			return nil
 		}
-		if fresh == nil { // deleted
-			_, err := jobdata.Remove(tx, jobID)
-			return err
-		}
-		if data, err := tx.GetData(jobdata.JobType, jobID); err == nil {
-			if old, derr := jobdata.Decode(data); derr == nil && old.Active() && old.Rep != nil && fresh.Rep != nil && old.Rep.Equal(fresh.Rep) {
-				return nil
-			}
-		} else if !errors.Is(err, jobs.ErrNotFound) {
-			return err
-		}
-		if _, err := jobdata.Remove(tx, jobID); err != nil {
-			return err
-		}
-		return tx.Add(jobdata.JobType, jobID, fresh.Encode(), zeroTime)
-	})
+	} else if !errors.Is(err, jobs.ErrNotFound) {
+		return err
+	}
+	if _, err := jobdata.Remove(tx, p.jobID); err != nil {
+		return err
+	}
+	return tx.Add(jobdata.JobType, p.jobID, p.fresh.Encode(), zeroTime)
 }
 
 // CatchUp re-reads a replicator db's changes feed from the last processed
@@ -149,6 +258,7 @@ func (f *Frontend) catchUp(ctx context.Context, db, uuid string) error {
 		if err != nil {
 			return fmt.Errorf("catch-up of %s: %w", db, err)
 		}
+		var batch []docChange
 		for _, ch := range page.Results {
 			c := docChange{db: db, uuid: uuid, docID: ch.ID, seq: ch.Seq, deleted: ch.Deleted}
 			if !c.deleted && !strings.HasPrefix(ch.ID, "_design/") {
@@ -162,18 +272,13 @@ func (f *Frontend) catchUp(ctx context.Context, db, uuid string) error {
 				}
 				c.body = body
 			}
-			if err := f.process(ctx, c); err != nil {
-				return err
-			}
+			batch = append(batch, c)
 		}
 		if page.LastSeq != "" && page.LastSeq != since {
 			since = page.LastSeq
-			if err := f.cfg.Queue.Transact(ctx, func(tx *jobs.Tx) error {
-				jobdata.SetDBSeq(tx.KV(), db, jobdata.DBSeq{UUID: uuid, Seq: since})
-				return nil
-			}); err != nil {
-				return err
-			}
+		}
+		if err := f.apply(ctx, db, jobdata.DBSeq{UUID: uuid, Seq: since}, batch); err != nil {
+			return err
 		}
 		if len(page.Results) == 0 || page.Pending <= 0 {
 			return nil

@@ -50,6 +50,9 @@ type Frontend struct {
 
 	dbMu    sync.Mutex
 	dbLocks map[string]*sync.Mutex
+
+	qMu    sync.Mutex
+	queues map[string]*eventQueue // db -> write events not yet applied
 }
 
 // New returns a frontend over the queue in cfg.
@@ -66,6 +69,7 @@ func New(cfg Config) *Frontend {
 		log:     cfg.Logger.Named("frontend"),
 		opts:    parse.DefaultOptions(),
 		dbLocks: map[string]*sync.Mutex{},
+		queues:  map[string]*eventQueue{},
 	}
 }
 

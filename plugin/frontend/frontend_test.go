@@ -168,6 +168,9 @@ func (fx *fixture) write(db, id, body string) {
 	if err := fx.f.AfterDocWrite(fx.ctx, fx.svc.put(db, id, b)); err != nil {
 		fx.t.Fatal(err)
 	}
+	if err := fx.f.Flush(fx.ctx); err != nil {
+		fx.t.Fatal(err)
+	}
 }
 
 const repDoc = `{"_id":"%s","source":"http://a:pw@127.0.0.1:5984/src","target":"http://127.0.0.1:5984/%s"%s}`
@@ -419,5 +422,35 @@ func TestReplicateOneShotWaits(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("one-shot did not answer")
+	}
+}
+
+func TestBatchedEvents(t *testing.T) {
+	fx := newFixture(t)
+	// Events queued back to back are applied in batches; only each doc's last version counts.
+	for i := 0; i < 2500; i++ {
+		id := fmt.Sprintf("b%d", i%300)
+		body := []byte(doc(id, fmt.Sprintf("t%d", i), ""))
+		if i%300 == 7 && i > 2000 {
+			body = nil // the last version of b7 is a deletion
+		}
+		if err := fx.f.AfterDocWrite(fx.ctx, fx.svc.put("_replicator", id, body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := fx.f.Flush(fx.ctx); err != nil {
+		t.Fatal(err)
+	}
+	js := fx.jobs()
+	if len(js) != 299 || js[parse.PersistentJobID("uuid1", "b7")] != nil {
+		t.Fatalf("%d jobs after batched events", len(js))
+	}
+	if got := js[parse.PersistentJobID("uuid1", "b10")].Rep.Target.URL; got != "http://127.0.0.1:5984/t2410/" {
+		t.Fatalf("b10 targets %s, want its last version's t2410", got)
+	}
+	var pos jobdata.DBSeq
+	fx.q.Transact(fx.ctx, func(tx *jobs.Tx) error { pos, _ = jobdata.GetDBSeq(tx.KV(), "_replicator"); return nil })
+	if pos.Seq != "2500" || pos.UUID != "uuid1" {
+		t.Fatalf("stored position %+v, want seq 2500", pos)
 	}
 }

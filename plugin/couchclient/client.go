@@ -117,6 +117,10 @@ type Request struct {
 	// GetBody, when set, opens a fresh streamed body for every attempt; ContentLength -1 = chunked.
 	GetBody       func(ctx context.Context) (io.ReadCloser, error)
 	ContentLength int64
+	// Buffer reads the whole response body inside the retry loop, so a
+	// connection cut mid-body is retried like any connection error. For small
+	// JSON answers only; feeds and attachments stream.
+	Buffer bool
 	// NoRetry sends the request once (still honouring the rate limiter and 429s).
 	NoRetry bool
 }
@@ -152,6 +156,9 @@ func (c *Client) Do(ctx context.Context, r *Request) (*http.Response, error) {
 			}
 		}
 		resp, err := c.once(ctx, r, rawURL)
+		if err == nil && r.Buffer && resp.StatusCode != http.StatusTooManyRequests {
+			err = bufferBody(resp)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
@@ -329,6 +336,17 @@ func (r *resettingReader) Read(p []byte) (int, error) {
 }
 
 func (r *resettingReader) Close() error { return r.rc.Close() }
+
+// bufferBody replaces resp.Body with its whole content, read now.
+func bufferBody(resp *http.Response) error {
+	data, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return err
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(data))
+	return nil
+}
 
 // drain discards a small remainder of a body so the connection can be reused, then closes it.
 func drain(resp *http.Response) {

@@ -55,7 +55,7 @@ func (w *bulkWriter) write(ctx context.Context, docs []json.RawMessage) error {
 	}
 	body.WriteString("]}")
 	tgt := w.r.tgt
-	resp, err := tgt.Do(ctx, &couchclient.Request{
+	resp, err := tgt.Do(ctx, &couchclient.Request{Buffer: true,
 		Method: http.MethodPost, Path: "_bulk_docs", Body: body.Bytes(),
 		Header: http.Header{"Content-Type": {"application/json"}, "X-Couch-Full-Commit": {"false"}},
 	})

@@ -54,7 +54,7 @@ type localDoc struct {
 
 // readCheckpoint GETs `_local/<id>`; a missing doc is (nil, nil).
 func readCheckpoint(ctx context.Context, c *couchclient.Client, id string) (*localDoc, error) {
-	resp, err := c.Do(ctx, &couchclient.Request{Method: http.MethodGet, Path: "_local/" + id})
+	resp, err := c.Do(ctx, &couchclient.Request{Buffer: true, Method: http.MethodGet, Path: "_local/" + id})
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +142,7 @@ func findSession(id string, h []HistoryEntry) *HistoryEntry {
 
 // ensureFullCommit POSTs `_ensure_full_commit` and returns instance_start_time.
 func ensureFullCommit(ctx context.Context, c *couchclient.Client) (string, error) {
-	resp, err := c.Do(ctx, &couchclient.Request{
+	resp, err := c.Do(ctx, &couchclient.Request{Buffer: true,
 		Method: http.MethodPost, Path: "_ensure_full_commit",
 		Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte{},
 	})
@@ -168,7 +168,7 @@ func writeCheckpoint(ctx context.Context, c *couchclient.Client, side, id, rev s
 	if rev != "" {
 		doc = append([]byte(`{"_rev":`+quote(rev)+`,`), body[1:]...)
 	}
-	resp, err := c.Do(ctx, &couchclient.Request{
+	resp, err := c.Do(ctx, &couchclient.Request{Buffer: true,
 		Method: http.MethodPut, Path: "_local/" + id,
 		Header: http.Header{"Content-Type": {"application/json"}}, Body: doc,
 	})

@@ -45,8 +45,23 @@ func docPath(id string) string {
 // missing_doc_retry_msec, without atts_since.
 func (r *run) fetchAndWrite(ctx context.Context, m missingRev, w *bulkWriter) error {
 	pas := m.pas
+	readRetries, wait := r.rep.RetriesPerRequest, 250*time.Millisecond
 	for attempt := 0; ; attempt++ {
 		out, err := r.fetchOne(ctx, m.id, m.rev, pas, w)
+		var rf *readFailure
+		if errors.As(err, &rf) && readRetries > 0 && ctx.Err() == nil {
+			readRetries--
+			r.log.Debug("fetch interrupted, retrying", "doc_id", m.id, "rev", m.rev, "error", rf.err.Error())
+			if err := sleepCtx(ctx, wait); err != nil {
+				return err
+			}
+			wait *= 2
+			attempt--
+			continue
+		}
+		if rf != nil {
+			err = rf.asError()
+		}
 		if err != nil {
 			return err
 		}
@@ -131,11 +146,23 @@ func (r *run) fetchOne(ctx context.Context, id, rev string, pas []string, w *bul
 	return out, nil
 }
 
+// readFailure is a fetch cut short while reading the source's answer; it is retried.
+type readFailure struct {
+	id, rev, url string
+	err          error
+}
+
+func (f *readFailure) Error() string { return f.asError().Error() }
+
+func (f *readFailure) asError() *Error {
+	return newError("open_doc_revs_failed", fmt.Sprintf("failed to read %s revision %s from %s: %v", f.id, f.rev, f.url, f.err), false)
+}
+
 func (r *run) readFailure(ctx context.Context, id, rev string, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	return newError("open_doc_revs_failed", fmt.Sprintf("failed to read %s revision %s from %s: %v", id, rev, r.src.RedactedURL(), err), false)
+	return &readFailure{id: id, rev: rev, url: r.src.RedactedURL(), err: err}
 }
 
 // readMultipart handles an open_revs multipart/mixed response: JSON parts are

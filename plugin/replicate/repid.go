@@ -45,7 +45,7 @@ func fetchFilterCode(ctx context.Context, src *couchclient.Client, ddoc, name st
 	fail := func(why string) error {
 		return newError("filter_fetch_error", fmt.Sprintf("Couldn't open document `_design/%s` from source database `%s`: %s", ddoc, src.RedactedURL(), why), true)
 	}
-	resp, err := src.Do(ctx, &couchclient.Request{Method: http.MethodGet, Path: path})
+	resp, err := src.Do(ctx, &couchclient.Request{Buffer: true, Method: http.MethodGet, Path: path})
 	if err != nil {
 		return "", fail(asError(err).Reason)
 	}

@@ -159,7 +159,7 @@ func (r *run) start(ctx context.Context) error {
 // openDB checks that an endpoint exists and reads its info.
 func openDB(ctx context.Context, c *couchclient.Client) (dbInfo, error) {
 	var info dbInfo
-	resp, err := c.Do(ctx, &couchclient.Request{Method: http.MethodGet, Path: ""})
+	resp, err := c.Do(ctx, &couchclient.Request{Buffer: true, Method: http.MethodGet, Path: ""})
 	if err != nil {
 		var dnsErr *net.DNSError
 		if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
@@ -188,7 +188,7 @@ func openDB(ctx context.Context, c *couchclient.Client) (dbInfo, error) {
 
 // createDB PUTs the target with create_target_params as the query; only 401/403 are fatal.
 func createDB(ctx context.Context, c *couchclient.Client, params json.RawMessage) error {
-	resp, err := c.Do(ctx, &couchclient.Request{Method: http.MethodPut, Path: "", Query: paramsQuery(params)})
+	resp, err := c.Do(ctx, &couchclient.Request{Buffer: true, Method: http.MethodPut, Path: "", Query: paramsQuery(params)})
 	if err != nil {
 		return nil // the open that follows reports it
 	}
@@ -416,7 +416,7 @@ func (r *run) updatePending(ctx context.Context) {
 			}
 		}
 	}
-	resp, err := r.src.Do(ctx, &couchclient.Request{Method: http.MethodGet, Path: "_changes",
+	resp, err := r.src.Do(ctx, &couchclient.Request{Buffer: true, Method: http.MethodGet, Path: "_changes",
 		Query: "since=" + url.QueryEscape(seqString(source)) + "&limit=0", NoRetry: true})
 	if err != nil {
 		r.stats.setPending(nil)

@@ -130,7 +130,7 @@ func (r *run) findMissing(ctx context.Context, order []string, revs map[string][
 		return out, nil
 	}
 	body, _ := json.Marshal(revs)
-	resp, err := r.tgt.Do(ctx, &couchclient.Request{
+	resp, err := r.tgt.Do(ctx, &couchclient.Request{Buffer: true,
 		Method: http.MethodPost, Path: "_revs_diff", Body: body,
 		Header: http.Header{"Content-Type": {"application/json"}},
 	})
@@ -191,7 +191,7 @@ func (r *run) bulkGet(ctx context.Context, revs []missingRev, w *bulkWriter) ([]
 	}
 	body, _ := json.Marshal(map[string]any{"docs": reqs, "latest": true, "revs": true, "attachments": false})
 	r.stats.bulkGetAttempts.Add(int64(len(revs)))
-	resp, err := r.src.Do(ctx, &couchclient.Request{
+	resp, err := r.src.Do(ctx, &couchclient.Request{Buffer: true,
 		Method: http.MethodPost, Path: "_bulk_get", Query: "latest=true&revs=true&attachments=false", Body: body,
 		Header: http.Header{"Content-Type": {"application/json"}},
 	})

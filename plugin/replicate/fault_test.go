@@ -1,0 +1,101 @@
+package replicate
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestFaults replicates through a proxy injecting one kind of fault; the
+// target must end with the source's docs and revisions, except the docs the
+// target rejected, which are counted as doc_write_failures.
+func TestFaults(t *testing.T) {
+	s := startServer(t)
+	n := 120
+	if os.Getenv("COUCHEPI_SOAK") != "" {
+		n = 3000
+	}
+	cases := []struct {
+		name     string
+		fault    func(n int, r *http.Request, body []byte) fault
+		rejected int
+	}{
+		{"500s", func(n int, r *http.Request, _ []byte) fault {
+			if n%5 == 0 {
+				return fail500
+			}
+			return passThrough
+		}, 0},
+		{"429 storm", func(n int, r *http.Request, _ []byte) fault {
+			if n > 5 && n < 60 {
+				return fail429
+			}
+			return passThrough
+		}, 0},
+		{"connections cut mid-response", func(n int, r *http.Request, _ []byte) fault {
+			if n%4 == 0 && r.Method != "PUT" {
+				return cutResponse
+			}
+			return passThrough
+		}, 0},
+		{"slow responses past the timeout", func(n int, r *http.Request, _ []byte) fault {
+			if n == 8 || n == 15 || n == 23 {
+				return slowResponse
+			}
+			return passThrough
+		}, 0},
+		{"413 on large _bulk_docs", func(n int, r *http.Request, body []byte) fault {
+			if strings.HasSuffix(r.URL.Path, "/_bulk_docs") && (len(body) > 1500 || strings.Contains(string(body), `"huge"`)) {
+				return fail413
+			}
+			return passThrough
+		}, 1},
+		{"target rejects some docs", func(n int, r *http.Request, body []byte) fault {
+			if strings.HasSuffix(r.URL.Path, "/_bulk_docs") && r.Method == "POST" {
+				return rejectDocs
+			}
+			return passThrough
+		}, 7},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			src, tgt := s.newDB(t, "src"), s.newDB(t, "tgt")
+			addDocs(t, s, src, 0, n)
+			skip := map[string]bool{}
+			switch tc.name {
+			case "413 on large _bulk_docs":
+				s.mustDo(t, "PUT", src+"/huge", map[string]any{"huge": true})
+				skip["huge"] = true
+			case "target rejects some docs":
+				for i := 0; i < tc.rejected; i++ {
+					id := fmt.Sprintf("reject%d", i)
+					s.mustDo(t, "PUT", src+"/"+id, map[string]any{"n": i})
+					skip[id] = true
+				}
+			}
+			p := newFaultProxy(t, s)
+			p.slow = 1500 * time.Millisecond
+			p.setFaults(tc.fault)
+			ps := p.endpointServer(s)
+			rep := testRep(ps, src, tgt)
+			rep.ConnectionTimeout = 1000
+			rep.WorkerBatchSize = 20
+			res := runRep(t, rep, Options{})
+			if res.Stats.DocWriteFailures != int64(tc.rejected) {
+				t.Errorf("doc_write_failures %d, want %d", res.Stats.DocWriteFailures, tc.rejected)
+			}
+			got := s.contents(t, tgt)
+			for id := range skip {
+				if _, ok := got[id]; ok {
+					t.Errorf("rejected doc %s is on the target", id)
+				}
+			}
+			if d := diffTrees(s.contents(t, src), got, skip); len(d) > 0 {
+				t.Fatalf("target differs:\n%s", strings.Join(d, "\n"))
+			}
+		})
+	}
+}

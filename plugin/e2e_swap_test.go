@@ -31,14 +31,23 @@ func (c *couch) pluginInfo() (version string, pid int) {
 // converged waits until every target has as many docs as the source.
 func (c *couch) converged(what string, n int, want int, d time.Duration) {
 	c.t.Helper()
-	c.eventually(what, d, func() bool {
+	lagging := 0
+	deadline := time.Now().Add(d)
+	for {
+		lagging = 0
 		for i := 0; i < n; i++ {
 			if c.docCount(fmt.Sprintf("tgt%03d", i)) != want {
-				return false
+				lagging++
 			}
 		}
-		return true
-	})
+		if lagging == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("timed out waiting for %s: %d of %d targets lag", what, lagging, n)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // noDuplicates checks that `_scheduler/jobs` lists each doc once.

@@ -6,6 +6,7 @@ import (
 	"crypto/md5"
 	"encoding/base64"
 	"encoding/json"
+	bolt "go.etcd.io/bbolt"
 	"io"
 	"runtime"
 	"runtime/debug"
@@ -239,5 +240,38 @@ func TestReplicatedAttachmentStubs(t *testing.T) {
 	_, err = db.Put(ctx, mustParse(t, `{"_id":"b","_revisions":{"start":2,"ids":["y","x"]},"_attachments":{"f":{"stub":true}}}`), false)
 	if !isErr(err, MissingStub("b", "f")) {
 		t.Fatalf("replicated stub without ancestor: %v", err)
+	}
+}
+
+// TestCompactReclaimsOrphanChunks: chunks staged by a write that never
+// committed (a crash between staging and the document's commit) are
+// reclaimed by compaction; linked blobs stay.
+func TestCompactReclaimsOrphanChunks(t *testing.T) {
+	s := openTest(t)
+	db := createTest(t, s, "d")
+	ctx := context.Background()
+	put(t, db, `{"_id":"keep","_attachments":{"a":{"data":"aGVsbG8="}}}`)
+	if _, err := db.stageStream(ctx, &patternReader{n: 3*chunkSize + 5}, ""); err != nil {
+		t.Fatal(err)
+	}
+	countChunks := func() int {
+		n := 0
+		db.view(func(b *bolt.Bucket) error {
+			n = b.Bucket(bucketBlobs).Stats().KeyN
+			return nil
+		})
+		return n
+	}
+	if n := countChunks(); n != 1+4 {
+		t.Fatalf("%d chunks before compaction, want 5", n)
+	}
+	if err := db.Compact(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := countChunks(); n != 1 {
+		t.Fatalf("%d chunks after compaction, want 1", n)
+	}
+	if got := readAtt(t, db, digestOf([]byte("hello"))); string(got) != "hello" {
+		t.Fatalf("linked blob damaged: %q", got)
 	}
 }

@@ -264,3 +264,30 @@ func TestUnsubscribedNoAlloc(t *testing.T) {
 		t.Errorf("%v allocations per unsubscribed write", allocs)
 	}
 }
+
+// TestDBMatcher checks the precompiled matcher against hooks.MatchDB.
+func TestDBMatcher(t *testing.T) {
+	patterns := [][]string{{"*"}, {"_replicator", "*/_replicator"}, {"*_guarded", "audit_*"}, {"a*b*c"}, {"exact"}}
+	dbs := []string{"", "_replicator", "a/_replicator", "a/b/_replicator", "x_guarded", "audit_1", "abc", "a1b2c", "exact", "exactly", "plain"}
+	for _, ps := range patterns {
+		var d dbMatcher
+		for _, p := range ps {
+			d.add(p)
+		}
+		for _, db := range dbs {
+			want := false
+			for _, p := range ps {
+				want = want || hooks.MatchDB(p, db)
+			}
+			if got := d.match(db); got != want {
+				t.Errorf("patterns %v, db %q: match = %v, want %v", ps, db, got, want)
+			}
+		}
+	}
+	for _, h := range append(hooks.Hooks, "bogus", "after_doc_wrote") {
+		i := hookIndex(h)
+		if h.Valid() != (i >= 0) || (i >= 0 && hooks.Hooks[[]int{0, 1, 2, 3, 4}[i]] == "") {
+			t.Errorf("hookIndex(%q) = %d", h, i)
+		}
+	}
+}

@@ -17,20 +17,32 @@ type dispatchTable struct {
 
 const numHooks = 5
 
+// hookIndex maps a hook to its slot; the names differ in length or in
+// their 10th byte (after_doc_write has '_' there), so one comparison confirms the candidate.
 func hookIndex(h hooks.Hook) int {
-	switch h {
-	case hooks.BeforeDocUpdate:
-		return 0
-	case hooks.AfterDocWrite:
-		return 1
-	case hooks.AfterDocRead:
-		return 2
-	case hooks.AfterDBCreate:
-		return 3
-	case hooks.AfterDBDelete:
-		return 4
+	var i int
+	var want hooks.Hook
+	switch len(h) {
+	case len(hooks.BeforeDocUpdate):
+		i, want = 0, hooks.BeforeDocUpdate
+	case len(hooks.AfterDocRead):
+		i, want = 2, hooks.AfterDocRead
+	case len(hooks.AfterDocWrite):
+		switch h[9] {
+		case '_':
+			i, want = 1, hooks.AfterDocWrite
+		case 'c':
+			i, want = 3, hooks.AfterDBCreate
+		default:
+			i, want = 4, hooks.AfterDBDelete
+		}
+	default:
+		return -1
 	}
-	return -1
+	if h != want {
+		return -1
+	}
+	return i
 }
 
 // hookEntry is one plugin's subscription to one hook.
@@ -52,6 +64,9 @@ type dbMatcher struct {
 	// prefixes: most unsubscribed names are ruled out by one byte.
 	lastByte  [256]bool
 	firstByte [256]bool
+	// affixesOnly: only suffix and prefix patterns, so the byte tables
+	// alone can rule a name out.
+	affixesOnly bool
 }
 
 func (d *dbMatcher) add(pattern string) {
@@ -72,14 +87,22 @@ func (d *dbMatcher) add(pattern string) {
 	default:
 		d.patterns = append(d.patterns, pattern)
 	}
+	d.affixesOnly = !d.all && d.exact == nil && len(d.patterns) == 0
 }
 
 func (d *dbMatcher) match(db string) bool {
+	if db == "" {
+		return d.all
+	}
+	if d.affixesOnly && !d.lastByte[db[len(db)-1]] && !d.firstByte[db[0]] {
+		return false
+	}
+	return d.matchSlow(db)
+}
+
+func (d *dbMatcher) matchSlow(db string) bool {
 	if d.all {
 		return true
-	}
-	if db == "" {
-		return false
 	}
 	if d.exact != nil {
 		if _, ok := d.exact[db]; ok {
@@ -163,7 +186,14 @@ func (h *Host) Subscribed(hook hooks.Hook, db string) bool {
 		return false
 	}
 	d := h.table.Load().any[i]
-	return d != nil && d.match(db)
+	if d == nil {
+		return false
+	}
+	// The byte-table reject of match, inlined here for the common case.
+	if d.affixesOnly && db != "" && !d.lastByte[db[len(db)-1]] && !d.firstByte[db[0]] {
+		return false
+	}
+	return d.match(db)
 }
 
 // HasRoute reports whether a plugin serves method and path (the request's

@@ -118,6 +118,13 @@ func TestCrashRestart(t *testing.T) {
 		return p.State == StateRunning && p.PID != 0 && p.PID != oldPID
 	})
 	w.waitWrites(t, 200)
+	if _, err := srv.put(context.Background(), "c_guarded", []byte(`{"_id":"after-restart","type":"t","owner":"o"}`), alice); err != nil {
+		t.Errorf("write after restart: %v", err)
+	} else {
+		w.mu.Lock()
+		w.accepted["c_guarded"]++
+		w.mu.Unlock()
+	}
 	w.halt()
 
 	if len(w.otherErrs) > 0 {

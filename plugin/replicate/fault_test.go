@@ -30,7 +30,7 @@ func TestFaults(t *testing.T) {
 			return passThrough
 		}, 0},
 		{"429 storm", func(n int, r *http.Request, _ []byte) fault {
-			if n > 5 && n < 60 {
+			if n > 5 && n < 30 {
 				return fail429
 			}
 			return passThrough

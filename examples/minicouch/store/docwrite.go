@@ -5,6 +5,7 @@ import (
 	"crypto/md5"
 	"encoding/binary"
 	"encoding/hex"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -20,6 +21,10 @@ type pendingDoc struct {
 	staged []*stagedBlob // parallel to doc.Attachments; nil for stubs
 	err    *Error        // failure found while staging
 	linked bool          // staged blobs were linked (set inside the transaction)
+	// preHash is the rev hash the document gets if it turns out to be new
+	// (no parent), computed before the transaction so the writer
+	// goroutine does not spend its time hashing bodies.
+	preHash string
 }
 
 // revHash computes a new edit's rev hash (see the package doc).
@@ -50,7 +55,7 @@ func asError(err error) *Error {
 }
 
 // stage prepares the attachment data of each document.
-func (db *DB) stage(ctx context.Context, docs []*Doc) []pendingDoc {
+func (db *DB) stage(ctx context.Context, docs []*Doc, newEdits bool) []pendingDoc {
 	prep := make([]pendingDoc, len(docs))
 	for i, d := range docs {
 		p := &prep[i]
@@ -88,6 +93,12 @@ func (db *DB) stage(ctx context.Context, docs []*Doc) []pendingDoc {
 			}
 			p.staged[j] = sb
 		}
+		if newEdits && d.Rev == "" && p.err == nil && !slices.ContainsFunc(d.Attachments, func(a Attachment) bool { return a.Stub }) {
+			atts, derr := p.resolve(func() *revBody { return nil }, 1, nil)
+			if derr == nil {
+				p.preHash = revHash(d.Deleted, "", d.Body, atts)
+			}
+		}
 	}
 	return prep
 }
@@ -109,7 +120,7 @@ func (db *DB) release(prep []pendingDoc) {
 func (db *DB) bulkDocs(ctx context.Context, docs []*Doc, newEdits bool) ([]BulkResult, error) {
 	db.s.attMu.RLock()
 	defer db.s.attMu.RUnlock()
-	prep := db.stage(ctx, docs)
+	prep := db.stage(ctx, docs, newEdits)
 	defer db.release(prep)
 	results := make([]BulkResult, len(docs))
 	var tc txCounters
@@ -321,7 +332,12 @@ func (db *DB) applyEdit(b *bolt.Bucket, id, parentRev string, deleted bool, tc *
 	if !parent.IsZero() {
 		parentStr = parent.String()
 	}
-	newRev := revtree.Rev{Gen: parent.Gen + 1, Hash: revHash(deleted, parentStr, body, atts)}
+	newRev := revtree.Rev{Gen: parent.Gen + 1}
+	if parent.IsZero() && p != nil && p.preHash != "" {
+		newRev.Hash = p.preHash
+	} else {
+		newRev.Hash = revHash(deleted, parentStr, body, atts)
+	}
 	before := stateOf(rec)
 	if rec == nil {
 		rec = &docRecord{}

@@ -224,6 +224,7 @@ type blobReader struct {
 	cur  []byte
 }
 
+// Read implements io.Reader.
 func (r *blobReader) Read(p []byte) (int, error) {
 	for len(r.cur) == 0 {
 		if r.next >= r.ref.chunks {

@@ -31,7 +31,6 @@ var (
 	metaRevsLimit = []byte("revs_limit")
 	metaActive    = []byte("active")
 	metaExternal  = []byte("external")
-	metaBlobSeq   = []byte("blob_seq")
 )
 
 // DB is a handle to one database. It is safe for concurrent use.

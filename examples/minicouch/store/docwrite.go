@@ -492,7 +492,6 @@ func (db *DB) commitRevs(b *bolt.Bucket, id string, before docState, rec *docRec
 type txCounters struct {
 	loaded                       bool
 	seq                          uint64 // last seq assigned (0 = none yet)
-	base                         uint64 // seq at the start of the transaction
 	docs, dels, active, external int64
 }
 
@@ -501,7 +500,6 @@ func (tc *txCounters) next(meta *bolt.Bucket) uint64 {
 	if !tc.loaded {
 		tc.loaded = true
 		tc.seq = getU64(meta, metaSeq)
-		tc.base = tc.seq
 	}
 	tc.seq++
 	return tc.seq

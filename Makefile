@@ -62,7 +62,7 @@ proto:
 	PATH=$(CURDIR)/$(BIN)/tools:$$PATH protoc -I hooks --go_out=hooks/hookspb --go_opt=paths=source_relative \
 	  --go-grpc_out=hooks/hookspb --go-grpc_opt=paths=source_relative hooks/hooks.proto
 
-STATICCHECK_VERSION := 2025.1.1
+STATICCHECK_VERSION := v0.6.1
 lint:
 	$(GO) vet ./...
 	GOBIN=$(CURDIR)/$(BIN)/tools $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)

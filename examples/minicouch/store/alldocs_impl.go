@@ -31,6 +31,7 @@ func (db *DB) allDocs(ctx context.Context, bucket []byte, opts AllDocsOptions, f
 		next = []byte(*opts.StartKey)
 	}
 	first := true
+	var started startOnce
 	skip, sent := opts.Skip, 0
 	for {
 		if err := ctx.Err(); err != nil {
@@ -111,6 +112,7 @@ func (db *DB) allDocs(ctx context.Context, bucket []byte, opts AllDocsOptions, f
 		if err != nil {
 			return res, err
 		}
+		started.do(opts.Start, res)
 		for _, r := range rows {
 			if err := fn(r); err != nil {
 				if errors.Is(err, ErrStop) {
@@ -179,6 +181,8 @@ func (db *DB) allDocsKeys(ctx context.Context, bucket []byte, local bool, opts A
 		return err
 	}
 	res.Offset = uint64(opts.Skip)
+	var started startOnce
+	started.do(opts.Start, *res)
 	rows = rows[min(opts.Skip, len(rows)):]
 	if opts.Limit > 0 && len(rows) > opts.Limit {
 		rows = rows[:opts.Limit]
@@ -192,4 +196,14 @@ func (db *DB) allDocsKeys(ctx context.Context, bucket []byte, local bool, opts A
 		}
 	}
 	return nil
+}
+
+// startOnce calls an AllDocsOptions.Start callback at most once.
+type startOnce bool
+
+func (s *startOnce) do(fn func(AllDocsResult), res AllDocsResult) {
+	if fn != nil && !*s {
+		*s = true
+		fn(res)
+	}
 }

@@ -22,7 +22,7 @@
 // slow consumer (a continuous feed) never holds a transaction open.
 //
 // API changes since the first published version (additions only):
-// BulkResult.Seq.
+// BulkResult.Seq, AllDocsOptions.Start.
 //
 // # Layout in the bbolt file
 //

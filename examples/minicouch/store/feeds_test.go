@@ -161,6 +161,13 @@ func TestAllDocs(t *testing.T) {
 		{"keys", AllDocsOptions{Keys: []string{"e", "c", "nope", "a"}}, []string{"e", "c(del)", "nope(missing)", "a"}, 0},
 	} {
 		var rows []string
+		var startRes *AllDocsResult
+		tc.opts.Start = func(r AllDocsResult) {
+			if startRes != nil || rows != nil {
+				t.Errorf("%s: Start called twice or after rows", tc.name)
+			}
+			startRes = &r
+		}
 		res, err := db.AllDocs(ctx, tc.opts, func(r AllDocsRow) error {
 			s := r.ID
 			switch {
@@ -175,6 +182,9 @@ func TestAllDocs(t *testing.T) {
 			rows = append(rows, s)
 			return nil
 		})
+		if startRes == nil || *startRes != res {
+			t.Errorf("%s: Start got %v, result %v", tc.name, startRes, res)
+		}
 		if err != nil || !slices.Equal(rows, tc.want) || res.Offset != tc.offset || res.TotalRows != 5 {
 			t.Errorf("%s: %v %+v %v, want %v offset %d", tc.name, rows, res, err, tc.want, tc.offset)
 		}

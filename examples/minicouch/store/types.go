@@ -171,6 +171,10 @@ type AllDocsOptions struct {
 	Skip         int
 	Limit        int      // 0 = no limit (callers handle limit=0 themselves)
 	Keys         []string // when non-nil: exactly these ids, in this order
+	// Start, when set, is called once with total_rows and offset before
+	// the first row (or before returning, when there are none), so a
+	// caller can stream the response header without collecting rows.
+	Start func(AllDocsResult)
 }
 
 // AllDocsRow is one row of _all_docs.

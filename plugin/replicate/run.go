@@ -320,15 +320,13 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 	return &Result{Body: r.resultBody(), Stats: stats}, nil
 }
 
-// batcher groups changes into batches of up to size, numbering them in feed order.
+// batcher groups changes into batches of up to size, numbered in feed order.
+// A batch is handed to the first idle worker; while every worker is busy it
+// keeps growing, so a slow worker pool gets full batches and an idle one gets
+// changes without delay.
 func (r *run) batcher(ctx context.Context, in <-chan change, out chan<- *batch, size int) {
 	defer close(out)
 	send := func(b *batch) bool {
-		if len(b.changes) == 0 {
-			return true
-		}
-		b.lastSeq = b.changes[len(b.changes)-1].Seq
-		b.ord = r.tracker.add()
 		select {
 		case out <- b:
 			return true
@@ -336,37 +334,45 @@ func (r *run) batcher(ctx context.Context, in <-chan change, out chan<- *batch, 
 			return false
 		}
 	}
+	var b *batch
 	for {
-		c, ok := <-in
-		if !ok || ctx.Err() != nil {
-			return
-		}
-		b := &batch{changes: make([]change, 0, size)}
-	collect:
-		for {
+		if b == nil {
+			c, ok := <-in
+			if !ok || ctx.Err() != nil {
+				return
+			}
 			if c.ID == "" && c.LastSeq != nil {
+				r.tracker.complete(r.tracker.add(), c.LastSeq)
+				continue
+			}
+			b = &batch{ord: r.tracker.add(), changes: make([]change, 0, size)}
+			b.changes, b.lastSeq = append(b.changes, c), c.Seq
+		}
+		if len(b.changes) >= size {
+			if !send(b) {
+				return
+			}
+			b = nil
+			continue
+		}
+		select {
+		case out <- b:
+			b = nil
+		case c, ok := <-in:
+			switch {
+			case !ok:
+				send(b)
+				return
+			case c.ID == "" && c.LastSeq != nil:
 				if !send(b) {
 					return
 				}
-				b = &batch{changes: make([]change, 0, size)}
+				b = nil
 				r.tracker.complete(r.tracker.add(), c.LastSeq)
-			} else {
-				b.changes = append(b.changes, c)
-				if len(b.changes) >= size {
-					break collect
-				}
-			}
-			select {
-			case c, ok = <-in:
-				if !ok {
-					send(b)
-					return
-				}
 			default:
-				break collect
+				b.changes, b.lastSeq = append(b.changes, c), c.Seq
 			}
-		}
-		if !send(b) {
+		case <-ctx.Done():
 			return
 		}
 	}

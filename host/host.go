@@ -32,9 +32,15 @@ type Config struct {
 	// QueueSize bounds each plugin's queue of after_* events; default 10000.
 	QueueSize int
 	// StateDir holds pid files of running plugins, so processes left behind
-	// by a killed server are cleaned up at the next start; "" = none.
+	// by a killed server are cleaned up at the next start; "" = none. Plugins
+	// find it in their environment as StateDirEnv and keep their own durable
+	// files there.
 	StateDir string
 }
+
+// StateDirEnv names the environment variable through which a plugin process
+// learns Config.StateDir.
+const StateDirEnv = "COUCHEPI_STATE_DIR"
 
 // PluginStatus describes one loaded plugin. State is one of "starting",
 // "running", "reloading", "restarting", "failed" or "stopped".

@@ -107,6 +107,11 @@ func (h *Host) launch(ctx context.Context, m *managed, spec Spec) (*instance, er
 	}
 	log := m.log
 	cmd := exec.Command(path)
+	if h.cfg.StateDir != "" {
+		// Plugins keep their durable files (the replicator's job store) here,
+		// named after themselves, so a reloaded binary finds its predecessor's.
+		cmd.Env = []string{StateDirEnv + "=" + h.cfg.StateDir}
+	}
 	setParentDeathSignal(cmd)
 	client := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  wire.Handshake,

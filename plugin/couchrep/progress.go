@@ -118,12 +118,15 @@ type view struct {
 	Fraction float64
 	ETA      time.Duration
 	Known    bool
+	// Pending is the changes left: the seq estimate when Known (the engine
+	// refreshes changes_pending only every few seconds), else changes_pending.
+	Pending *int64
 }
 
 func (m *meter) view(now time.Time) view {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	v := view{Stats: m.stats, Elapsed: now.Sub(m.start)}
+	v := view{Stats: m.stats, Elapsed: now.Sub(m.start), Pending: m.stats.ChangesPending}
 	if len(m.samples) == 0 {
 		return v
 	}
@@ -136,20 +139,25 @@ func (m *meter) view(now time.Time) view {
 		return v
 	}
 	// Work is measured in sequence numbers: from where the run started to the
-	// source's update_seq when it started, or to the seq of the newest written
-	// batch plus the changes still pending after it, whichever is further.
-	source := seqNumber(m.stats.SourceSeq)
+	// source's update_seq when it started. Only when that is unknown, or
+	// already passed (docs written since), is the end estimated from the seq
+	// of the newest written batch plus changes_pending, which the engine
+	// refreshes only every few seconds.
 	if m.startSeq < 0 || last.through < 0 {
 		return v
 	}
 	end := m.endSeq
-	if m.stats.ChangesPending != nil && source >= 0 {
-		end = max(end, source+*m.stats.ChangesPending)
+	if end < 0 || last.through > end {
+		end = -1
+		if source := seqNumber(m.stats.SourceSeq); source >= 0 && m.stats.ChangesPending != nil {
+			end = max(last.through, source+*m.stats.ChangesPending)
+		}
 	}
 	if end < 0 {
 		return v
 	}
 	left := max(0, end-last.through)
+	v.Pending = &left
 	if total := end - m.startSeq; total > 0 {
 		v.Fraction = min(1, float64(last.through-m.startSeq)/float64(total))
 		v.Known = true
@@ -212,8 +220,8 @@ func (b *bar) Done() {
 func renderBar(v view, width int) string {
 	var tail strings.Builder
 	fmt.Fprintf(&tail, " %s docs  %s docs/s", thousands(v.Stats.DocsWritten), thousands(int64(v.DocsPerSec+0.5)))
-	if v.Stats.ChangesPending != nil {
-		fmt.Fprintf(&tail, "  pending %s", thousands(*v.Stats.ChangesPending))
+	if v.Pending != nil {
+		fmt.Fprintf(&tail, "  pending %s", thousands(*v.Pending))
 	}
 	if v.Stats.DocWriteFailures > 0 {
 		fmt.Fprintf(&tail, "  failed %s", thousands(v.Stats.DocWriteFailures))
@@ -279,8 +287,8 @@ func (l *logLines) Tick(now time.Time) {
 		"doc_write_failures", v.Stats.DocWriteFailures,
 		"docs_per_second", int64(v.DocsPerSec + 0.5),
 	}
-	if v.Stats.ChangesPending != nil {
-		args = append(args, "changes_pending", *v.Stats.ChangesPending)
+	if v.Pending != nil {
+		args = append(args, "changes_pending", *v.Pending)
 	}
 	if v.Known && v.ETA > 0 {
 		args = append(args, "eta", shortDuration(v.ETA))

@@ -179,6 +179,7 @@ func runSwap(t testing.TB, n int, extraConfig string) swapFigures {
 // TestE2ESwapAndKill: rotation with more jobs than slots, a live swap and
 // a kill -9, with a few replications.
 func TestE2ESwapAndKill(t *testing.T) {
+	t.Parallel()
 	runSwap(t, 5, "max_jobs = 3\nmax_churn = 2\n")
 }
 

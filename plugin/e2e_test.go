@@ -15,13 +15,17 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// binDir holds the binaries built once for all e2e tests.
-var binDir string
+// binDir holds the binaries built once for all e2e tests (under buildMu).
+var (
+	binDir  string
+	buildMu sync.Mutex
+)
 
 func TestMain(m *testing.M) {
 	code := m.Run()
@@ -37,6 +41,8 @@ func buildBins(t testing.TB) (minicouch, replicator string) {
 	if _, isTest := t.(*testing.T); isTest && testing.Short() {
 		t.Skip("end-to-end test (skipped with -short)")
 	}
+	buildMu.Lock()
+	defer buildMu.Unlock()
 	if binDir == "" {
 		dir, err := os.MkdirTemp("", "couchepi-e2e-bin")
 		if err != nil {
@@ -232,6 +238,7 @@ func (c *couch) docCount(db string) int {
 }
 
 func TestE2EReplicatorDocs(t *testing.T) {
+	t.Parallel()
 	c := startCouch(t, "")
 	c.must("PUT", "/src", "", 201)
 	c.putDocs("src", 0, 20)
@@ -329,6 +336,7 @@ func (c *couch) revOf(path string) string {
 }
 
 func TestE2EReplicate(t *testing.T) {
+	t.Parallel()
 	c := startCouch(t, "")
 	c.must("PUT", "/src", "", 201)
 	c.putDocs("src", 0, 10)
@@ -369,6 +377,7 @@ func TestE2EReplicate(t *testing.T) {
 }
 
 func TestE2ERestart(t *testing.T) {
+	t.Parallel()
 	c := startCouch(t, "")
 	c.must("PUT", "/src", "", 201)
 	c.putDocs("src", 0, 10)
@@ -389,4 +398,18 @@ func TestE2ERestart(t *testing.T) {
 	if strings.Count(c.must("GET", "/_scheduler/jobs", "", 200), `"doc_id":"cont"`) != 1 {
 		t.Fatal("duplicate jobs after restart")
 	}
+
+	// kill -9 of minicouch, a doc written just before, then a restart.
+	c.must("PUT", "/_replicator/late", c.repDoc("src", "t3", `,"create_target":true`), 201)
+	c.cmd.Process.Kill()
+	c.cmd.Wait()
+	c.cmd = nil
+	c.start()
+	if m := c.schedDoc("_replicator", "done"); m == nil || m["state"] != "completed" {
+		t.Fatalf("completed doc after kill -9: %v", m)
+	}
+	c.waitState("_replicator", "late", "completed", 30*time.Second)
+	c.waitState("_replicator", "cont", "running", 30*time.Second)
+	c.putDocs("src", 15, 5)
+	c.eventually("continuous resumed after kill -9", 30*time.Second, func() bool { return c.docCount("t2") == 20 })
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/jobs"
 	"github.com/couchepi/couchepi/plugin/jobserver/jobdata"
+	"github.com/couchepi/couchepi/plugin/monitor"
 )
 
 // changesPage is how many changes catch-up reads per request.
@@ -38,7 +39,7 @@ type eventQueue struct {
 // the job change is durable loses nothing: the db's seq advances in the
 // same transaction as the jobs, and catch-up re-reads from it after a crash.
 func (f *Frontend) AfterDocWrite(_ context.Context, ev hooks.DocWrite) error {
-	if !IsReplicatorDB(ev.DB) {
+	if !monitor.IsReplicatorDB(ev.DB) {
 		return nil
 	}
 	c := docChange{db: ev.DB, uuid: ev.DBUUID, docID: ev.DocID, seq: ev.Seq, deleted: ev.Deleted, body: ev.Doc}
@@ -214,7 +215,7 @@ func applyOne(tx *jobs.Tx, p planned) error {
 // was re-created (new uuid) is read from the start and the old instance's
 // jobs are removed.
 func (f *Frontend) CatchUp(ctx context.Context, db string) error {
-	if !IsReplicatorDB(db) {
+	if !monitor.IsReplicatorDB(db) {
 		return nil
 	}
 	dbs, err := f.cfg.Services.ListDBs(ctx)
@@ -288,7 +289,7 @@ func (f *Frontend) catchUp(ctx context.Context, db, uuid string) error {
 
 // AfterDBCreate scans a replicator db that was created or restored.
 func (f *Frontend) AfterDBCreate(ctx context.Context, db, uuid string) error {
-	if !IsReplicatorDB(db) {
+	if !monitor.IsReplicatorDB(db) {
 		return nil
 	}
 	return f.catchUp(ctx, db, uuid)
@@ -296,7 +297,7 @@ func (f *Frontend) AfterDBCreate(ctx context.Context, db, uuid string) error {
 
 // AfterDBDelete removes every job of a deleted replicator db.
 func (f *Frontend) AfterDBDelete(ctx context.Context, db, uuid string) error {
-	if !IsReplicatorDB(db) {
+	if !monitor.IsReplicatorDB(db) {
 		return nil
 	}
 	unlock := f.lockDB(db)
@@ -349,7 +350,7 @@ func (f *Frontend) StartCatchUp(ctx context.Context) error {
 	}
 	live := map[string]string{}
 	for _, d := range dbs {
-		if IsReplicatorDB(d.Name) {
+		if monitor.IsReplicatorDB(d.Name) {
 			live[d.Name] = d.UUID
 		}
 	}

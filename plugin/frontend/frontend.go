@@ -101,11 +101,6 @@ func (f *Frontend) lockDB(db string) func() {
 	return m.Unlock
 }
 
-// IsReplicatorDB reports whether db is a replicator db (`_replicator` or `…/_replicator`).
-func IsReplicatorDB(db string) bool {
-	return db == "_replicator" || (len(db) > len("/_replicator") && db[len(db)-len("/_replicator"):] == "/_replicator")
-}
-
 // parseUser converts a hook user context to parse's.
 func parseUser(u hooks.UserCtx) parse.UserCtx {
 	return parse.UserCtx{Name: u.Name, Roles: u.Roles}

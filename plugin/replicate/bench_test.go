@@ -25,6 +25,14 @@ func benchDocs() int {
 	return 100000
 }
 
+// envInt reads a positive int from the environment, else def.
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
+
 // fillDB writes n ~1 KB docs to db in chunks.
 func fillDB(b *testing.B, s *testServer, db string, n int) {
 	pad := strings.Repeat("x", 900)
@@ -217,7 +225,8 @@ func BenchmarkReplicate100k(b *testing.B) {
 		tgt := s.newDB(b, "btgt")
 		t0 = time.Now()
 		rep := testRep(s, src, tgt)
-		rep.WorkerBatchSize = 500
+		rep.WorkerBatchSize = envInt("COUCHEPI_BENCH_BATCH", 500)
+		rep.WorkerProcesses = envInt("COUCHEPI_BENCH_WORKERS", 4)
 		rep.CheckpointInterval = 30000
 		res := runRep(b, rep, Options{})
 		repDur := time.Since(t0)

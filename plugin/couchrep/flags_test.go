@@ -3,8 +3,10 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -145,6 +147,37 @@ func TestMembersKeepOrder(t *testing.T) {
 	for _, bad := range []string{``, `[]`, `{"a":1} x`, `{"a":}`} {
 		if _, err := members([]byte(bad)); err == nil {
 			t.Errorf("members(%q) accepted", bad)
+		}
+	}
+}
+
+// TestDocsAndHelpListEveryFlag keeps --help and docs/couchrep.md true: every
+// flag couchrep defines is in both, and neither names a flag that does not exist.
+func TestDocsAndHelpListEveryFlag(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join(repoRoot(), "docs", "couchrep.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c cli
+	var s1, s2 string
+	fs := flagSet(&c, &optionFlags{values: map[string]json.RawMessage{}}, &s1, &s2)
+	defined := map[string]bool{}
+	fs.VisitAll(func(f *flag.Flag) {
+		defined[f.Name] = true
+		if f.Name == "h" || f.Name == "help" {
+			return
+		}
+		if !strings.Contains(usageText, "--"+f.Name+" ") && !strings.Contains(usageText, "--"+f.Name+"\n") {
+			t.Errorf("--help does not mention --%s", f.Name)
+		}
+		if !strings.Contains(string(doc), "`--"+f.Name) {
+			t.Errorf("docs/couchrep.md does not mention --%s", f.Name)
+		}
+	})
+	mentioned := regexp.MustCompile("--([a-z][a-z-]+)").FindAllStringSubmatch(usageText+string(doc), -1)
+	for _, m := range mentioned {
+		if !defined[m[1]] {
+			t.Errorf("--%s is documented but not defined", m[1])
 		}
 	}
 }

@@ -49,7 +49,11 @@ func buildBins(t testing.TB) (minicouch, replicator string) {
 			t.Fatal(err)
 		}
 		for _, b := range [][3]string{{"minicouch", "../examples/minicouch", "e2e"}, {"replicator", ".", "v1"}, {"replicator-v2", ".", "v2"}} {
-			cmd := exec.Command("go", "build", "-ldflags", "-X main.version="+b[2], "-o", filepath.Join(dir, b[0]), b[1])
+			args := []string{"build", "-ldflags", "-X main.version=" + b[2], "-o", filepath.Join(dir, b[0])}
+			if raceEnabled && b[0] != "minicouch" {
+				args = append(args, "-race")
+			}
+			cmd := exec.Command("go", append(args, b[1])...)
 			if out, err := cmd.CombinedOutput(); err != nil {
 				t.Fatalf("build %s: %v\n%s", b[0], err, out)
 			}
@@ -128,6 +132,9 @@ func (c *couch) stop() {
 	case <-time.After(20 * time.Second):
 		c.cmd.Process.Kill()
 		<-done
+	}
+	if strings.Contains(c.log.String(), "WARNING: DATA RACE") {
+		c.root.Errorf("the plugin reported a data race")
 	}
 	if c.root.Failed() || os.Getenv("COUCHEPI_E2E_LOG") != "" {
 		c.root.Logf("minicouch log:\n%s", c.log.String())

@@ -91,7 +91,7 @@ func (w *worker) run() {
 	rec, err := jobdata.Decode(w.job.Data)
 	if err != nil || (rec.Rep == nil && rec.State != jobdata.Failed) {
 		log.Error("undecodable job data; finishing the job", "error", err)
-		s.q.Finish(s.ctx, w.job, nil)
+		s.q.Finish(context.Background(), w.job, nil)
 		return
 	}
 	now := time.Now()
@@ -108,6 +108,10 @@ func (w *worker) run() {
 	repID, err := s.opts.RepID(idCtx, rec.Rep)
 	cancelID()
 	if err != nil {
+		if cause := w.stopCause(); cause != nil || s.ctx.Err() != nil {
+			w.requeue(rec, errShutdown) // stopped while computing the id: not a crash
+			return
+		}
 		w.crash(rec, err, now)
 		return
 	}
@@ -143,7 +147,7 @@ type dupOwner struct {
 func (w *worker) markRunning(rec *jobdata.Record, repID parse.RepID, pid string, now time.Time) (*dupOwner, error) {
 	s, cfg := w.s, w.s.config()
 	var dup *dupOwner
-	err := s.q.Transact(s.ctx, func(tx *jobs.Tx) error {
+	err := s.q.Transact(context.Background(), func(tx *jobs.Tx) error {
 		dup = nil
 		owner, err := jobdata.RepIDOwner(tx.KV(), repID.String())
 		if err != nil {

@@ -262,6 +262,9 @@ async function main() {
     }
     const before = (await couch('GET', '/_replicator/' + CONTINUOUS_ID)).body._rev;
     await page.click('button#replicate');
+    await page.waitForSelector('.replication__error-continue');
+    await page.waitForTimeout(500); // let the modal finish fading in
+    await screenshot(page, 'conflict-modal');
     await page.click('.replication__error-continue');
     await waitFor('the overwritten _replicator doc', async () => {
       const r = await couch('GET', '/_replicator/' + CONTINUOUS_ID);

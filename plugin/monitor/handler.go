@@ -23,6 +23,8 @@ type Source interface {
 	Fold(ctx context.Context, fn func(jobID string, rec *jobdata.Record) error) error
 	// Lookup finds a job by replication id or job id; ErrNotFound if none.
 	Lookup(ctx context.Context, id string) (*jobdata.Record, error)
+	// Doc finds the job of a replication doc; ErrNotFound if none.
+	Doc(ctx context.Context, db, docID string) (*jobdata.Record, error)
 }
 
 // Handler serves `GET /_scheduler/jobs[/{id}]` and `GET /_scheduler/docs[/{db}[/{docid}]]`.
@@ -267,20 +269,14 @@ func (h *Handler) docs(ctx context.Context, db string, q url.Values) (any, error
 
 // doc answers `GET /_scheduler/docs/{db}/{docid}`.
 func (h *Handler) doc(ctx context.Context, db, docID string) (any, error) {
-	var found *jobdata.Record
-	err := h.src.Fold(ctx, func(_ string, rec *jobdata.Record) error {
-		if !rec.Transient() && rec.DBName == db && rec.DocID == docID {
-			found = rec
-		}
-		return nil
-	})
+	rec, err := h.src.Doc(ctx, db, docID)
+	if errors.Is(err, ErrNotFound) {
+		return nil, errMissing
+	}
 	if err != nil {
 		return nil, err
 	}
-	if found == nil {
-		return nil, errMissing
-	}
-	return DocJSON(found), nil
+	return DocJSON(rec), nil
 }
 
 // IsReplicatorDB reports whether a db name is a replicator db

@@ -180,6 +180,15 @@ func (m memSource) Lookup(_ context.Context, id string) (*jobdata.Record, error)
 	return nil, ErrNotFound
 }
 
+func (m memSource) Doc(_ context.Context, db, docID string) (*jobdata.Record, error) {
+	for _, r := range m {
+		if !r.Transient() && r.DBName == db && r.DocID == docID {
+			return r, nil
+		}
+	}
+	return nil, ErrNotFound
+}
+
 func TestHandler(t *testing.T) {
 	src := memSource(sampleRecords())
 	other := &jobdata.Record{Rep: rep("a", "b", false), DBName: "x/y/_replicator", DBUUID: "u2", DocID: "d/1", State: jobdata.Pending, StartTime: ts(1), LastUpdated: ts(1)}

@@ -48,6 +48,27 @@ func (r Records) Lookup(ctx context.Context, id string) (*Record, error) {
 	return r.Get(ctx, jobID)
 }
 
+// Doc returns the job of a replication doc, found through the db's
+// current instance uuid (recorded with its seq); ErrNotFound if none.
+func (r Records) Doc(ctx context.Context, db, docID string) (*Record, error) {
+	var data []byte
+	err := r.Q.Transact(ctx, func(tx *jobs.Tx) error {
+		pos, err := GetDBSeq(tx.KV(), db)
+		if err != nil {
+			return err
+		}
+		if pos.UUID == "" {
+			return ErrNotFound
+		}
+		data, err = tx.GetData(JobType, parse.PersistentJobID(pos.UUID, docID))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return Decode(data)
+}
+
 // Resolve maps a replication id or job id to a job id (ErrNotFound if neither).
 func (r Records) Resolve(ctx context.Context, id string) (string, error) {
 	var jobID string

@@ -1,0 +1,96 @@
+package jobdata
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/couchepi/couchepi/parse"
+	"github.com/couchepi/couchepi/plugin/jobs"
+	"github.com/couchepi/couchepi/plugin/kv"
+)
+
+func TestRecords(t *testing.T) {
+	ctx := context.Background()
+	q, err := jobs.New(kv.NewMemory(), jobs.Options{Prefix: QueuePrefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	q.SetTypeTimeout(ctx, JobType, time.Minute)
+	rep := &parse.Rep{Source: parse.Endpoint{URL: "http://h/a/"}, Target: parse.Endpoint{URL: "http://h/b/"}}
+	persistent := parse.PersistentJobID("u1", "doc")
+	err = q.Transact(ctx, func(tx *jobs.Tx) error {
+		SetDBSeq(tx.KV(), "a/_replicator", DBSeq{UUID: "u1", Seq: "7"})
+		r := New(rep, "a/_replicator", "u1", "doc", time.Unix(100, 0))
+		r.RepID = "abc+continuous"
+		SetRepIDOwner(tx.KV(), r.RepID, persistent)
+		if err := tx.Add(JobType, persistent, r.Encode(), time.Time{}); err != nil {
+			return err
+		}
+		SetTransientDone(tx.KV(), "t1", 50)
+		return tx.Add(JobType, "t1", New(rep, "", "", "", time.Unix(1, 0)).Encode(), time.Time{})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := Records{Q: q}
+	tests := []struct {
+		name, id, want string
+	}{
+		{"rep id", "abc+continuous", persistent},
+		{"rep id with + decoded as space", "abc continuous", persistent},
+		{"job id", "t1", "t1"},
+		{"unknown", "nope", ""},
+	}
+	for _, tt := range tests {
+		got, err := recs.Resolve(ctx, tt.id)
+		if got != tt.want || (tt.want == "" && !errors.Is(err, ErrNotFound)) {
+			t.Errorf("%s: Resolve(%q) = %q, %v", tt.name, tt.id, got, err)
+		}
+	}
+	if r, err := recs.Doc(ctx, "a/_replicator", "doc"); err != nil || r.DocID != "doc" {
+		t.Fatalf("Doc: %+v, %v", r, err)
+	}
+	if _, err := recs.Doc(ctx, "b/_replicator", "doc"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Doc of unknown db: %v", err)
+	}
+	// Remove releases the rep id and the transient index entry.
+	err = q.Transact(ctx, func(tx *jobs.Tx) error {
+		if _, err := Remove(tx, persistent); err != nil {
+			return err
+		}
+		if _, err := Remove(tx, "t1"); err != nil {
+			return err
+		}
+		_, err := Remove(tx, "never-existed")
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.Transact(ctx, func(tx *jobs.Tx) error {
+		if o, _ := RepIDOwner(tx.KV(), "abc+continuous"); o != "" {
+			t.Errorf("rep id still owned by %q", o)
+		}
+		if done, _ := FinishedTransient(tx.KV()); len(done) != 0 {
+			t.Errorf("transient index kept %v", done)
+		}
+		return nil
+	})
+}
+
+func TestSplitReason(t *testing.T) {
+	tests := []struct{ in, kind, reason string }{
+		{"db_not_found: could not open http://h/db/", "db_not_found", "could not open http://h/db/"},
+		{"Duplicate job running: x", "error", "Duplicate job running: x"},
+		{"Replication `a` specified by document `b`: x", "error", "Replication `a` specified by document `b`: x"},
+		{"plain", "error", "plain"},
+	}
+	for _, tt := range tests {
+		if k, r := SplitReason(tt.in); k != tt.kind || r != tt.reason {
+			t.Errorf("SplitReason(%q) = %q, %q", tt.in, k, r)
+		}
+	}
+}

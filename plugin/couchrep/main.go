@@ -38,9 +38,6 @@ const (
 	exitInterrupted = 130 // stopped by SIGINT/SIGTERM after a final checkpoint
 )
 
-// version is the couchrep version shown in the User-Agent header.
-const version = "0.1.0"
-
 const usageText = `couchrep runs one CouchDB replication with couchepi's replicator engine.
 
 Usage:

@@ -12,6 +12,8 @@ import (
 	"github.com/couchepi/couchepi/hooks"
 )
 
+var errKeysIncompatible = &hooks.Error{Status: 400, Err: "query_parse_error", Reason: "`keys` is incompatible with `key`, `start_key` and `end_key`"}
+
 // allDocsQuery holds the parsed query of _all_docs (and _all_dbs).
 type allDocsQuery struct {
 	StartKey, EndKey *string
@@ -74,6 +76,10 @@ func parseAllDocsQuery(q url.Values) (allDocsQuery, *hooks.Error) {
 		}
 		o.StartKey, o.EndKey, o.InclusiveEnd = k, k, true
 	}
+	if q.Get("keys") != "" && (q.Get("key") != "" || q.Get("startkey") != "" || q.Get("start_key") != "" ||
+		q.Get("endkey") != "" || q.Get("end_key") != "") {
+		return o, errKeysIncompatible
+	}
 	if v := q.Get("keys"); v != "" {
 		var keys []any
 		if err := json.Unmarshal([]byte(v), &keys); err != nil {
@@ -134,6 +140,11 @@ func (s *Server) allDocs(d *dbReq, kind string) {
 			return
 		}
 		if body.Keys != nil {
+			q := d.r.URL.Query()
+			if q.Get("key") != "" || q.Get("startkey") != "" || q.Get("start_key") != "" || q.Get("endkey") != "" || q.Get("end_key") != "" {
+				writeError(d.w, errKeysIncompatible)
+				return
+			}
 			o.setKeys(*body.Keys)
 		}
 	}

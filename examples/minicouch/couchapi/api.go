@@ -102,6 +102,15 @@ func (q *request) boolQuery(k string) bool { return q.r.URL.Query().Get(k) == "t
 // ServeHTTP authenticates the request, forwards plugin routes to the host
 // and dispatches everything else to CouchDB's endpoints.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.log.IsDebug() {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w, status: 200}
+		w = rec
+		defer func() {
+			s.log.Debug("request", "method", r.Method, "path", r.URL.EscapedPath(), "query", r.URL.RawQuery,
+				"status", rec.status, "error", string(rec.errBody), "took", time.Since(start))
+		}()
+	}
 	w.Header().Set("Server", ServerHeader)
 	raw := r.URL.EscapedPath()
 	for strings.HasPrefix(raw, "//") {
@@ -171,4 +180,33 @@ func splitPath(raw string) ([]string, bool) {
 		parts[i] = u
 	}
 	return parts, true
+}
+
+// statusRecorder remembers the status of a response for the access log.
+type statusRecorder struct {
+	http.ResponseWriter
+	status  int
+	errBody []byte // start of an error response's body
+}
+
+// Write keeps the start of error bodies for the access log.
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.status >= 400 && len(r.errBody) < 200 {
+		n := min(len(b), 200-len(r.errBody))
+		r.errBody = append(r.errBody, b[:n]...)
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+// WriteHeader records the status.
+func (r *statusRecorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+// Flush lets feeds flush through the recorder.
+func (r *statusRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
 }

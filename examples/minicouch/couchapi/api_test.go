@@ -403,3 +403,17 @@ func TestChangesPaging(t *testing.T) {
 		}
 	}
 }
+
+func TestValidateDocUpdate(t *testing.T) {
+	ts, _ := newTestServer(t)
+	runSteps(t, ts.URL, []step{
+		{name: "db", method: "PUT", path: "/db", status: 201},
+		{name: "vdu", method: "PUT", path: "/db/_design/v", body: `{"validate_doc_update":"function(n, o, u) { if (!n.foo) throw({forbidden: 'Document must have a foo.'}); if (n.who && n.who !== u.name) throw({unauthorized: 'not you'}); }"}`, status: 201},
+		{name: "refused", method: "PUT", path: "/db/a", body: `{}`, status: 403, want: `{"error":"forbidden","reason":"Document must have a foo."}`},
+		{name: "unauthorized", method: "PUT", path: "/db/a", body: `{"foo":1,"who":"bob"}`, status: 401, want: `{"error":"unauthorized","reason":"not you"}`},
+		{name: "accepted", method: "PUT", path: "/db/a", body: `{"foo":1,"who":"admin"}`, status: 201},
+		{name: "bulk per doc", method: "POST", path: "/db/_bulk_docs", body: `{"new_edits":false,"docs":[{"_id":"x","_rev":"1-x","foo":1},{"_id":"y","_rev":"1-y"}]}`, status: 201,
+			want: `[{"id":"y","error":"forbidden","reason":"Document must have a foo."}]`},
+		{name: "local not validated", method: "PUT", path: "/db/_local/l", body: `{}`, status: 201},
+	})
+}

@@ -292,7 +292,7 @@ func (s *Server) changeRow(d *dbReq, c *changesReq, ch store.Change, index int) 
 		ok, err := c.filter(ch.ID, loadDoc)
 		if err != nil {
 			s.log.Debug("changes filter failed on doc", "db", d.name, "id", ch.ID, "error", err)
-			return nil, nil
+			return nil, &filterError{err}
 		}
 		if !ok {
 			return nil, nil
@@ -404,14 +404,30 @@ func (s *Server) countAfter(d *dbReq, seq uint64, descending bool) (int64, error
 	return res.Pending + 1, nil
 }
 
-// changesNormal serves feed=normal and feed=longpoll.
+// filterError is a filter function failing on a document; it fails the
+// request when nothing was sent yet.
+type filterError struct{ err error }
+
+func (e *filterError) Error() string { return e.err.Error() }
+
+// changesNormal serves feed=normal and feed=longpoll. The response starts
+// with the first row (or at the end), so a filter that fails before any
+// row was sent fails the request with a CouchDB error.
 func (s *Server) changesNormal(d *dbReq, c *changesReq) {
-	setJSONHeaders(d.w)
-	d.w.WriteHeader(200)
 	bw := bufio.NewWriterSize(d.w, 64<<10)
-	bw.WriteString(`{"results":[` + "\n")
+	started := false
+	begin := func() {
+		if started {
+			return
+		}
+		started = true
+		setJSONHeaders(d.w)
+		d.w.WriteHeader(200)
+		bw.WriteString(`{"results":[` + "\n")
+	}
 	first := true
 	emit := func(row []byte) error {
+		begin()
 		if !first {
 			bw.WriteString(",\n")
 		}
@@ -421,11 +437,17 @@ func (s *Server) changesNormal(d *dbReq, c *changesReq) {
 	}
 	last, pending, n, err := s.scan(d, c, c.since, c.limit, emit)
 	if err == nil && n == 0 && c.feed == "longpoll" && c.limit != 0 {
-		last, pending, err = s.longpollWait(d, c, bw, last, emit)
+		last, pending, err = s.longpollWait(d, c, bw, last, begin, emit)
 	}
 	if err != nil {
+		var fe *filterError
+		if errors.As(err, &fe) && !started {
+			writeError(d.w, &hooks.Error{Status: 500, Err: "os_process_error", Reason: fe.Error()})
+			return
+		}
 		s.log.Debug("changes feed ended early", "db", d.name, "error", err)
 	}
+	begin()
 	if !first {
 		bw.WriteString("\n")
 	}
@@ -437,7 +459,7 @@ func (s *Server) changesNormal(d *dbReq, c *changesReq) {
 
 // longpollWait waits for the first change that passes the filter, sending
 // heartbeat newlines while it waits, until the timeout.
-func (s *Server) longpollWait(d *dbReq, c *changesReq, bw *bufio.Writer, since uint64, emit func([]byte) error) (uint64, int64, error) {
+func (s *Server) longpollWait(d *dbReq, c *changesReq, bw *bufio.Writer, since uint64, begin func(), emit func([]byte) error) (uint64, int64, error) {
 	deadline := time.Now().Add(c.timeout)
 	last := since
 	for {
@@ -459,6 +481,7 @@ func (s *Server) longpollWait(d *dbReq, c *changesReq, bw *bufio.Writer, since u
 		}
 		if err != nil {
 			if c.heartbeat > 0 {
+				begin()
 				bw.WriteString("\n")
 				if bw.Flush() != nil {
 					return last, 0, nil

@@ -3,6 +3,7 @@ package couchapi
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 	"strings"
 
 	"github.com/couchepi/couchepi/examples/minicouch/store"
@@ -19,13 +20,37 @@ var replicationFields = map[string]bool{
 	"_replication_stats":        true,
 }
 
-// parseDoc is store.ParseDoc plus CouchDB's allowance for the
-// `_replication_*` members, which stay in the doc body in their place at
-// the end of the body members.
+// parseDoc is store.ParseDoc plus two CouchDB allowances: the
+// `_replication_*` members stay in the doc body (at the end of the body
+// members), and when `_revisions` is given a disagreeing `_rev` is ignored
+// (CouchDB takes the revision from `_revisions`).
 func parseDoc(raw []byte) (*store.Doc, error) {
-	if !bytes.Contains(raw, []byte(`"_replication_`)) {
-		return store.ParseDoc(raw)
+	d, err := parseDocMembers(raw)
+	if err != nil {
+		return nil, err
 	}
+	// CouchDB computes the digest of inline attachment data itself and
+	// ignores a digest sent along (clients often keep a stale one).
+	for i, a := range d.Attachments {
+		if !a.Stub && !a.Follows {
+			d.Attachments[i].Digest = ""
+		}
+	}
+	return d, nil
+}
+
+// parseDocMembers does parseDoc's work on the JSON members.
+func parseDocMembers(raw []byte) (*store.Doc, error) {
+	if !bytes.Contains(raw, []byte(`"_replication_`)) {
+		d, err := store.ParseDoc(raw)
+		if err == nil || !bytes.Contains(raw, []byte(`"_revisions"`)) {
+			return d, err
+		}
+		if se, ok := err.(*store.Error); !ok || !strings.Contains(se.Reason, "_revisions") {
+			return d, err
+		}
+	}
+	hasRevisions := bytes.Contains(raw, []byte(`"_revisions"`))
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return store.ParseDoc(raw)
@@ -44,6 +69,9 @@ func parseDoc(raw []byte) (*store.Doc, error) {
 		}
 		member := append(appendJSONString(nil, key), ':')
 		member = append(member, v...)
+		if key == "_rev" && hasRevisions {
+			continue
+		}
 		if replicationFields[key] {
 			extra = append(append(extra, ','), member...)
 			continue
@@ -56,7 +84,13 @@ func parseDoc(raw []byte) (*store.Doc, error) {
 	rest = append(rest, '}')
 	d, err := store.ParseDoc(rest)
 	if err != nil || len(extra) == 0 {
+		if err == nil && d.Revisions != nil && d.Rev == "" {
+			d.Rev = strconv.Itoa(d.Revisions.Start) + "-" + d.Revisions.IDs[0]
+		}
 		return d, err
+	}
+	if d.Revisions != nil && d.Rev == "" {
+		d.Rev = strconv.Itoa(d.Revisions.Start) + "-" + d.Revisions.IDs[0]
 	}
 	body := strings.TrimSpace(string(d.Body))
 	inner := strings.TrimSpace(body[1 : len(body)-1])

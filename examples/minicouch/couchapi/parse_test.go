@@ -21,3 +21,13 @@ func TestParseDocReplicationFields(t *testing.T) {
 		t.Error("other special members must still be rejected")
 	}
 }
+
+func TestParseDocRevisionsWin(t *testing.T) {
+	d, err := parseDoc([]byte(`{"_id":"foo","_rev":"2-b","_revisions":{"start":3,"ids":["c","c","a"]},"v":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Rev != "3-c" || d.Revisions.Start != 3 || string(d.Body) != `{"v":1}` {
+		t.Errorf("got rev %s revisions %+v body %s", d.Rev, d.Revisions, d.Body)
+	}
+}

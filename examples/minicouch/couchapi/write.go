@@ -100,6 +100,10 @@ func (s *Server) writeDocs(ctx context.Context, db *store.DB, docs []*store.Doc,
 	index := make([]int, 0, len(docs))
 	maxDoc := s.cfg.Int("couchdb", "max_document_size", 8000000)
 	before := s.hooks != nil && s.hooks.Subscribed(hooks.BeforeDocUpdate, name)
+	vdu, err := s.loadValidator(ctx, db, o.user)
+	if err != nil {
+		return nil, err
+	}
 	for i, d := range docs {
 		results[i].ID = d.ID
 		if int64(len(d.Body)) > maxDoc {
@@ -125,6 +129,10 @@ func (s *Server) writeDocs(ctx context.Context, db *store.DB, docs []*store.Doc,
 				}
 				results[i].ID = d.ID
 			}
+		}
+		if err := vdu.validate(ctx, d); err != nil {
+			results[i].Err = err
+			continue
 		}
 		pending = append(pending, d)
 		index = append(index, i)

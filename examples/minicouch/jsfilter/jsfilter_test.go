@@ -65,3 +65,46 @@ func TestErrors(t *testing.T) {
 		t.Error(ok, err)
 	}
 }
+
+func TestValidator(t *testing.T) {
+	v, err := NewValidator([]string{
+		`function(newDoc, oldDoc, userCtx, secObj) { if (!newDoc.foo) throw({forbidden: 'Document must have a foo.'}); }`,
+		`function(newDoc, oldDoc, userCtx) { if (newDoc.locked && userCtx.name !== 'admin') throw({unauthorized: 'locked'}); if (oldDoc && oldDoc.frozen) throw({forbidden: 'frozen'}); }`,
+		`function(newDoc) { if (newDoc.boom) throw new Error('boom'); }`,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := []byte(`{"db":"d","name":"bob","roles":[]}`)
+	tests := []struct {
+		doc, old string
+		status   int // 0 = accepted, -1 = other error
+		reason   string
+	}{
+		{`{"foo":1}`, "", 0, ""},
+		{`{"bar":1}`, "", 403, "Document must have a foo."},
+		{`{"foo":1,"locked":true}`, "", 401, "locked"},
+		{`{"foo":1}`, `{"frozen":true}`, 403, "frozen"},
+		{`{"foo":1,"boom":true}`, "", -1, ""},
+	}
+	for _, tc := range tests {
+		var old []byte
+		if tc.old != "" {
+			old = []byte(tc.old)
+		}
+		err := v.Validate([]byte(tc.doc), old, user, []byte(`{}`))
+		switch {
+		case tc.status == 0 && err != nil:
+			t.Errorf("%s: %v", tc.doc, err)
+		case tc.status > 0:
+			r, ok := err.(*Rejection)
+			if !ok || r.Status != tc.status || r.Reason != tc.reason {
+				t.Errorf("%s: %v, want %d %s", tc.doc, err, tc.status, tc.reason)
+			}
+		case tc.status < 0:
+			if _, ok := err.(*Rejection); ok || err == nil {
+				t.Errorf("%s: %v, want a plain error", tc.doc, err)
+			}
+		}
+	}
+}

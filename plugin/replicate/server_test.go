@@ -42,9 +42,11 @@ var (
 // TestMain stops the shared far-end server after the tests.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if shared != nil && shared.cmd != nil && shared.cmd.Process != nil {
-		shared.cmd.Process.Kill()
-		shared.cmd.Wait()
+	for _, s := range append(extraServers, shared) {
+		if s != nil && s.cmd != nil && s.cmd.Process != nil {
+			s.cmd.Process.Kill()
+			s.cmd.Wait()
+		}
 	}
 	os.Exit(code)
 }
@@ -86,16 +88,63 @@ func startServer(t testing.TB) *testServer {
 	return shared
 }
 
+var (
+	minicouchOnce sync.Once
+	minicouchBin  string
+	minicouchErr  error
+	extraServers  []*testServer
+	extraMu       sync.Mutex
+)
+
+// buildMinicouch builds examples/minicouch once per test binary.
+func buildMinicouch() (string, error) {
+	minicouchOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "minicouch-bin")
+		if err != nil {
+			minicouchErr = err
+			return
+		}
+		bin := filepath.Join(dir, "minicouch")
+		build := exec.Command("go", "build", "-o", bin, "./examples/minicouch")
+		build.Dir = repoRoot()
+		if out, err := build.CombinedOutput(); err != nil {
+			minicouchErr = fmt.Errorf("go build ./examples/minicouch: %v: %s", err, firstLine(out))
+			return
+		}
+		minicouchBin = bin
+	})
+	return minicouchBin, minicouchErr
+}
+
+// startExtraServer starts another far end of the same kind as the shared one
+// (the benchmark puts source and target on separate servers); it is stopped after the tests.
+func startExtraServer(t testing.TB) *testServer {
+	t.Helper()
+	kind := startServer(t).Kind
+	var s *testServer
+	var err error
+	if kind == "minicouch" {
+		s, err = startMinicouch(t)
+	} else {
+		s, err = startPouchDBServer(t)
+	}
+	if err != nil {
+		t.Fatalf("second far end: %v", err)
+	}
+	extraMu.Lock()
+	extraServers = append(extraServers, s)
+	extraMu.Unlock()
+	return s
+}
+
 func startMinicouch(t testing.TB) (*testServer, error) {
-	dir, err := os.MkdirTemp("", "minicouch-test")
+	bin, err := buildMinicouch()
 	if err != nil {
 		return nil, err
 	}
-	bin := filepath.Join(dir, "minicouch")
-	build := exec.Command("go", "build", "-o", bin, "./examples/minicouch")
-	build.Dir = repoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go build ./examples/minicouch: %v: %s", err, firstLine(out))
+	dir, err := os.MkdirTemp("", "minicouch-data")
+	if err != nil {
+		return nil, err
 	}
 	port := freePort(t)
 	s := &testServer{Kind: "minicouch", Base: fmt.Sprintf("http://127.0.0.1:%d/", port), User: "admin", Pass: "pass"}

@@ -259,7 +259,7 @@ func (c *Client) once(ctx context.Context, r *Request, rawURL string) (*http.Res
 	c.auth.authorize(ctx, req)
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		if cause := context.Cause(rctx); errors.Is(cause, errInactivity) {
+		if cause := context.Cause(rctx); errors.Is(cause, ErrInactivity) {
 			err = cause
 		}
 		return fail(err)
@@ -272,8 +272,8 @@ func (c *Client) once(ctx context.Context, r *Request, rawURL string) (*http.Res
 	return resp, nil
 }
 
-// errInactivity is the cause of a request cancelled by the inactivity timeout.
-var errInactivity = errors.New("connection timeout: no data within connection_timeout")
+// ErrInactivity is the error of a request, or a body read, that saw no data for connection_timeout.
+var ErrInactivity = errors.New("connection timeout: no data within connection_timeout")
 
 type watchdog struct {
 	d time.Duration
@@ -281,7 +281,7 @@ type watchdog struct {
 }
 
 func newWatchdog(d time.Duration, cancel context.CancelCauseFunc) *watchdog {
-	return &watchdog{d: d, t: time.AfterFunc(d, func() { cancel(errInactivity) })}
+	return &watchdog{d: d, t: time.AfterFunc(d, func() { cancel(ErrInactivity) })}
 }
 
 func (w *watchdog) reset() { w.t.Reset(w.d) }
@@ -303,7 +303,7 @@ func (b *watchedBody) Read(p []byte) (int, error) {
 		b.wd.reset()
 	}
 	if err != nil && err != io.EOF {
-		if cause := context.Cause(b.ctx); errors.Is(cause, errInactivity) {
+		if cause := context.Cause(b.ctx); errors.Is(cause, ErrInactivity) {
 			err = cause
 		}
 	}

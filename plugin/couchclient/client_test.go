@@ -299,7 +299,7 @@ func TestInactivityTimeout(t *testing.T) {
 		if (err != nil) != tc.wantErr {
 			t.Fatalf("%s: read err %v, wantErr %v", tc.path, err, tc.wantErr)
 		}
-		if err != nil && !errors.Is(err, errInactivity) {
+		if err != nil && !errors.Is(err, ErrInactivity) {
 			t.Fatalf("%s: err %v, want inactivity timeout", tc.path, err)
 		}
 	}

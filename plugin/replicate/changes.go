@@ -42,6 +42,9 @@ type changesReader struct {
 	log  hclog.Logger
 	out  chan<- change
 	wait time.Duration // first retry wait
+	// clientFilter: the source refused POST _changes, so doc_ids are filtered here.
+	clientFilter bool
+	docIDs       map[string]bool
 }
 
 // run reads from since until the feed ends (one-shot) or ctx is done (continuous).
@@ -66,7 +69,9 @@ func (r *changesReader) run(ctx context.Context, since json.RawMessage) error {
 			if errors.As(err, &fe) {
 				return fe
 			}
-			if progressed {
+			if progressed || r.rep.Continuous && errors.Is(err, couchclient.ErrInactivity) {
+				// Progress, or an idle continuous feed from a server that
+				// does not end it at `timeout`: reconnect without using retries.
 				retries = r.rep.RetriesPerRequest
 				wait = r.wait
 			} else {
@@ -102,6 +107,7 @@ func (r *changesReader) query(since json.RawMessage) (string, []byte) {
 	q := "feed=" + feed + "&style=" + style + "&since=" + url.QueryEscape(seqString(since)) + "&timeout=" + strconv.Itoa(timeout)
 	var body []byte
 	switch {
+	case r.clientFilter:
 	case len(r.rep.DocIDs) > 0 && r.rep.Filter != "_view" && !strings.Contains(r.rep.Filter, "/"):
 		q += "&filter=_doc_ids"
 		body, _ = json.Marshal(map[string][]string{"doc_ids": r.rep.DocIDs})
@@ -159,6 +165,12 @@ func (r *changesReader) request(ctx context.Context, since json.RawMessage) (boo
 		return false, nil, err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusMethodNotAllowed && len(r.rep.DocIDs) > 0 && !r.clientFilter {
+		// No POST _changes: read the whole feed and keep the doc_ids here.
+		drainClose(resp)
+		r.clientFilter = true
+		return r.request(ctx, since)
+	}
 	if resp.StatusCode != http.StatusOK {
 		e := statusError("changes_req_failed", resp, req.Method, r.src.RedactedURL()+"_changes")
 		e.Fatal = resp.StatusCode/100 == 4
@@ -172,6 +184,17 @@ func (r *changesReader) request(ctx context.Context, since json.RawMessage) (boo
 }
 
 func (r *changesReader) emit(ctx context.Context, c change) error {
+	if r.clientFilter && c.ID != "" {
+		if r.docIDs == nil {
+			r.docIDs = map[string]bool{}
+			for _, id := range r.rep.DocIDs {
+				r.docIDs[id] = true
+			}
+		}
+		if !r.docIDs[c.ID] {
+			return nil
+		}
+	}
 	select {
 	case r.out <- c:
 		return nil

@@ -99,3 +99,25 @@ func TestFaults(t *testing.T) {
 		})
 	}
 }
+
+// TestDocIDsWithoutPostChanges: a source refusing POST _changes (405) still
+// gets a doc_ids replication, filtered on our side.
+func TestDocIDsWithoutPostChanges(t *testing.T) {
+	s := startServer(t)
+	src, tgt := s.newDB(t, "src"), s.newDB(t, "tgt")
+	addDocs(t, s, src, 0, 30)
+	p := newFaultProxy(t, s)
+	p.setFaults(func(n int, r *http.Request, _ []byte) fault {
+		if r.Method == "POST" && strings.HasSuffix(r.URL.Path, "/_changes") {
+			return fail405
+		}
+		return passThrough
+	})
+	rep := testRep(p.endpointServer(s), src, tgt)
+	rep.DocIDs = []string{"c0003", "c0017", "nope"}
+	res := runRep(t, rep, Options{})
+	got := s.contents(t, tgt)
+	if len(got) != 2 || got["c0003"] == nil || got["c0017"] == nil || res.Stats.DocsWritten != 2 {
+		t.Fatalf("target holds %d docs (%v), docs_written %d", len(got), got, res.Stats.DocsWritten)
+	}
+}

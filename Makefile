@@ -15,7 +15,7 @@ DEMO_DATA ?= .demo/data
 DEMO_USER ?= admin
 DEMO_PASS ?= pass
 
-.PHONY: all build test test-short interop-deps bench proto lint fuzz demo clean
+.PHONY: all build test test-short test-browser interop-deps browser-deps bench proto lint fuzz demo clean
 
 all: build
 
@@ -24,16 +24,28 @@ build:
 	$(GO) build -o $(BIN)/minicouch ./examples/minicouch
 	$(GO) build -o $(BIN)/replicator ./plugin
 	$(GO) build -o $(BIN)/docguard ./examples/docguard
+	$(GO) build -o $(BIN)/couchrep ./plugin/couchrep
 
 # npm packages for the interoperability tests (PouchDB, pouchdb-server).
 interop-deps:
 	cd $(INTEROP) && npm ci --no-audit --no-fund --loglevel=error
+
+# playwright-core (npm) and Debian's chromium for the Fauxton browser test.
+browser-deps:
+	cd test/browser && npm ci --no-audit --no-fund --loglevel=error
+	@command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
+
+# Fauxton, CouchDB's web UI, driven in headless chromium against minicouch;
+# screenshots land in artifacts/browser/.
+test-browser: build browser-deps
+	COUCHEPI_BROWSER_TEST=1 $(GO) test -count=1 -timeout 10m ./test/browser/
 
 test: build interop-deps
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 15m $$($(GO) list ./... | grep -v -e /host -e /sdk -e /plugin -e /examples/minicouch)
 	$(GO) test -count=1 -race -timeout 15m $(RACE_PKGS)
 	$(MAKE) fuzz FUZZTIME=5s
+	$(MAKE) test-browser
 
 # Quick loop for development: no race detector, no npm.
 test-short:
@@ -71,8 +83,9 @@ lint:
 # minicouch on $(DEMO_ADDR) with the replicator loaded, ready for curl.
 demo: build
 	@mkdir -p $(DEMO_DATA)
-	@echo "minicouch: http://$(DEMO_USER):$(DEMO_PASS)@$(DEMO_ADDR)/   (Ctrl-C stops it)"
-	$(BIN)/minicouch --addr $(DEMO_ADDR) --data $(DEMO_DATA) --admin $(DEMO_USER):$(DEMO_PASS) --plugin $(BIN)/replicator
+	@test/browser/fauxton.sh .demo/fauxton || echo "Fauxton not fetched; /_utils/ will be missing"
+	@echo "minicouch: http://$(DEMO_USER):$(DEMO_PASS)@$(DEMO_ADDR)/   Fauxton: http://$(DEMO_ADDR)/_utils/   (Ctrl-C stops it)"
+	$(BIN)/minicouch --addr $(DEMO_ADDR) --data $(DEMO_DATA) --admin $(DEMO_USER):$(DEMO_PASS) --plugin $(BIN)/replicator --fauxton .demo/fauxton
 
 clean:
 	rm -rf $(BIN) .demo bench.out

@@ -1,19 +1,19 @@
 #!/bin/sh
 # fauxton.sh DIR — put the Fauxton build (CouchDB's web UI, npm package
-# "fauxton" pinned in package.json) into DIR, ready for `minicouch --fauxton DIR`.
-# Installs this directory's npm packages first when they are missing
-# (`npm ci`, from package-lock.json). The repository never vendors Fauxton.
+# "fauxton") into DIR, ready for `minicouch --fauxton DIR`. The repository
+# never vendors Fauxton. `npm pack` fetches only the 1 MB package tarball:
+# installing the package would pull its whole build toolchain (~500 MB).
 set -eu
-here=$(cd "$(dirname "$0")" && pwd)
+version=1.2.6
 dest=${1:?usage: fauxton.sh DIR}
-dist="$here/node_modules/fauxton/dist/release"
-if [ ! -f "$dist/index.html" ]; then
-  (cd "$here" && npm ci --no-audit --no-fund --loglevel=error)
+if [ -f "$dest/index.html" ] && [ "$(cat "$dest/.fauxton-version" 2>/dev/null)" = "$version" ]; then
+  exit 0
 fi
-if [ ! -f "$dist/index.html" ]; then
-  echo "fauxton.sh: $dist/index.html missing after npm ci" >&2
-  exit 1
-fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+(cd "$tmp" && npm pack "fauxton@$version" --silent >/dev/null)
+tar -xzf "$tmp/fauxton-$version.tgz" -C "$tmp" package/dist/release
 mkdir -p "$dest"
-cp -R "$dist/." "$dest/"
-echo "fauxton.sh: Fauxton $(node -p "require('$here/node_modules/fauxton/package.json').version") in $dest"
+cp -R "$tmp/package/dist/release/." "$dest/"
+echo "$version" > "$dest/.fauxton-version"
+echo "fauxton.sh: Fauxton $version in $dest"

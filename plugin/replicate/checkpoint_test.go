@@ -1,10 +1,15 @@
 package replicate
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"testing"
+
+	"github.com/couchepi/couchepi/plugin/couchclient"
 )
+
+func newTestPool() *couchclient.Pool { return couchclient.NewPool(couchclient.PoolOptions{}) }
 
 func hist(entries ...string) []json.RawMessage {
 	out := []json.RawMessage{}
@@ -71,5 +76,56 @@ func TestCheckpointBodyHistoryCap(t *testing.T) {
 	json.Unmarshal(cp.History[0], &head)
 	if head.SessionID != "s" || string(head.RecordedSeq) != `"7"` || head.DocsWritten != 3 || string(cp.SourceLastSeq) != `"7"` {
 		t.Fatalf("head entry %+v", head)
+	}
+}
+
+// TestCheckpointConflict: a checkpoint PUT that conflicts is accepted when the
+// stored doc already holds what we wrote (a lost response), and fails otherwise.
+func TestCheckpointConflict(t *testing.T) {
+	s := startServer(t)
+	db := s.newDB(t, "cp")
+	pool := newTestPool()
+	defer pool.Close()
+	c := pool.Endpoint(s.endpoint(db), nil)
+	ctx := context.Background()
+	body := []byte(`{"session_id":"s1","source_last_seq":"5","replication_id_version":4,"history":[]}`)
+	rev, err := writeCheckpoint(ctx, c, "source", "cpid", "", body)
+	if err != nil || rev == "" {
+		t.Fatalf("first write: rev %q err %v", rev, err)
+	}
+	again, err := writeCheckpoint(ctx, c, "source", "cpid", "", body)
+	if err != nil || again != rev {
+		t.Fatalf("replayed write: rev %q err %v, want accepted with %q", again, err, rev)
+	}
+	other := []byte(`{"session_id":"s2","source_last_seq":"9","replication_id_version":4,"history":[]}`)
+	_, err = writeCheckpoint(ctx, c, "source", "cpid", "", other)
+	if err == nil || err.Error() != "checkpoint_commit_failure: Error updating the source checkpoint document: conflict" {
+		t.Fatalf("conflicting write: %v", err)
+	}
+}
+
+// TestForeignCheckpoint: when the target's checkpoint shares no session with
+// the source's, the replication starts over (every rev re-checked, nothing rewritten).
+func TestForeignCheckpoint(t *testing.T) {
+	s := startServer(t)
+	src, tgt := s.newDB(t, "src"), s.newDB(t, "tgt")
+	addDocs(t, s, src, 0, 40)
+	runRep(t, testRep(s, src, tgt), Options{})
+	id, err := ComputeRepID(context.Background(), testRep(s, src, tgt), "0123456789abcdef0123456789abcdef", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cur struct {
+		Rev string `json:"_rev"`
+	}
+	json.Unmarshal(s.mustDo(t, "GET", tgt+"/_local/"+id.Base, nil), &cur)
+	s.mustDo(t, "PUT", tgt+"/_local/"+id.Base, map[string]any{
+		"_rev": cur.Rev, "session_id": "foreign", "source_last_seq": "999", "replication_id_version": 4,
+		"history": []map[string]any{{"session_id": "foreign", "recorded_seq": "999"}},
+	})
+	addDocs(t, s, src, 40, 45)
+	res := runRep(t, testRep(s, src, tgt), Options{})
+	if res.Stats.RevisionsChecked != 45 || res.Stats.DocsWritten != 5 {
+		t.Fatalf("after a foreign checkpoint: checked %d written %d, want 45 and 5", res.Stats.RevisionsChecked, res.Stats.DocsWritten)
 	}
 }

@@ -325,6 +325,24 @@ func TestE2EReplicatorDocs(t *testing.T) {
 			return !strings.Contains(c.must("GET", "/_scheduler/jobs", "", 200), `"another/_replicator"`)
 		})
 	})
+	t.Run("filter code change restarts with a new id", func(t *testing.T) {
+		c.t = t
+		c.must("PUT", "/fsrc", "", 201)
+		c.must("PUT", "/fsrc/_design/f", `{"filters":{"by":"function(doc){ return doc.n % 2 == 0; }"}}`, 201)
+		c.putDocs("fsrc", 0, 10)
+		c.must("PUT", "/_replicator/filtered", c.repDoc("fsrc", "ftgt", `,"continuous":true,"create_target":true,"filter":"f/by"`), 201)
+		m := c.waitState("_replicator", "filtered", "running", 20*time.Second)
+		c.eventually("even docs replicated", 20*time.Second, func() bool { return c.docCount("ftgt") == 5 })
+		oldID := m["id"]
+		rev := c.revOf("/fsrc/_design/f")
+		c.must("PUT", "/fsrc/_design/f", `{"_rev":"`+rev+`","filters":{"by":"function(doc){ return true; }"}}`, 201)
+		c.putDocs("fsrc", 10, 1)
+		c.eventually("new replication id", 30*time.Second, func() bool {
+			m := c.schedDoc("_replicator", "filtered")
+			return m != nil && m["state"] == "running" && m["id"] != nil && m["id"] != oldID
+		})
+		c.eventually("all docs replicated with the new filter", 20*time.Second, func() bool { return c.docCount("ftgt") >= 11 })
+	})
 	t.Run("non-admin", func(t *testing.T) {
 		c.t = t
 		code, body := c.reqAs("", "GET", "/_scheduler/jobs", "")
@@ -393,14 +411,20 @@ func TestE2ERestart(t *testing.T) {
 	c.must("PUT", "/_replicator/cont", c.repDoc("src", "t2", `,"continuous":true,"create_target":true`), 201)
 	c.waitState("_replicator", "cont", "running", 20*time.Second)
 	c.eventually("continuous caught up", 20*time.Second, func() bool { return c.docCount("t2") == 10 })
+	c.must("POST", "/_replicate", `{"source":"src","target":"tr","create_target":true,"continuous":true}`, 202)
+	c.eventually("transient caught up", 20*time.Second, func() bool { return c.docCount("tr") == 10 })
 	c.stop()
 	c.start()
+	c.eventually("transient job running again", 20*time.Second, func() bool {
+		return strings.Contains(c.must("GET", "/_scheduler/jobs?states=running", "", 200), `"database":null`)
+	})
 	if m := c.schedDoc("_replicator", "done"); m == nil || m["state"] != "completed" {
 		t.Fatalf("completed doc after restart: %v", m)
 	}
 	c.waitState("_replicator", "cont", "running", 20*time.Second)
 	c.putDocs("src", 10, 5)
 	c.eventually("continuous resumed", 20*time.Second, func() bool { return c.docCount("t2") == 15 })
+	c.eventually("transient resumed", 20*time.Second, func() bool { return c.docCount("tr") == 15 })
 	// Written while the plugin ran; after a restart the doc is not re-processed into a new job.
 	if strings.Count(c.must("GET", "/_scheduler/jobs", "", 200), `"doc_id":"cont"`) != 1 {
 		t.Fatal("duplicate jobs after restart")

@@ -417,3 +417,24 @@ func TestValidateDocUpdate(t *testing.T) {
 		{name: "local not validated", method: "PUT", path: "/db/_local/l", body: `{}`, status: 201},
 	})
 }
+
+func TestViews(t *testing.T) {
+	ts, _ := newTestServer(t)
+	runSteps(t, ts.URL, []step{
+		{name: "db", method: "PUT", path: "/db", status: 201},
+		{name: "docs", method: "POST", path: "/db/_bulk_docs", body: `{"docs":[{"_id":"a","n":3,"t":"x"},{"_id":"b","n":1,"t":"y"},{"_id":"c","n":2,"t":"x"}]}`, status: 201},
+		{name: "ddoc", method: "PUT", path: "/db/_design/v", body: `{"views":{"by_n":{"map":"function(doc){ emit(doc.n, doc.t); }"},` +
+			`"by_t":{"map":"function(doc){ emit([doc.t, doc.n], 1); }","reduce":"_count"},` +
+			`"js":{"map":"function(doc){ emit(doc.t, doc.n); }","reduce":"function(keys, values, rereduce){ return sum(values); }"}}}`, status: 201},
+		{name: "map", method: "GET", path: "/db/_design/v/_view/by_n", status: 200,
+			want: `{"total_rows":3,"offset":0,"rows":[{"id":"b","key":1,"value":"y"},{"id":"c","key":2,"value":"x"},{"id":"a","key":3,"value":"x"}]}`},
+		{name: "range desc", method: "GET", path: "/db/_design/v/_view/by_n?descending=true&startkey=2&limit=1", status: 200,
+			want: `{"total_rows":3,"offset":1,"rows":[{"id":"c","key":2,"value":"x"}]}`},
+		{name: "key", method: "GET", path: "/db/_design/v/_view/by_n?key=3&include_docs=true", status: 200, has: []string{`"doc":{"_id":"a"`}},
+		{name: "reduce", method: "GET", path: "/db/_design/v/_view/by_t", status: 200, want: `{"rows":[{"key":null,"value":3}]}`},
+		{name: "group_level", method: "GET", path: "/db/_design/v/_view/by_t?group_level=1", status: 200, want: `{"rows":[{"key":["x"],"value":2},{"key":["y"],"value":1}]}`},
+		{name: "no reduce", method: "GET", path: "/db/_design/v/_view/by_t?reduce=false&limit=1", status: 200, has: []string{`"key":["x",2]`}},
+		{name: "js reduce", method: "GET", path: "/db/_design/v/_view/js?group=true", status: 200, want: `{"rows":[{"key":"x","value":5},{"key":"y","value":1}]}`},
+		{name: "missing view", method: "GET", path: "/db/_design/v/_view/nope", status: 404, want: `{"error":"not_found","reason":"missing_named_view"}`},
+	})
+}

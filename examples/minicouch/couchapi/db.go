@@ -109,6 +109,10 @@ func (s *Server) serveDB(q *request) {
 			writeError(q.w, errMissing)
 			return
 		}
+		if len(q.segs) == 5 && q.segs[3] == "_view" {
+			s.view(d, q.segs[2], q.segs[4])
+			return
+		}
 		s.serveDoc(d, store.DesignPrefix+q.segs[2], q.segs[3:])
 	case "_local":
 		if len(q.segs) < 3 {

@@ -876,6 +876,53 @@ func (x *ActiveTasksReply) GetTasks() [][]byte {
 	return nil
 }
 
+// MetricsReply carries the plugin's Prometheus metrics: each entry is one
+// io.prometheus.client.MetricFamily in protobuf encoding. The host adds a
+// "plugin" label to every metric before exposing them.
+type MetricsReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Families      [][]byte               `protobuf:"bytes,1,rep,name=families,proto3" json:"families,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetricsReply) Reset() {
+	*x = MetricsReply{}
+	mi := &file_hooks_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetricsReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetricsReply) ProtoMessage() {}
+
+func (x *MetricsReply) ProtoReflect() protoreflect.Message {
+	mi := &file_hooks_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetricsReply.ProtoReflect.Descriptor instead.
+func (*MetricsReply) Descriptor() ([]byte, []int) {
+	return file_hooks_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *MetricsReply) GetFamilies() [][]byte {
+	if x != nil {
+		return x.Families
+	}
+	return nil
+}
+
 // Header is one HTTP header with all its values.
 type Header struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -887,7 +934,7 @@ type Header struct {
 
 func (x *Header) Reset() {
 	*x = Header{}
-	mi := &file_hooks_proto_msgTypes[16]
+	mi := &file_hooks_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -899,7 +946,7 @@ func (x *Header) String() string {
 func (*Header) ProtoMessage() {}
 
 func (x *Header) ProtoReflect() protoreflect.Message {
-	mi := &file_hooks_proto_msgTypes[16]
+	mi := &file_hooks_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -912,7 +959,7 @@ func (x *Header) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Header.ProtoReflect.Descriptor instead.
 func (*Header) Descriptor() ([]byte, []int) {
-	return file_hooks_proto_rawDescGZIP(), []int{16}
+	return file_hooks_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Header) GetName() string {
@@ -946,7 +993,7 @@ type HTTPRequestHead struct {
 
 func (x *HTTPRequestHead) Reset() {
 	*x = HTTPRequestHead{}
-	mi := &file_hooks_proto_msgTypes[17]
+	mi := &file_hooks_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -958,7 +1005,7 @@ func (x *HTTPRequestHead) String() string {
 func (*HTTPRequestHead) ProtoMessage() {}
 
 func (x *HTTPRequestHead) ProtoReflect() protoreflect.Message {
-	mi := &file_hooks_proto_msgTypes[17]
+	mi := &file_hooks_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -971,7 +1018,7 @@ func (x *HTTPRequestHead) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPRequestHead.ProtoReflect.Descriptor instead.
 func (*HTTPRequestHead) Descriptor() ([]byte, []int) {
-	return file_hooks_proto_rawDescGZIP(), []int{17}
+	return file_hooks_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *HTTPRequestHead) GetMethod() string {
@@ -1041,7 +1088,7 @@ type HTTPRequestPart struct {
 
 func (x *HTTPRequestPart) Reset() {
 	*x = HTTPRequestPart{}
-	mi := &file_hooks_proto_msgTypes[18]
+	mi := &file_hooks_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1053,7 +1100,7 @@ func (x *HTTPRequestPart) String() string {
 func (*HTTPRequestPart) ProtoMessage() {}
 
 func (x *HTTPRequestPart) ProtoReflect() protoreflect.Message {
-	mi := &file_hooks_proto_msgTypes[18]
+	mi := &file_hooks_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1066,7 +1113,7 @@ func (x *HTTPRequestPart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPRequestPart.ProtoReflect.Descriptor instead.
 func (*HTTPRequestPart) Descriptor() ([]byte, []int) {
-	return file_hooks_proto_rawDescGZIP(), []int{18}
+	return file_hooks_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *HTTPRequestPart) GetHead() *HTTPRequestHead {
@@ -1094,7 +1141,7 @@ type HTTPResponseHead struct {
 
 func (x *HTTPResponseHead) Reset() {
 	*x = HTTPResponseHead{}
-	mi := &file_hooks_proto_msgTypes[19]
+	mi := &file_hooks_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1106,7 +1153,7 @@ func (x *HTTPResponseHead) String() string {
 func (*HTTPResponseHead) ProtoMessage() {}
 
 func (x *HTTPResponseHead) ProtoReflect() protoreflect.Message {
-	mi := &file_hooks_proto_msgTypes[19]
+	mi := &file_hooks_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1119,7 +1166,7 @@ func (x *HTTPResponseHead) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPResponseHead.ProtoReflect.Descriptor instead.
 func (*HTTPResponseHead) Descriptor() ([]byte, []int) {
-	return file_hooks_proto_rawDescGZIP(), []int{19}
+	return file_hooks_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *HTTPResponseHead) GetStatus() int32 {
@@ -1148,7 +1195,7 @@ type HTTPResponsePart struct {
 
 func (x *HTTPResponsePart) Reset() {
 	*x = HTTPResponsePart{}
-	mi := &file_hooks_proto_msgTypes[20]
+	mi := &file_hooks_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1160,7 +1207,7 @@ func (x *HTTPResponsePart) String() string {
 func (*HTTPResponsePart) ProtoMessage() {}
 
 func (x *HTTPResponsePart) ProtoReflect() protoreflect.Message {
-	mi := &file_hooks_proto_msgTypes[20]
+	mi := &file_hooks_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1173,7 +1220,7 @@ func (x *HTTPResponsePart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPResponsePart.ProtoReflect.Descriptor instead.
 func (*HTTPResponsePart) Descriptor() ([]byte, []int) {
-	return file_hooks_proto_rawDescGZIP(), []int{20}
+	return file_hooks_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *HTTPResponsePart) GetHead() *HTTPResponseHead {
@@ -1204,7 +1251,7 @@ type ServerInfoReply struct {
 
 func (x *ServerInfoReply) Reset() {
 	*x = ServerInfoReply{}
-	mi := &file_hooks_proto_msgTypes[21]
+	mi := &file_hooks_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1216,7 +1263,7 @@ func (x *ServerInfoReply) String() string {
 func (*ServerInfoReply) ProtoMessage() {}
 
 func (x *ServerInfoReply) ProtoReflect() protoreflect.Message {
-	mi := &file_hooks_proto_msgTypes[21]
+	mi := &file_hooks_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1229,7 +1276,7 @@ func (x *ServerInfoReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerInfoReply.ProtoReflect.Descriptor instead.
 func (*ServerInfoReply) Descriptor() ([]byte, []int) {
-	return file_hooks_proto_rawDescGZIP(), []int{21}
+	return file_hooks_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ServerInfoReply) GetUuid() string {
@@ -1279,7 +1326,7 @@ type DBInfo struct {
 
 func (x *DBInfo) Reset() {
 	*x = DBInfo{}
-	mi := &file_hooks_proto_msgTypes[22]
+	mi := &file_hooks_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1291,7 +1338,7 @@ func (x *DBInfo) String() string {
 func (*DBInfo) ProtoMessage() {}
 
 func (x *DBInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_hooks_proto_msgTypes[22]
+	mi := &file_hooks_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1304,7 +1351,7 @@ func (x *DBInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DBInfo.ProtoReflect.Descriptor instead.
 func (*DBInfo) Descriptor() ([]byte, []int) {
-	return file_hooks_proto_rawDescGZIP(), []int{22}
+	return file_hooks_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DBInfo) GetName() string {
@@ -1338,7 +1385,7 @@ type ListDBsReply struct {
 
 func (x *ListDBsReply) Reset() {
 	*x = ListDBsReply{}
-	mi := &file_hooks_proto_msgTypes[23]
+	mi := &file_hooks_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1350,7 +1397,7 @@ func (x *ListDBsReply) String() string {
 func (*ListDBsReply) ProtoMessage() {}
 
 func (x *ListDBsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_hooks_proto_msgTypes[23]
+	mi := &file_hooks_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1363,7 +1410,7 @@ func (x *ListDBsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDBsReply.ProtoReflect.Descriptor instead.
 func (*ListDBsReply) Descriptor() ([]byte, []int) {
-	return file_hooks_proto_rawDescGZIP(), []int{23}
+	return file_hooks_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListDBsReply) GetDbs() []*DBInfo {
@@ -1385,7 +1432,7 @@ type ChangesRequest struct {
 
 func (x *ChangesRequest) Reset() {
 	*x = ChangesRequest{}
-	mi := &file_hooks_proto_msgTypes[24]
+	mi := &file_hooks_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1397,7 +1444,7 @@ func (x *ChangesRequest) String() string {
 func (*ChangesRequest) ProtoMessage() {}
 
 func (x *ChangesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hooks_proto_msgTypes[24]
+	mi := &file_hooks_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1410,7 +1457,7 @@ func (x *ChangesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangesRequest.ProtoReflect.Descriptor instead.
 func (*ChangesRequest) Descriptor() ([]byte, []int) {
-	return file_hooks_proto_rawDescGZIP(), []int{24}
+	return file_hooks_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ChangesRequest) GetDb() string {
@@ -1447,7 +1494,7 @@ type Change struct {
 
 func (x *Change) Reset() {
 	*x = Change{}
-	mi := &file_hooks_proto_msgTypes[25]
+	mi := &file_hooks_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1459,7 +1506,7 @@ func (x *Change) String() string {
 func (*Change) ProtoMessage() {}
 
 func (x *Change) ProtoReflect() protoreflect.Message {
-	mi := &file_hooks_proto_msgTypes[25]
+	mi := &file_hooks_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1472,7 +1519,7 @@ func (x *Change) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Change.ProtoReflect.Descriptor instead.
 func (*Change) Descriptor() ([]byte, []int) {
-	return file_hooks_proto_rawDescGZIP(), []int{25}
+	return file_hooks_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Change) GetSeq() string {
@@ -1515,7 +1562,7 @@ type ChangesReply struct {
 
 func (x *ChangesReply) Reset() {
 	*x = ChangesReply{}
-	mi := &file_hooks_proto_msgTypes[26]
+	mi := &file_hooks_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1527,7 +1574,7 @@ func (x *ChangesReply) String() string {
 func (*ChangesReply) ProtoMessage() {}
 
 func (x *ChangesReply) ProtoReflect() protoreflect.Message {
-	mi := &file_hooks_proto_msgTypes[26]
+	mi := &file_hooks_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1540,7 +1587,7 @@ func (x *ChangesReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangesReply.ProtoReflect.Descriptor instead.
 func (*ChangesReply) Descriptor() ([]byte, []int) {
-	return file_hooks_proto_rawDescGZIP(), []int{26}
+	return file_hooks_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ChangesReply) GetResults() []*Change {
@@ -1575,7 +1622,7 @@ type GetDocRequest struct {
 
 func (x *GetDocRequest) Reset() {
 	*x = GetDocRequest{}
-	mi := &file_hooks_proto_msgTypes[27]
+	mi := &file_hooks_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1587,7 +1634,7 @@ func (x *GetDocRequest) String() string {
 func (*GetDocRequest) ProtoMessage() {}
 
 func (x *GetDocRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hooks_proto_msgTypes[27]
+	mi := &file_hooks_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1600,7 +1647,7 @@ func (x *GetDocRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDocRequest.ProtoReflect.Descriptor instead.
 func (*GetDocRequest) Descriptor() ([]byte, []int) {
-	return file_hooks_proto_rawDescGZIP(), []int{27}
+	return file_hooks_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetDocRequest) GetDb() string {
@@ -1627,7 +1674,7 @@ type DocReply struct {
 
 func (x *DocReply) Reset() {
 	*x = DocReply{}
-	mi := &file_hooks_proto_msgTypes[28]
+	mi := &file_hooks_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1639,7 +1686,7 @@ func (x *DocReply) String() string {
 func (*DocReply) ProtoMessage() {}
 
 func (x *DocReply) ProtoReflect() protoreflect.Message {
-	mi := &file_hooks_proto_msgTypes[28]
+	mi := &file_hooks_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1652,7 +1699,7 @@ func (x *DocReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DocReply.ProtoReflect.Descriptor instead.
 func (*DocReply) Descriptor() ([]byte, []int) {
-	return file_hooks_proto_rawDescGZIP(), []int{28}
+	return file_hooks_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DocReply) GetDoc() []byte {
@@ -1673,7 +1720,7 @@ type UpdateDocRequest struct {
 
 func (x *UpdateDocRequest) Reset() {
 	*x = UpdateDocRequest{}
-	mi := &file_hooks_proto_msgTypes[29]
+	mi := &file_hooks_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1685,7 +1732,7 @@ func (x *UpdateDocRequest) String() string {
 func (*UpdateDocRequest) ProtoMessage() {}
 
 func (x *UpdateDocRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hooks_proto_msgTypes[29]
+	mi := &file_hooks_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1698,7 +1745,7 @@ func (x *UpdateDocRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateDocRequest.ProtoReflect.Descriptor instead.
 func (*UpdateDocRequest) Descriptor() ([]byte, []int) {
-	return file_hooks_proto_rawDescGZIP(), []int{29}
+	return file_hooks_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *UpdateDocRequest) GetDb() string {
@@ -1725,7 +1772,7 @@ type UpdateDocReply struct {
 
 func (x *UpdateDocReply) Reset() {
 	*x = UpdateDocReply{}
-	mi := &file_hooks_proto_msgTypes[30]
+	mi := &file_hooks_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1737,7 +1784,7 @@ func (x *UpdateDocReply) String() string {
 func (*UpdateDocReply) ProtoMessage() {}
 
 func (x *UpdateDocReply) ProtoReflect() protoreflect.Message {
-	mi := &file_hooks_proto_msgTypes[30]
+	mi := &file_hooks_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1750,7 +1797,7 @@ func (x *UpdateDocReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateDocReply.ProtoReflect.Descriptor instead.
 func (*UpdateDocReply) Descriptor() ([]byte, []int) {
-	return file_hooks_proto_rawDescGZIP(), []int{30}
+	return file_hooks_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *UpdateDocReply) GetRev() string {
@@ -1820,7 +1867,9 @@ const file_hooks_proto_rawDesc = "" +
 	"\x0eCatchUpRequest\x12\x0e\n" +
 	"\x02db\x18\x01 \x01(\tR\x02db\"(\n" +
 	"\x10ActiveTasksReply\x12\x14\n" +
-	"\x05tasks\x18\x01 \x03(\fR\x05tasks\"4\n" +
+	"\x05tasks\x18\x01 \x03(\fR\x05tasks\"*\n" +
+	"\fMetricsReply\x12\x1a\n" +
+	"\bfamilies\x18\x01 \x03(\fR\bfamilies\"4\n" +
 	"\x06Header\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06values\x18\x02 \x03(\tR\x06values\"\x8a\x02\n" +
@@ -1878,7 +1927,7 @@ const file_hooks_proto_rawDesc = "" +
 	"\x02db\x18\x01 \x01(\tR\x02db\x12\x10\n" +
 	"\x03doc\x18\x02 \x01(\fR\x03doc\"\"\n" +
 	"\x0eUpdateDocReply\x12\x10\n" +
-	"\x03rev\x18\x01 \x01(\tR\x03rev2\xc0\x06\n" +
+	"\x03rev\x18\x01 \x01(\tR\x03rev2\x86\a\n" +
 	"\x06Plugin\x12B\n" +
 	"\aGetInfo\x12\x18.couchepi.hooks.v1.Empty\x1a\x1d.couchepi.hooks.v1.PluginInfo\x12J\n" +
 	"\tConfigure\x12#.couchepi.hooks.v1.ConfigureRequest\x1a\x18.couchepi.hooks.v1.Empty\x12B\n" +
@@ -1890,7 +1939,8 @@ const file_hooks_proto_rawDesc = "" +
 	"\aDeliver\x12!.couchepi.hooks.v1.DeliverRequest\x1a\x1f.couchepi.hooks.v1.DeliverReply\x12F\n" +
 	"\aCatchUp\x12!.couchepi.hooks.v1.CatchUpRequest\x1a\x18.couchepi.hooks.v1.Empty\x12L\n" +
 	"\vActiveTasks\x12\x18.couchepi.hooks.v1.Empty\x1a#.couchepi.hooks.v1.ActiveTasksReply\x12X\n" +
-	"\tServeHTTP\x12\".couchepi.hooks.v1.HTTPRequestPart\x1a#.couchepi.hooks.v1.HTTPResponsePart(\x010\x012\x8d\x03\n" +
+	"\tServeHTTP\x12\".couchepi.hooks.v1.HTTPRequestPart\x1a#.couchepi.hooks.v1.HTTPResponsePart(\x010\x01\x12D\n" +
+	"\aMetrics\x12\x18.couchepi.hooks.v1.Empty\x1a\x1f.couchepi.hooks.v1.MetricsReply2\x8d\x03\n" +
 	"\fHostServices\x12J\n" +
 	"\n" +
 	"ServerInfo\x12\x18.couchepi.hooks.v1.Empty\x1a\".couchepi.hooks.v1.ServerInfoReply\x12D\n" +
@@ -1911,7 +1961,7 @@ func file_hooks_proto_rawDescGZIP() []byte {
 	return file_hooks_proto_rawDescData
 }
 
-var file_hooks_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_hooks_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_hooks_proto_goTypes = []any{
 	(*Empty)(nil),            // 0: couchepi.hooks.v1.Empty
 	(*CouchError)(nil),       // 1: couchepi.hooks.v1.CouchError
@@ -1929,38 +1979,39 @@ var file_hooks_proto_goTypes = []any{
 	(*DeliverReply)(nil),     // 13: couchepi.hooks.v1.DeliverReply
 	(*CatchUpRequest)(nil),   // 14: couchepi.hooks.v1.CatchUpRequest
 	(*ActiveTasksReply)(nil), // 15: couchepi.hooks.v1.ActiveTasksReply
-	(*Header)(nil),           // 16: couchepi.hooks.v1.Header
-	(*HTTPRequestHead)(nil),  // 17: couchepi.hooks.v1.HTTPRequestHead
-	(*HTTPRequestPart)(nil),  // 18: couchepi.hooks.v1.HTTPRequestPart
-	(*HTTPResponseHead)(nil), // 19: couchepi.hooks.v1.HTTPResponseHead
-	(*HTTPResponsePart)(nil), // 20: couchepi.hooks.v1.HTTPResponsePart
-	(*ServerInfoReply)(nil),  // 21: couchepi.hooks.v1.ServerInfoReply
-	(*DBInfo)(nil),           // 22: couchepi.hooks.v1.DBInfo
-	(*ListDBsReply)(nil),     // 23: couchepi.hooks.v1.ListDBsReply
-	(*ChangesRequest)(nil),   // 24: couchepi.hooks.v1.ChangesRequest
-	(*Change)(nil),           // 25: couchepi.hooks.v1.Change
-	(*ChangesReply)(nil),     // 26: couchepi.hooks.v1.ChangesReply
-	(*GetDocRequest)(nil),    // 27: couchepi.hooks.v1.GetDocRequest
-	(*DocReply)(nil),         // 28: couchepi.hooks.v1.DocReply
-	(*UpdateDocRequest)(nil), // 29: couchepi.hooks.v1.UpdateDocRequest
-	(*UpdateDocReply)(nil),   // 30: couchepi.hooks.v1.UpdateDocReply
-	nil,                      // 31: couchepi.hooks.v1.Section.ValuesEntry
-	nil,                      // 32: couchepi.hooks.v1.ConfigureRequest.SectionsEntry
+	(*MetricsReply)(nil),     // 16: couchepi.hooks.v1.MetricsReply
+	(*Header)(nil),           // 17: couchepi.hooks.v1.Header
+	(*HTTPRequestHead)(nil),  // 18: couchepi.hooks.v1.HTTPRequestHead
+	(*HTTPRequestPart)(nil),  // 19: couchepi.hooks.v1.HTTPRequestPart
+	(*HTTPResponseHead)(nil), // 20: couchepi.hooks.v1.HTTPResponseHead
+	(*HTTPResponsePart)(nil), // 21: couchepi.hooks.v1.HTTPResponsePart
+	(*ServerInfoReply)(nil),  // 22: couchepi.hooks.v1.ServerInfoReply
+	(*DBInfo)(nil),           // 23: couchepi.hooks.v1.DBInfo
+	(*ListDBsReply)(nil),     // 24: couchepi.hooks.v1.ListDBsReply
+	(*ChangesRequest)(nil),   // 25: couchepi.hooks.v1.ChangesRequest
+	(*Change)(nil),           // 26: couchepi.hooks.v1.Change
+	(*ChangesReply)(nil),     // 27: couchepi.hooks.v1.ChangesReply
+	(*GetDocRequest)(nil),    // 28: couchepi.hooks.v1.GetDocRequest
+	(*DocReply)(nil),         // 29: couchepi.hooks.v1.DocReply
+	(*UpdateDocRequest)(nil), // 30: couchepi.hooks.v1.UpdateDocRequest
+	(*UpdateDocReply)(nil),   // 31: couchepi.hooks.v1.UpdateDocReply
+	nil,                      // 32: couchepi.hooks.v1.Section.ValuesEntry
+	nil,                      // 33: couchepi.hooks.v1.ConfigureRequest.SectionsEntry
 }
 var file_hooks_proto_depIdxs = []int32{
 	3,  // 0: couchepi.hooks.v1.PluginInfo.subscriptions:type_name -> couchepi.hooks.v1.Subscription
 	4,  // 1: couchepi.hooks.v1.PluginInfo.routes:type_name -> couchepi.hooks.v1.Route
-	31, // 2: couchepi.hooks.v1.Section.values:type_name -> couchepi.hooks.v1.Section.ValuesEntry
-	32, // 3: couchepi.hooks.v1.ConfigureRequest.sections:type_name -> couchepi.hooks.v1.ConfigureRequest.SectionsEntry
+	32, // 2: couchepi.hooks.v1.Section.values:type_name -> couchepi.hooks.v1.Section.ValuesEntry
+	33, // 3: couchepi.hooks.v1.ConfigureRequest.sections:type_name -> couchepi.hooks.v1.ConfigureRequest.SectionsEntry
 	2,  // 4: couchepi.hooks.v1.DocHookRequest.user:type_name -> couchepi.hooks.v1.UserCtx
 	11, // 5: couchepi.hooks.v1.DeliverRequest.events:type_name -> couchepi.hooks.v1.Event
-	16, // 6: couchepi.hooks.v1.HTTPRequestHead.headers:type_name -> couchepi.hooks.v1.Header
+	17, // 6: couchepi.hooks.v1.HTTPRequestHead.headers:type_name -> couchepi.hooks.v1.Header
 	2,  // 7: couchepi.hooks.v1.HTTPRequestHead.user:type_name -> couchepi.hooks.v1.UserCtx
-	17, // 8: couchepi.hooks.v1.HTTPRequestPart.head:type_name -> couchepi.hooks.v1.HTTPRequestHead
-	16, // 9: couchepi.hooks.v1.HTTPResponseHead.headers:type_name -> couchepi.hooks.v1.Header
-	19, // 10: couchepi.hooks.v1.HTTPResponsePart.head:type_name -> couchepi.hooks.v1.HTTPResponseHead
-	22, // 11: couchepi.hooks.v1.ListDBsReply.dbs:type_name -> couchepi.hooks.v1.DBInfo
-	25, // 12: couchepi.hooks.v1.ChangesReply.results:type_name -> couchepi.hooks.v1.Change
+	18, // 8: couchepi.hooks.v1.HTTPRequestPart.head:type_name -> couchepi.hooks.v1.HTTPRequestHead
+	17, // 9: couchepi.hooks.v1.HTTPResponseHead.headers:type_name -> couchepi.hooks.v1.Header
+	20, // 10: couchepi.hooks.v1.HTTPResponsePart.head:type_name -> couchepi.hooks.v1.HTTPResponseHead
+	23, // 11: couchepi.hooks.v1.ListDBsReply.dbs:type_name -> couchepi.hooks.v1.DBInfo
+	26, // 12: couchepi.hooks.v1.ChangesReply.results:type_name -> couchepi.hooks.v1.Change
 	6,  // 13: couchepi.hooks.v1.ConfigureRequest.SectionsEntry.value:type_name -> couchepi.hooks.v1.Section
 	0,  // 14: couchepi.hooks.v1.Plugin.GetInfo:input_type -> couchepi.hooks.v1.Empty
 	7,  // 15: couchepi.hooks.v1.Plugin.Configure:input_type -> couchepi.hooks.v1.ConfigureRequest
@@ -1972,30 +2023,32 @@ var file_hooks_proto_depIdxs = []int32{
 	12, // 21: couchepi.hooks.v1.Plugin.Deliver:input_type -> couchepi.hooks.v1.DeliverRequest
 	14, // 22: couchepi.hooks.v1.Plugin.CatchUp:input_type -> couchepi.hooks.v1.CatchUpRequest
 	0,  // 23: couchepi.hooks.v1.Plugin.ActiveTasks:input_type -> couchepi.hooks.v1.Empty
-	18, // 24: couchepi.hooks.v1.Plugin.ServeHTTP:input_type -> couchepi.hooks.v1.HTTPRequestPart
-	0,  // 25: couchepi.hooks.v1.HostServices.ServerInfo:input_type -> couchepi.hooks.v1.Empty
-	0,  // 26: couchepi.hooks.v1.HostServices.ListDBs:input_type -> couchepi.hooks.v1.Empty
-	24, // 27: couchepi.hooks.v1.HostServices.Changes:input_type -> couchepi.hooks.v1.ChangesRequest
-	27, // 28: couchepi.hooks.v1.HostServices.GetDoc:input_type -> couchepi.hooks.v1.GetDocRequest
-	29, // 29: couchepi.hooks.v1.HostServices.UpdateDoc:input_type -> couchepi.hooks.v1.UpdateDocRequest
-	5,  // 30: couchepi.hooks.v1.Plugin.GetInfo:output_type -> couchepi.hooks.v1.PluginInfo
-	0,  // 31: couchepi.hooks.v1.Plugin.Configure:output_type -> couchepi.hooks.v1.Empty
-	0,  // 32: couchepi.hooks.v1.Plugin.Start:output_type -> couchepi.hooks.v1.Empty
-	0,  // 33: couchepi.hooks.v1.Plugin.Stop:output_type -> couchepi.hooks.v1.Empty
-	0,  // 34: couchepi.hooks.v1.Plugin.Health:output_type -> couchepi.hooks.v1.Empty
-	10, // 35: couchepi.hooks.v1.Plugin.BeforeDocUpdate:output_type -> couchepi.hooks.v1.DocHookReply
-	10, // 36: couchepi.hooks.v1.Plugin.AfterDocRead:output_type -> couchepi.hooks.v1.DocHookReply
-	13, // 37: couchepi.hooks.v1.Plugin.Deliver:output_type -> couchepi.hooks.v1.DeliverReply
-	0,  // 38: couchepi.hooks.v1.Plugin.CatchUp:output_type -> couchepi.hooks.v1.Empty
-	15, // 39: couchepi.hooks.v1.Plugin.ActiveTasks:output_type -> couchepi.hooks.v1.ActiveTasksReply
-	20, // 40: couchepi.hooks.v1.Plugin.ServeHTTP:output_type -> couchepi.hooks.v1.HTTPResponsePart
-	21, // 41: couchepi.hooks.v1.HostServices.ServerInfo:output_type -> couchepi.hooks.v1.ServerInfoReply
-	23, // 42: couchepi.hooks.v1.HostServices.ListDBs:output_type -> couchepi.hooks.v1.ListDBsReply
-	26, // 43: couchepi.hooks.v1.HostServices.Changes:output_type -> couchepi.hooks.v1.ChangesReply
-	28, // 44: couchepi.hooks.v1.HostServices.GetDoc:output_type -> couchepi.hooks.v1.DocReply
-	30, // 45: couchepi.hooks.v1.HostServices.UpdateDoc:output_type -> couchepi.hooks.v1.UpdateDocReply
-	30, // [30:46] is the sub-list for method output_type
-	14, // [14:30] is the sub-list for method input_type
+	19, // 24: couchepi.hooks.v1.Plugin.ServeHTTP:input_type -> couchepi.hooks.v1.HTTPRequestPart
+	0,  // 25: couchepi.hooks.v1.Plugin.Metrics:input_type -> couchepi.hooks.v1.Empty
+	0,  // 26: couchepi.hooks.v1.HostServices.ServerInfo:input_type -> couchepi.hooks.v1.Empty
+	0,  // 27: couchepi.hooks.v1.HostServices.ListDBs:input_type -> couchepi.hooks.v1.Empty
+	25, // 28: couchepi.hooks.v1.HostServices.Changes:input_type -> couchepi.hooks.v1.ChangesRequest
+	28, // 29: couchepi.hooks.v1.HostServices.GetDoc:input_type -> couchepi.hooks.v1.GetDocRequest
+	30, // 30: couchepi.hooks.v1.HostServices.UpdateDoc:input_type -> couchepi.hooks.v1.UpdateDocRequest
+	5,  // 31: couchepi.hooks.v1.Plugin.GetInfo:output_type -> couchepi.hooks.v1.PluginInfo
+	0,  // 32: couchepi.hooks.v1.Plugin.Configure:output_type -> couchepi.hooks.v1.Empty
+	0,  // 33: couchepi.hooks.v1.Plugin.Start:output_type -> couchepi.hooks.v1.Empty
+	0,  // 34: couchepi.hooks.v1.Plugin.Stop:output_type -> couchepi.hooks.v1.Empty
+	0,  // 35: couchepi.hooks.v1.Plugin.Health:output_type -> couchepi.hooks.v1.Empty
+	10, // 36: couchepi.hooks.v1.Plugin.BeforeDocUpdate:output_type -> couchepi.hooks.v1.DocHookReply
+	10, // 37: couchepi.hooks.v1.Plugin.AfterDocRead:output_type -> couchepi.hooks.v1.DocHookReply
+	13, // 38: couchepi.hooks.v1.Plugin.Deliver:output_type -> couchepi.hooks.v1.DeliverReply
+	0,  // 39: couchepi.hooks.v1.Plugin.CatchUp:output_type -> couchepi.hooks.v1.Empty
+	15, // 40: couchepi.hooks.v1.Plugin.ActiveTasks:output_type -> couchepi.hooks.v1.ActiveTasksReply
+	21, // 41: couchepi.hooks.v1.Plugin.ServeHTTP:output_type -> couchepi.hooks.v1.HTTPResponsePart
+	16, // 42: couchepi.hooks.v1.Plugin.Metrics:output_type -> couchepi.hooks.v1.MetricsReply
+	22, // 43: couchepi.hooks.v1.HostServices.ServerInfo:output_type -> couchepi.hooks.v1.ServerInfoReply
+	24, // 44: couchepi.hooks.v1.HostServices.ListDBs:output_type -> couchepi.hooks.v1.ListDBsReply
+	27, // 45: couchepi.hooks.v1.HostServices.Changes:output_type -> couchepi.hooks.v1.ChangesReply
+	29, // 46: couchepi.hooks.v1.HostServices.GetDoc:output_type -> couchepi.hooks.v1.DocReply
+	31, // 47: couchepi.hooks.v1.HostServices.UpdateDoc:output_type -> couchepi.hooks.v1.UpdateDocReply
+	31, // [31:48] is the sub-list for method output_type
+	14, // [14:31] is the sub-list for method input_type
 	14, // [14:14] is the sub-list for extension type_name
 	14, // [14:14] is the sub-list for extension extendee
 	0,  // [0:14] is the sub-list for field type_name
@@ -2012,7 +2065,7 @@ func file_hooks_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hooks_proto_rawDesc), len(file_hooks_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   33,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

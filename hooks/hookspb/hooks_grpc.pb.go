@@ -35,6 +35,7 @@ const (
 	Plugin_CatchUp_FullMethodName         = "/couchepi.hooks.v1.Plugin/CatchUp"
 	Plugin_ActiveTasks_FullMethodName     = "/couchepi.hooks.v1.Plugin/ActiveTasks"
 	Plugin_ServeHTTP_FullMethodName       = "/couchepi.hooks.v1.Plugin/ServeHTTP"
+	Plugin_Metrics_FullMethodName         = "/couchepi.hooks.v1.Plugin/Metrics"
 )
 
 // PluginClient is the client API for Plugin service.
@@ -54,6 +55,7 @@ type PluginClient interface {
 	CatchUp(ctx context.Context, in *CatchUpRequest, opts ...grpc.CallOption) (*Empty, error)
 	ActiveTasks(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*ActiveTasksReply, error)
 	ServeHTTP(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[HTTPRequestPart, HTTPResponsePart], error)
+	Metrics(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*MetricsReply, error)
 }
 
 type pluginClient struct {
@@ -177,6 +179,16 @@ func (c *pluginClient) ServeHTTP(ctx context.Context, opts ...grpc.CallOption) (
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Plugin_ServeHTTPClient = grpc.BidiStreamingClient[HTTPRequestPart, HTTPResponsePart]
 
+func (c *pluginClient) Metrics(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*MetricsReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MetricsReply)
+	err := c.cc.Invoke(ctx, Plugin_Metrics_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PluginServer is the server API for Plugin service.
 // All implementations must embed UnimplementedPluginServer
 // for forward compatibility.
@@ -194,6 +206,7 @@ type PluginServer interface {
 	CatchUp(context.Context, *CatchUpRequest) (*Empty, error)
 	ActiveTasks(context.Context, *Empty) (*ActiveTasksReply, error)
 	ServeHTTP(grpc.BidiStreamingServer[HTTPRequestPart, HTTPResponsePart]) error
+	Metrics(context.Context, *Empty) (*MetricsReply, error)
 	mustEmbedUnimplementedPluginServer()
 }
 
@@ -236,6 +249,9 @@ func (UnimplementedPluginServer) ActiveTasks(context.Context, *Empty) (*ActiveTa
 }
 func (UnimplementedPluginServer) ServeHTTP(grpc.BidiStreamingServer[HTTPRequestPart, HTTPResponsePart]) error {
 	return status.Errorf(codes.Unimplemented, "method ServeHTTP not implemented")
+}
+func (UnimplementedPluginServer) Metrics(context.Context, *Empty) (*MetricsReply, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Metrics not implemented")
 }
 func (UnimplementedPluginServer) mustEmbedUnimplementedPluginServer() {}
 func (UnimplementedPluginServer) testEmbeddedByValue()                {}
@@ -445,6 +461,24 @@ func _Plugin_ServeHTTP_Handler(srv interface{}, stream grpc.ServerStream) error 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Plugin_ServeHTTPServer = grpc.BidiStreamingServer[HTTPRequestPart, HTTPResponsePart]
 
+func _Plugin_Metrics_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(Empty)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PluginServer).Metrics(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Plugin_Metrics_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PluginServer).Metrics(ctx, req.(*Empty))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Plugin_ServiceDesc is the grpc.ServiceDesc for Plugin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -491,6 +525,10 @@ var Plugin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ActiveTasks",
 			Handler:    _Plugin_ActiveTasks_Handler,
+		},
+		{
+			MethodName: "Metrics",
+			Handler:    _Plugin_Metrics_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

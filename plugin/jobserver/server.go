@@ -23,12 +23,14 @@ const TypeTimeout = 61 * time.Second
 
 // Why a worker's replication was cancelled.
 var (
-	errRotated       = errors.New("stopped to let a pending job run")
-	errShutdown      = errors.New("job server stopping")
-	errRepIDChanged  = errors.New("replication id changed")
-	errLockLost      = errors.New("job lock lost")
-	errShutdownGrace = 10 * time.Second
+	errRotated      = errors.New("stopped to let a pending job run")
+	errShutdown     = errors.New("job server stopping")
+	errRepIDChanged = errors.New("replication id changed")
+	errLockLost     = errors.New("job lock lost")
 )
+
+// shutdownGrace bounds how long Stop waits for running jobs to checkpoint.
+const shutdownGrace = 10 * time.Second
 
 // Options configure a Server.
 type Options struct {
@@ -191,7 +193,7 @@ func (s *Server) Stop(ctx context.Context) error {
 	s.cancel()
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
-	wait := errShutdownGrace
+	wait := shutdownGrace
 	if dl, ok := ctx.Deadline(); ok {
 		wait = min(wait, time.Until(dl)-500*time.Millisecond)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/couchepi/couchepi/plugin/couchclient"
 	"github.com/couchepi/couchepi/plugin/jobs"
 	"github.com/couchepi/couchepi/plugin/jobserver/jobdata"
+	"github.com/couchepi/couchepi/plugin/replicate"
 	"github.com/hashicorp/go-hclog"
 )
 
@@ -75,7 +76,7 @@ func New(opts Options, cfg Config) *Server {
 		opts.Logger = hclog.NewNullLogger()
 	}
 	if opts.Run == nil {
-		opts.Run = runReplication(opts)
+		opts.Run = replicate.Run
 	}
 	if opts.RepID == nil {
 		opts.RepID = computeRepID(opts)
@@ -274,6 +275,7 @@ func (s *Server) Cycle(ctx context.Context) {
 	s.mu.Unlock()
 }
 
+// later returns the later of two times.
 func later(a, b time.Time) time.Time {
 	if a.After(b) {
 		return a
@@ -390,13 +392,6 @@ func (s *Server) accept() {
 		s.spawnAcceptors(0)
 		return
 	}
-}
-
-// Running returns the number of jobs this server runs.
-func (s *Server) Running() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.workers)
 }
 
 // nextPID names a worker as CouchDB shows Erlang pids in monitoring.

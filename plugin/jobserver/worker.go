@@ -18,13 +18,6 @@ import (
 // RunFunc runs one replication (replicate.Run's signature).
 type RunFunc func(ctx context.Context, rep *parse.Rep, opts replicate.Options) (*replicate.Result, error)
 
-// runReplication is the default RunFunc: replicate.Run with the server's pool and logger.
-func runReplication(o Options) RunFunc {
-	return func(ctx context.Context, rep *parse.Rep, ro replicate.Options) (*replicate.Result, error) {
-		return replicate.Run(ctx, rep, ro)
-	}
-}
-
 // computeRepID is the default replication id function.
 func computeRepID(o Options) func(context.Context, *parse.Rep) (parse.RepID, error) {
 	return func(ctx context.Context, rep *parse.Rep) (parse.RepID, error) {

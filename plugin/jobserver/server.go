@@ -14,7 +14,6 @@ import (
 	"github.com/couchepi/couchepi/plugin/couchclient"
 	"github.com/couchepi/couchepi/plugin/jobs"
 	"github.com/couchepi/couchepi/plugin/jobserver/jobdata"
-	"github.com/couchepi/couchepi/plugin/replicate"
 	"github.com/hashicorp/go-hclog"
 )
 
@@ -41,8 +40,6 @@ type Options struct {
 	Pool     *couchclient.Pool
 	// ServerUUID and Node come from the server's info (rep ids, monitoring).
 	ServerUUID, Node string
-	// Run runs one replication; nil = replicate.Run via RunReplication.
-	Run RunFunc
 	// RepID computes a replication id; nil = replicate.ComputeRepID.
 	RepID func(ctx context.Context, rep *parse.Rep) (parse.RepID, error)
 }
@@ -74,9 +71,6 @@ type Server struct {
 func New(opts Options, cfg Config) *Server {
 	if opts.Logger == nil {
 		opts.Logger = hclog.NewNullLogger()
-	}
-	if opts.Run == nil {
-		opts.Run = replicate.Run
 	}
 	if opts.RepID == nil {
 		opts.RepID = computeRepID(opts)

@@ -15,9 +15,6 @@ import (
 	"github.com/couchepi/couchepi/plugin/replicate"
 )
 
-// RunFunc runs one replication (replicate.Run's signature).
-type RunFunc func(ctx context.Context, rep *parse.Rep, opts replicate.Options) (*replicate.Result, error)
-
 // computeRepID is the default replication id function.
 func computeRepID(o Options) func(context.Context, *parse.Rep) (parse.RepID, error) {
 	return func(ctx context.Context, rep *parse.Rep) (parse.RepID, error) {
@@ -338,7 +335,7 @@ func (w *worker) execute(rec *jobdata.Record, repID parse.RepID, cfg Config) {
 	done := make(chan outcome, 1)
 	id := repID
 	go func() {
-		res, err := s.opts.Run(ctx, maxBackoffRep(rec), replicate.Options{
+		res, err := replicate.Run(ctx, maxBackoffRep(rec), replicate.Options{
 			Logger:     s.log.Named("replicate").With("rep_id", repID.String()),
 			Pool:       s.opts.Pool,
 			ServerUUID: s.opts.ServerUUID,

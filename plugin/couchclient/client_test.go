@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -302,5 +303,53 @@ func TestInactivityTimeout(t *testing.T) {
 		if err != nil && !errors.Is(err, ErrInactivity) {
 			t.Fatalf("%s: err %v, want inactivity timeout", tc.path, err)
 		}
+	}
+}
+
+// TestProxyAndConnectionReuse: requests go through an http proxy when the
+// endpoint names one, and clients of one host share idle connections.
+func TestProxyAndConnectionReuse(t *testing.T) {
+	var proxied atomic.Int32
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.IsAbs() && r.URL.Host == "couch.invalid:5984" {
+			proxied.Add(1)
+		}
+		w.Write([]byte(`{}`))
+	}))
+	defer proxy.Close()
+	p := testPool()
+	defer p.Close()
+	c := p.Endpoint(parse.Endpoint{URL: "http://couch.invalid:5984/db/", Proxy: proxy.URL}, &parse.Rep{RetriesPerRequest: 0})
+	resp, err := c.Do(context.Background(), &Request{Method: "GET", Path: "x", Buffer: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if proxied.Load() != 1 {
+		t.Fatalf("request did not go through the proxy")
+	}
+
+	var conns atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{}`)) }))
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	a := p.Endpoint(parse.Endpoint{URL: srv.URL + "/a/"}, nil)
+	b := p.Endpoint(parse.Endpoint{URL: srv.URL + "/b/"}, nil)
+	for i := 0; i < 10; i++ {
+		for _, c := range []*Client{a, b} {
+			resp, err := c.Do(context.Background(), &Request{Method: "GET", Buffer: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+		}
+	}
+	if conns.Load() != 1 {
+		t.Fatalf("%d connections for 20 sequential requests to one host, want 1", conns.Load())
 	}
 }

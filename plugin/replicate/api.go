@@ -41,7 +41,8 @@ type Options struct {
 	// StartStats are stats carried over from earlier runs; the start stats are
 	// the per-field max of these and the checkpoint history's newest entry.
 	StartStats Stats
-	// OnStats is called when stats change (at most once a second) and at each checkpoint.
+	// OnStats is called when stats change (at most once a second) and at each
+	// checkpoint, from more than one goroutine: it must be safe for concurrent use.
 	OnStats func(Stats)
 	// OnCheckpoint is called after each successful checkpoint.
 	OnCheckpoint func(Stats)

@@ -162,8 +162,13 @@ func ensureFullCommit(ctx context.Context, c *couchclient.Client) (string, error
 
 // writeCheckpoint PUTs body as `_local/<id>` with the last known rev; on a
 // conflict it re-reads the doc and accepts it when it already holds body.
-// It returns the new rev.
+// A conflict with a doc of our own session (an earlier write whose answer was
+// lost) is overwritten once. It returns the new rev.
 func writeCheckpoint(ctx context.Context, c *couchclient.Client, side, id, rev string, body []byte) (string, error) {
+	return putCheckpoint(ctx, c, side, id, rev, body, true)
+}
+
+func putCheckpoint(ctx context.Context, c *couchclient.Client, side, id, rev string, body []byte, retry bool) (string, error) {
 	doc := body
 	if rev != "" {
 		doc = append([]byte(`{"_rev":`+quote(rev)+`,`), body[1:]...)
@@ -194,6 +199,10 @@ func writeCheckpoint(ctx context.Context, c *couchclient.Client, side, id, rev s
 				wantJSON, _ := json.Marshal(&want)
 				if bytes.Equal(got, wantJSON) {
 					return cur.Rev, nil
+				}
+				if retry && cur.Body.SessionID == want.SessionID && want.SessionID != "" {
+					// Our own earlier write whose answer was lost: write over it.
+					return putCheckpoint(ctx, c, side, id, cur.Rev, body, false)
 				}
 			}
 		}

@@ -97,6 +97,10 @@ func TestCheckpointConflict(t *testing.T) {
 	if err != nil || again != rev {
 		t.Fatalf("replayed write: rev %q err %v, want accepted with %q", again, err, rev)
 	}
+	later := []byte(`{"session_id":"s1","source_last_seq":"7","replication_id_version":4,"history":[]}`)
+	if _, err := writeCheckpoint(ctx, c, "source", "cpid", "", later); err != nil {
+		t.Fatalf("write over our own session's doc with a stale rev: %v", err)
+	}
 	other := []byte(`{"session_id":"s2","source_last_seq":"9","replication_id_version":4,"history":[]}`)
 	_, err = writeCheckpoint(ctx, c, "source", "cpid", "", other)
 	if err == nil || err.Error() != "checkpoint_commit_failure: Error updating the source checkpoint document: conflict" {

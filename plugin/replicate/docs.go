@@ -107,6 +107,9 @@ func (r *run) fetchOne(ctx context.Context, id, rev string, pas []string, w *bul
 		if ctx.Err() != nil {
 			return 0, ctx.Err()
 		}
+		if mb := maxBackoff(err); mb != nil {
+			return 0, mb
+		}
 		return 0, newError("open_doc_revs_failed", fmt.Sprintf("failed to fetch %s revision %s from %s: %v", id, rev, r.src.RedactedURL(), asError(err).Reason), false)
 	}
 	defer resp.Body.Close()
@@ -242,6 +245,9 @@ func (r *run) putDoc(ctx context.Context, id, contentType string, body io.Reader
 	if err != nil {
 		if ctx.Err() != nil {
 			return 0, ctx.Err()
+		}
+		if mb := maxBackoff(err); mb != nil {
+			return 0, mb
 		}
 		return 0, newError("doc_write_failed", fmt.Sprintf("PUT %s%s: %s", r.tgt.RedactedURL(), path, asError(err).Reason), false)
 	}

@@ -54,3 +54,13 @@ func redactAll(s string) string {
 	}
 	return strings.Join(fields, " ")
 }
+
+// maxBackoff returns the max_backoff failure in err, if that is what it is:
+// it must reach the job server as such (it restarts the job with lower settings).
+func maxBackoff(err error) *Error {
+	var ce *couchclient.Error
+	if errors.As(err, &ce) && ce.Kind == "max_backoff" {
+		return asError(ce)
+	}
+	return nil
+}

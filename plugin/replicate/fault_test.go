@@ -1,12 +1,16 @@
 package replicate
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/couchepi/couchepi/plugin/couchclient"
 )
 
 // TestFaults replicates through a proxy injecting one kind of fault; the
@@ -119,5 +123,26 @@ func TestDocIDsWithoutPostChanges(t *testing.T) {
 	got := s.contents(t, tgt)
 	if len(got) != 2 || got["c0003"] == nil || got["c0017"] == nil || res.Stats.DocsWritten != 2 {
 		t.Fatalf("target holds %d docs (%v), docs_written %d", len(got), got, res.Stats.DocsWritten)
+	}
+}
+
+// TestMaxBackoffReachesCaller: once the rate limiter has backed off to its
+// maximum, the run fails with max_backoff (the job server restarts such jobs
+// with lower settings), not with a generic error.
+func TestMaxBackoffReachesCaller(t *testing.T) {
+	s := startServer(t)
+	src, tgt := s.newDB(t, "src"), s.newDB(t, "tgt")
+	now := time.Unix(1000, 0)
+	pool := couchclient.NewPool(couchclient.PoolOptions{Now: func() time.Time { return now }})
+	defer pool.Close()
+	key := couchclient.RateKey{URL: s.Base + src + "/", Method: "GET"}
+	for pool.RateLimiter().Interval(key) < couchclient.MaxInterval {
+		now = now.Add(100 * time.Millisecond)
+		pool.RateLimiter().Failure(key)
+	}
+	_, err := Run(context.Background(), testRep(s, src, tgt), Options{Pool: pool})
+	var re *Error
+	if !errors.As(err, &re) || re.Kind != "max_backoff" {
+		t.Fatalf("err = %v, want max_backoff", err)
 	}
 }

@@ -161,6 +161,9 @@ func openDB(ctx context.Context, c *couchclient.Client) (dbInfo, error) {
 	var info dbInfo
 	resp, err := c.Do(ctx, &couchclient.Request{Buffer: true, Method: http.MethodGet, Path: ""})
 	if err != nil {
+		if mb := maxBackoff(err); mb != nil {
+			return info, mb
+		}
 		var dnsErr *net.DNSError
 		if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
 			return info, newError("nxdomain", "could not resolve "+c.RedactedURL(), false)

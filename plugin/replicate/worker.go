@@ -199,6 +199,9 @@ func (r *run) bulkGet(ctx context.Context, revs []missingRev, w *bulkWriter) ([]
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		if mb := maxBackoff(err); mb != nil {
+			return nil, mb
+		}
 		r.bulkGetEMA.update(bulkGetAlpha, 1, time.Now())
 		return revs, nil
 	}

@@ -81,6 +81,7 @@ func (m *managed) deliverOnce() (progressed, failed bool) {
 			inst.reportTransportError()
 			return true, true
 		}
+		m.catchUps.Add(1)
 		progressed = true
 	}
 	batch := m.q.take(batchSize)
@@ -102,6 +103,7 @@ func (m *managed) deliverOnce() (progressed, failed bool) {
 		inst.reportTransportError()
 		return true, true
 	}
+	m.delivered.Add(uint64(len(batch)))
 	for _, db := range reply.GetCatchUp() {
 		m.q.markCatchUp(db)
 	}

@@ -38,7 +38,12 @@ func (h *Host) docHook(ctx context.Context, hook hooks.Hook, db string, doc []by
 		if !entries[k].match(db) {
 			continue
 		}
-		if doc, err = h.callDocHook(ctx, entries[k].m, hook, db, doc, user); err != nil {
+		m := entries[k].m
+		start := time.Now()
+		var result string
+		doc, result, err = h.callDocHook(ctx, m, hook, db, doc, user)
+		m.mx.hook(hook).observe(result, time.Since(start).Seconds())
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -46,8 +51,9 @@ func (h *Host) docHook(ctx context.Context, hook hooks.Hook, db string, doc []by
 }
 
 // callDocHook calls one plugin. A call that fails because the process was
-// swapped out meanwhile is retried on its successor.
-func (h *Host) callDocHook(ctx context.Context, m *managed, hook hooks.Hook, db string, doc []byte, user hooks.UserCtx) ([]byte, error) {
+// swapped out meanwhile is retried on its successor. result says how the
+// call ended, for the metrics: resultOK, resultRejected or resultUnavailable.
+func (h *Host) callDocHook(ctx context.Context, m *managed, hook hooks.Hook, db string, doc []byte, user hooks.UserCtx) (_ []byte, result string, _ error) {
 	req := &pb.DocHookRequest{Db: db, Doc: doc, User: wire.UserCtxToPB(user)}
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
@@ -67,17 +73,17 @@ func (h *Host) callDocHook(ctx context.Context, m *managed, hook hooks.Hook, db 
 		timedOut := cctx.Err() == context.DeadlineExceeded || status.Code(err) == codes.DeadlineExceeded
 		cancel()
 		if err == nil {
-			return reply.GetDoc(), nil
+			return reply.GetDoc(), resultOK, nil
 		}
 		if ce := wire.FromStatus(err); ce != nil {
-			return nil, ce
+			return nil, resultRejected, ce
 		}
 		if ctx.Err() != nil {
-			return nil, hooks.ServiceUnavailable(fmt.Sprintf("request ended before plugin %s answered %s for %s", m.name, hook, db))
+			return nil, resultUnavailable, hooks.ServiceUnavailable(fmt.Sprintf("request ended before plugin %s answered %s for %s", m.name, hook, db))
 		}
 		if timedOut {
 			m.log.Warn("hook timed out", "hook", string(hook), "db", db, "timeout", h.cfg.HookTimeout.String())
-			return nil, hooks.ServiceUnavailable(fmt.Sprintf("plugin %s did not answer %s for %s within %s", m.name, hook, db, h.cfg.HookTimeout))
+			return nil, resultUnavailable, hooks.ServiceUnavailable(fmt.Sprintf("plugin %s did not answer %s for %s within %s", m.name, hook, db, h.cfg.HookTimeout))
 		}
 		lastErr = err
 		if m.cur.Load() != inst {
@@ -100,7 +106,7 @@ func (h *Host) callDocHook(ctx context.Context, m *managed, hook hooks.Hook, db 
 	if lastErr != nil {
 		m.log.Warn("hook call failed", "hook", string(hook), "db", db, "error", lastErr)
 	}
-	return nil, hooks.ServiceUnavailable(reason)
+	return nil, resultUnavailable, hooks.ServiceUnavailable(reason)
 }
 
 // AfterDocWrite queues after_doc_write for the plugins subscribed to ev.DB.

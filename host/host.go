@@ -76,6 +76,8 @@ type Host struct {
 	closed  bool
 
 	table atomic.Pointer[dispatchTable]
+
+	mx *metrics
 }
 
 // New returns a Host. When cfg.StateDir holds pid files of plugin processes
@@ -92,6 +94,7 @@ func New(cfg Config) *Host {
 	}
 	h := &Host{cfg: cfg, log: cfg.Logger.Named("host"), config: cfg.Config}
 	h.table.Store(&dispatchTable{})
+	h.mx = newMetrics(h)
 	if cfg.StateDir != "" {
 		killStale(cfg.StateDir, h.log)
 	}
@@ -123,6 +126,7 @@ func (h *Host) Load(ctx context.Context, spec Spec) error {
 	m.name = inst.info.Name
 	m.log = h.log.Named(m.name)
 	m.info = inst.info
+	m.mx = h.mx.forPlugin(m.name)
 	h.plugins = append(h.plugins, m)
 	h.mu.Unlock()
 	m.cur.Store(inst)

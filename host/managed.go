@@ -39,7 +39,11 @@ type managed struct {
 	// between stopping the old process and starting the new one.
 	deliverMu sync.Mutex
 
-	q      *eventQueue
+	q  *eventQueue
+	mx *pluginMetrics // set once the name is known, before hooks reach it
+	// Counters read at scrape time by hostCollector.
+	delivered, catchUps, restarts, reloadsOK, reloadsFailed atomic.Uint64
+
 	wake   chan struct{}
 	stop   chan struct{}
 	closed bool // under lifeMu
@@ -188,6 +192,7 @@ func (m *managed) restartOnce() (done bool, err error) {
 	m.setState(StateRunning)
 	go m.monitor(inst)
 	m.notify()
+	m.restarts.Add(1)
 	m.log.Info("plugin restarted", "pid", inst.pid, "version", inst.info.Version)
 	return true, nil
 }
@@ -208,11 +213,13 @@ func (m *managed) reload(ctx context.Context, spec Spec) error {
 	m.mu.Unlock()
 	next, err := m.h.launch(ctx, m, spec)
 	if err != nil {
+		m.reloadsFailed.Add(1)
 		m.setState(prevState)
 		return err
 	}
 	if next.info.Name != m.name {
 		next.kill()
+		m.reloadsFailed.Add(1)
 		m.setState(prevState)
 		return fmt.Errorf("cannot reload plugin %s with %s: it is plugin %q", m.name, spec.Path, next.info.Name)
 	}
@@ -241,6 +248,7 @@ func (m *managed) reload(ctx context.Context, spec Spec) error {
 	m.deliverMu.Unlock()
 	if err != nil {
 		m.log.Error("new plugin failed to start after swap", "error", err)
+		m.reloadsFailed.Add(1)
 		m.cur.CompareAndSwap(next, nil)
 		next.kill()
 		m.q.setDown(true)
@@ -256,6 +264,7 @@ func (m *managed) reload(ctx context.Context, spec Spec) error {
 	if old != nil {
 		oldPID = old.pid
 	}
+	m.reloadsOK.Add(1)
 	m.log.Info("plugin reloaded", "version", next.info.Version, "pid", next.pid, "old_pid", oldPID)
 	return nil
 }

@@ -20,6 +20,7 @@ type eventQueue struct {
 	catchFIF []string
 	down     bool
 	dropped  uint64
+	pushed   uint64
 }
 
 func newEventQueue(capacity int) *eventQueue {
@@ -31,6 +32,7 @@ func (q *eventQueue) push(ev *pb.Event) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	db := ev.GetDb()
+	q.pushed++
 	if q.down || q.n >= q.capacity {
 		q.dropped++
 		q.markCatchUpLocked(db)
@@ -146,4 +148,12 @@ func (q *eventQueue) pending() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.n > 0 || len(q.catchFIF) > 0
+}
+
+// counts reports the events queued so far, those dropped for a catch-up
+// and those waiting now.
+func (q *eventQueue) counts() (pushed, dropped uint64, waiting int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.pushed, q.dropped, q.n
 }

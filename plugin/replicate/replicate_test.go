@@ -24,6 +24,9 @@ func seedSource(t *testing.T, s *testServer, db string, n int) {
 		}
 		docs = append(docs, map[string]any{"_id": fmt.Sprintf("doc%03d", i), "n": i, "type": typ})
 	}
+	for _, id := range []string{"a/b", "sp ace+plus", "ünïcødé", "q?x&y=%z"} {
+		docs = append(docs, map[string]any{"_id": id, "odd id": true})
+	}
 	s.bulk(t, db, true, docs...)
 	// Conflicts: two branches written with new_edits=false.
 	s.bulk(t, db, false,
@@ -68,8 +71,8 @@ func TestOneShot(t *testing.T) {
 			t.Errorf("result body lacks %q: %s", k, res.Body)
 		}
 	}
-	// 120 docs + 2 conflict leaves + deleted + design + attachment doc
-	if res.Stats.DocsWritten != 125 || res.Stats.DocsRead != 125 || res.Stats.DocWriteFailures != 0 {
+	// 120 docs + 4 odd ids + 2 conflict leaves + deleted + design + attachment doc
+	if res.Stats.DocsWritten != 129 || res.Stats.DocsRead != 129 || res.Stats.DocWriteFailures != 0 {
 		t.Errorf("stats %+v", res.Stats)
 	}
 	if lastStats.DocsWritten != res.Stats.DocsWritten {

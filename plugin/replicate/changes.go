@@ -197,6 +197,7 @@ func (r *changesReader) emit(ctx context.Context, c change) error {
 	}
 	select {
 	case r.out <- c:
+		totals.changesRead.Add(1)
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

@@ -63,6 +63,12 @@ func TestFaults(t *testing.T) {
 			}
 			return passThrough
 		}, 7},
+		{"target rejects docs with attachments", func(n int, r *http.Request, body []byte) fault {
+			if r.Method == "PUT" && strings.Contains(r.URL.Path, "/rejectatt") {
+				return fail403
+			}
+			return passThrough
+		}, 3},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -73,6 +79,19 @@ func TestFaults(t *testing.T) {
 			case "413 on large _bulk_docs":
 				s.mustDo(t, "PUT", src+"/huge", map[string]any{"huge": true})
 				skip["huge"] = true
+			case "target rejects docs with attachments":
+				for i := 0; i < 4; i++ {
+					id := fmt.Sprintf("rejectatt%d", i)
+					if i == 3 {
+						id = "keepatt"
+					}
+					s.mustDo(t, "PUT", src+"/"+id, map[string]any{"n": i, "_attachments": map[string]any{
+						"a.txt": map[string]any{"content_type": "text/plain", "data": "aGVsbG8="},
+					}})
+					if i < 3 {
+						skip[id] = true
+					}
+				}
 			case "target rejects some docs":
 				for i := 0; i < tc.rejected; i++ {
 					id := fmt.Sprintf("reject%d", i)

@@ -21,6 +21,7 @@ const (
 	fail429            // answer 429 without forwarding
 	fail413            // answer 413 without forwarding
 	fail405            // answer 405 without forwarding
+	fail403            // answer 403 forbidden, as a validate_doc_update refusing the doc
 	cutResponse        // forward, then cut the connection halfway through the body
 	slowResponse       // wait past the client's timeout, then forward
 	rejectDocs         // _bulk_docs: drop docs whose id starts with "reject", report them forbidden
@@ -101,6 +102,9 @@ func (p *faultProxy) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	case fail413:
 		http.Error(w, `{"error":"too_large","reason":"injected"}`, 413)
+		return
+	case fail403:
+		http.Error(w, `{"error":"forbidden","reason":"injected rejection"}`, 403)
 		return
 	case fail405:
 		http.Error(w, `{"error":"method_not_allowed","reason":"injected"}`, 405)

@@ -467,13 +467,14 @@ func (r *run) checkpointLoop(ctx context.Context, fail func(error)) {
 }
 
 // checkpoint records the through_seq on both endpoints, unless it has not moved.
-func (r *run) checkpoint(ctx context.Context) error {
+func (r *run) checkpoint(ctx context.Context) (err error) {
 	r.cpMu.Lock()
 	defer r.cpMu.Unlock()
 	through, _ := r.tracker.seqs()
 	if bytes.Equal(through, r.committed) {
 		return nil
 	}
+	defer func() { tallyCheckpoint(err) }()
 	tgtIST, err := ensureFullCommit(ctx, r.tgt)
 	if err != nil {
 		return checkpointFailure("target", asError(err).Reason)

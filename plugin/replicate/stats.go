@@ -8,11 +8,11 @@ import (
 
 // counters are the live stats of a run, updated by workers without locks.
 type counters struct {
-	missingChecked   atomic.Int64
-	missingFound     atomic.Int64
-	docsRead         atomic.Int64
-	docsWritten      atomic.Int64
-	docWriteFailures atomic.Int64
+	missingChecked   tallied[missingCheckedTotal] // also summed in ReadTotals
+	missingFound     tallied[missingFoundTotal]
+	docsRead         tallied[docsReadTotal]
+	docsWritten      tallied[docsWrittenTotal]
+	docWriteFailures tallied[docWriteFailuresTotal]
 	bulkGetDocs      atomic.Int64
 	bulkGetAttempts  atomic.Int64
 

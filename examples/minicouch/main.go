@@ -107,7 +107,6 @@ func run(args []string) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
 	log.Info("minicouch listening", "url", baseURL, "data", *data)
-	fmt.Printf("minicouch listening on %s\n", baseURL)
 
 	for _, p := range plugins {
 		spec := host.Spec{Path: p}
@@ -121,6 +120,9 @@ func run(args []string) error {
 		}
 		log.Info("plugin loaded", "path", spec.Path)
 	}
+	// Scripts and tests wait for this line: the server is ready, plugins
+	// included.
+	fmt.Printf("minicouch listening on %s\n", baseURL)
 
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)

@@ -149,13 +149,17 @@ func (c *Client) Do(ctx context.Context, r *Request) (*http.Response, error) {
 	for {
 		if iv := c.pool.limiter.Interval(key); iv > 0 {
 			if iv >= MaxInterval {
+				c.pool.stats.maxBackoffs.Add(1)
 				return nil, &Error{Kind: "max_backoff", Method: r.Method, URL: redURL, Reason: "max backoff reached"}
 			}
+			c.pool.stats.backoffs.Add(1)
 			if err := sleep(ctx, time.Duration(iv)*time.Millisecond); err != nil {
 				return nil, err
 			}
 		}
+		c.pool.stats.requests.Add(1)
 		resp, err := c.once(ctx, r, rawURL)
+		c.pool.stats.countResponse(err)
 		if err == nil && r.Buffer && resp.StatusCode != http.StatusTooManyRequests {
 			err = bufferBody(resp)
 		}
@@ -166,6 +170,7 @@ func (c *Client) Do(ctx context.Context, r *Request) (*http.Response, error) {
 			if retries > 0 && time.Since(start) < c.pool.opts.HealthThreshold/2 {
 				c.log.Debug("retrying request", "method", r.Method, "url", redURL, "error", err.Error(), "wait", wait)
 				retries--
+				c.pool.stats.retries.Add(1)
 				if serr := sleep(ctx, wait); serr != nil {
 					return nil, serr
 				}
@@ -178,6 +183,7 @@ func (c *Client) Do(ctx context.Context, r *Request) (*http.Response, error) {
 		switch {
 		case resp.StatusCode == http.StatusTooManyRequests:
 			drain(resp)
+			c.pool.stats.tooManyRequests.Add(1)
 			iv := c.pool.limiter.Failure(key)
 			c.log.Debug("429, backing off", "method", r.Method, "url", redURL, "interval_ms", iv)
 			continue
@@ -187,6 +193,7 @@ func (c *Client) Do(ctx context.Context, r *Request) (*http.Response, error) {
 				drain(resp)
 				c.log.Debug("retrying request", "method", r.Method, "url", redURL, "status", resp.StatusCode, "wait", wait)
 				retries--
+				c.pool.stats.retries.Add(1)
 				if serr := sleep(ctx, wait); serr != nil {
 					return nil, serr
 				}

@@ -47,6 +47,7 @@ type Pool struct {
 	opts    PoolOptions
 	log     hclog.Logger
 	limiter *RateLimiter
+	stats   poolStats
 
 	mu         sync.Mutex
 	transports map[transportKey]*http.Transport

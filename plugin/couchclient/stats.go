@@ -1,0 +1,49 @@
+package couchclient
+
+import "sync/atomic"
+
+// PoolStats counts what the replications sharing a Pool saw on the wire
+// since it was created (monotonic, for Prometheus counters).
+type PoolStats struct {
+	// Requests is every HTTP request attempt sent (retries included).
+	Requests uint64
+	// ResponsesSuccess counts attempts that got a response (any status);
+	// ResponsesFailure those that did not (connection error, timeout).
+	ResponsesSuccess, ResponsesFailure uint64
+	// TooManyRequests counts 429 responses.
+	TooManyRequests uint64
+	// Backoffs counts waits the AIMD rate limiter imposed before a request.
+	Backoffs uint64
+	// Retries counts attempts repeated after a 408, 5xx or connection failure.
+	Retries uint64
+	// MaxBackoffs counts requests given up with max_backoff.
+	MaxBackoffs uint64
+}
+
+// poolStats are the live counters behind PoolStats.
+type poolStats struct {
+	requests, responsesSuccess, responsesFailure, tooManyRequests, backoffs, retries, maxBackoffs atomic.Uint64
+}
+
+// Stats returns the pool's counters so far.
+func (p *Pool) Stats() PoolStats {
+	s := &p.stats
+	return PoolStats{
+		Requests:         s.requests.Load(),
+		ResponsesSuccess: s.responsesSuccess.Load(),
+		ResponsesFailure: s.responsesFailure.Load(),
+		TooManyRequests:  s.tooManyRequests.Load(),
+		Backoffs:         s.backoffs.Load(),
+		Retries:          s.retries.Load(),
+		MaxBackoffs:      s.maxBackoffs.Load(),
+	}
+}
+
+// countResponse counts one attempt's outcome.
+func (s *poolStats) countResponse(err error) {
+	if err != nil {
+		s.responsesFailure.Add(1)
+	} else {
+		s.responsesSuccess.Add(1)
+	}
+}

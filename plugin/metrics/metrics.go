@@ -1,0 +1,157 @@
+// Package metrics is the replicator's Prometheus collector. It reads, at
+// scrape time, the job records (job states), the process-wide replication
+// totals of package replicate and the HTTP counters of the couchclient
+// pool. Metrics CouchDB 3 also has keep its names as CouchDB's
+// `/_node/_local/_prometheus` renders them (couchdb_couch_replicator_*,
+// counters with a _total suffix); the others are couchepi_replicator_*.
+package metrics
+
+import (
+	"context"
+	"time"
+
+	"github.com/couchepi/couchepi/plugin/couchclient"
+	"github.com/couchepi/couchepi/plugin/jobserver/jobdata"
+	"github.com/couchepi/couchepi/plugin/replicate"
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Sources are what the collector reads at each scrape. A zero Records.Q or
+// a nil Pool (the replicator is not started) leaves their metrics out.
+type Sources struct {
+	Records jobdata.Records
+	Pool    *couchclient.Pool
+}
+
+// foldTimeout bounds the walk over the job records of one scrape.
+const foldTimeout = 5 * time.Second
+
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(name, help, labels, nil)
+}
+
+// CouchDB's names (src/couch_replicator/priv/stats_descriptions.cfg).
+var (
+	jobsRunning = desc("couchdb_couch_replicator_jobs_running", "replicator scheduler running jobs")
+	jobsPending = desc("couchdb_couch_replicator_jobs_pending", "replicator scheduler pending jobs")
+	jobsCrashed = desc("couchdb_couch_replicator_jobs_crashed", "replicator scheduler crashed jobs")
+	jobsTotal   = desc("couchdb_couch_replicator_jobs_total", "total number of replicator scheduler jobs")
+
+	checkpointsSuccess = desc("couchdb_couch_replicator_checkpoints_success_total", "number of checkpoints successfully saved")
+	checkpointsFailure = desc("couchdb_couch_replicator_checkpoints_failure_total", "number of failed checkpoint saves")
+	requests           = desc("couchdb_couch_replicator_requests_total", "number of HTTP requests made by the replicator")
+	responsesSuccess   = desc("couchdb_couch_replicator_responses_success_total", "number of successful HTTP responses received by the replicator")
+	responsesFailure   = desc("couchdb_couch_replicator_responses_failure_total", "number of failed HTTP responses received by the replicator")
+)
+
+// couchepi's own (CouchDB keeps these per job only, in _active_tasks and
+// _scheduler/jobs).
+var (
+	jobsByState      = desc("couchepi_replicator_jobs", "Replication jobs by state (pending, running, crashing, completed, failed), as _scheduler/jobs shows them.", "state")
+	docsRead         = desc("couchepi_replicator_docs_read_total", "Documents read from sources by all replications.")
+	docsWritten      = desc("couchepi_replicator_docs_written_total", "Documents written to targets by all replications.")
+	docWriteFailures = desc("couchepi_replicator_doc_write_failures_total", "Documents a target refused (doc_write_failures) in all replications.")
+	revsChecked      = desc("couchepi_replicator_revisions_checked_total", "Revisions checked against targets with _revs_diff.")
+	missingFound     = desc("couchepi_replicator_missing_revisions_found_total", "Revisions targets were missing.")
+	changesRead      = desc("couchepi_replicator_changes_read_total", "Rows read from source _changes feeds.")
+	tooManyRequests  = desc("couchepi_replicator_responses_too_many_requests_total", "HTTP 429 responses received by the replicator.")
+	backoffs         = desc("couchepi_replicator_rate_limiter_backoffs_total", "Requests the AIMD rate limiter delayed after 429s.")
+	maxBackoffs      = desc("couchepi_replicator_max_backoffs_total", "Requests given up with max_backoff.")
+	retries          = desc("couchepi_replicator_request_retries_total", "HTTP requests retried after a 408, 5xx or connection failure.")
+)
+
+var allDescs = []*prometheus.Desc{
+	jobsRunning, jobsPending, jobsCrashed, jobsTotal,
+	checkpointsSuccess, checkpointsFailure, requests, responsesSuccess, responsesFailure,
+	jobsByState, docsRead, docsWritten, docWriteFailures, revsChecked, missingFound, changesRead,
+	tooManyRequests, backoffs, maxBackoffs, retries,
+}
+
+// Collector is a prometheus.Collector of the replicator's metrics.
+type Collector struct {
+	sources func() Sources
+	log     hclog.Logger
+}
+
+// New returns a Collector that calls sources at every scrape.
+func New(sources func() Sources, log hclog.Logger) *Collector {
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	return &Collector{sources: sources, log: log}
+}
+
+// NewRegistry returns a registry holding a Collector over sources.
+func NewRegistry(sources func() Sources, log hclog.Logger) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(New(sources, log))
+	return reg
+}
+
+// Describe sends every descriptor of the collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range allDescs {
+		ch <- d
+	}
+}
+
+// Collect sends the current values.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+
+	t := replicate.ReadTotals()
+	counter(checkpointsSuccess, float64(t.CheckpointsSuccess))
+	counter(checkpointsFailure, float64(t.CheckpointsFailure))
+	counter(docsRead, float64(t.DocsRead))
+	counter(docsWritten, float64(t.DocsWritten))
+	counter(docWriteFailures, float64(t.DocWriteFailures))
+	counter(revsChecked, float64(t.RevisionsChecked))
+	counter(missingFound, float64(t.MissingFound))
+	counter(changesRead, float64(t.ChangesRead))
+
+	src := c.sources()
+	if src.Pool != nil {
+		s := src.Pool.Stats()
+		counter(requests, float64(s.Requests))
+		counter(responsesSuccess, float64(s.ResponsesSuccess))
+		counter(responsesFailure, float64(s.ResponsesFailure))
+		counter(tooManyRequests, float64(s.TooManyRequests))
+		counter(backoffs, float64(s.Backoffs))
+		counter(maxBackoffs, float64(s.MaxBackoffs))
+		counter(retries, float64(s.Retries))
+	}
+	if src.Records.Q != nil {
+		states, err := CountStates(src.Records)
+		if err != nil {
+			c.log.Warn("metrics: reading job states", "error", err)
+			return
+		}
+		total := 0
+		for _, st := range jobdata.States {
+			gauge(jobsByState, float64(states[st]), st)
+			total += states[st]
+		}
+		gauge(jobsRunning, float64(states[jobdata.Running]))
+		gauge(jobsPending, float64(states[jobdata.Pending]))
+		gauge(jobsCrashed, float64(states[jobdata.Crashing]))
+		gauge(jobsTotal, float64(total))
+	}
+}
+
+// CountStates counts the replication jobs per state.
+func CountStates(recs jobdata.Records) (map[string]int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), foldTimeout)
+	defer cancel()
+	states := make(map[string]int, len(jobdata.States))
+	err := recs.Fold(ctx, func(_ string, rec *jobdata.Record) error {
+		states[rec.State]++
+		return nil
+	})
+	return states, err
+}

@@ -95,19 +95,19 @@ func (p *faultProxy) serve(w http.ResponseWriter, r *http.Request) {
 	p.mu.Unlock()
 	switch f {
 	case fail500:
-		http.Error(w, `{"error":"internal_server_error","reason":"injected"}`, 500)
+		http.Error(w, `{"error":"internal_server_error","reason":"injected"}`, http.StatusInternalServerError)
 		return
 	case fail429:
-		http.Error(w, `{"error":"too_many_requests","reason":"injected"}`, 429)
+		http.Error(w, `{"error":"too_many_requests","reason":"injected"}`, http.StatusTooManyRequests)
 		return
 	case fail413:
-		http.Error(w, `{"error":"too_large","reason":"injected"}`, 413)
+		http.Error(w, `{"error":"too_large","reason":"injected"}`, http.StatusRequestEntityTooLarge)
 		return
 	case fail403:
-		http.Error(w, `{"error":"forbidden","reason":"injected rejection"}`, 403)
+		http.Error(w, `{"error":"forbidden","reason":"injected rejection"}`, http.StatusForbidden)
 		return
 	case fail405:
-		http.Error(w, `{"error":"method_not_allowed","reason":"injected"}`, 405)
+		http.Error(w, `{"error":"method_not_allowed","reason":"injected"}`, http.StatusMethodNotAllowed)
 		return
 	case slowResponse:
 		select {
@@ -121,7 +121,7 @@ func (p *faultProxy) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	resp, err := p.forward(r, body)
 	if err != nil {
-		http.Error(w, err.Error(), 502)
+		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
 	}
 	defer resp.Body.Close()
@@ -189,7 +189,7 @@ func (p *faultProxy) rejectDocs(w http.ResponseWriter, r *http.Request, body []b
 	fwd, _ := json.Marshal(map[string]any{"new_edits": in.NewEdits, "docs": keep})
 	resp, err := p.forward(r, fwd)
 	if err != nil {
-		http.Error(w, err.Error(), 502)
+		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
 	}
 	defer resp.Body.Close()

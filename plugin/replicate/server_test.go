@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -392,8 +391,3 @@ func runRep(t testing.TB, rep *parse.Rep, opts Options) *Result {
 	}
 	return res
 }
-
-// urlJoin is a small helper building "db/path".
-func urlJoin(db, p string) string { return db + "/" + p }
-
-var _ = url.PathEscape

@@ -213,3 +213,42 @@ func TestSinceWinningCreateTarget(t *testing.T) {
 		}
 	})
 }
+
+// TestCrashReasons: start-up failures in CouchDB's words, never with a password.
+func TestCrashReasons(t *testing.T) {
+	s := startServer(t)
+	src := s.newDB(t, "src")
+	cases := []struct {
+		name string
+		rep  func() *parse.Rep
+		want string
+	}{
+		{"missing source", func() *parse.Rep { return testRep(s, "nosuchsrc", src) },
+			"db_not_found: could not open " + s.Base + "nosuchsrc/"},
+		{"unreachable source", func() *parse.Rep {
+			r := testRep(s, src, src)
+			r.Source.URL = "http://127.0.0.1:1/db/"
+			r.RetriesPerRequest = 0
+			return r
+		}, "db_not_found: could not open http://127.0.0.1:1/db/"},
+		{"wrong password", func() *parse.Rep {
+			r := testRep(s, src, src)
+			r.Source.Auth = &parse.BasicAuth{Username: "nobody", Password: "wrong-secret"}
+			return r
+		}, "unauthorized: unauthorized to access or create database " + s.Base + src + "/"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.name == "wrong password" && s.User == "" {
+				t.Skip("far end has no authentication")
+			}
+			_, err := Run(context.Background(), tc.rep(), Options{})
+			if err == nil || err.Error() != tc.want {
+				t.Fatalf("err = %v\nwant  %s", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "wrong-secret") || strings.Contains(err.Error(), s.Pass+"@") {
+				t.Fatalf("password in %v", err)
+			}
+		})
+	}
+}

@@ -61,6 +61,7 @@ type Server struct {
 	url     string
 	fauxton string
 	started time.Time
+	mx      *httpMetrics
 }
 
 // New returns a Server over the given store and config.
@@ -70,7 +71,7 @@ func New(opts Options) *Server {
 	}
 	s := &Server{
 		store: opts.Store, cfg: opts.Config, hooks: opts.Hooks, log: opts.Logger,
-		url: opts.URL, fauxton: opts.FauxtonDir, started: time.Now(),
+		url: opts.URL, fauxton: opts.FauxtonDir, started: time.Now(), mx: newHTTPMetrics(),
 	}
 	s.auth = auth.New(opts.Config, s.lookupUser)
 	return s
@@ -111,6 +112,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				"status", rec.status, "error", string(rec.errBody), "took", time.Since(start))
 		}()
 	}
+	start := time.Now()
+	rec := s.mx.begin(w)
+	w = rec
+	defer s.mx.end(rec, r.Method, start)
 	w.Header().Set("Server", ServerHeader)
 	raw := r.URL.EscapedPath()
 	for strings.HasPrefix(raw, "//") {

@@ -30,6 +30,8 @@ func (s *Server) handleNode(q *request) {
 		s.handleConfig(q, q.segs[3:])
 	case "_plugins":
 		s.handlePlugins(q, q.segs[3:])
+	case "_prometheus":
+		s.only(q, "GET,HEAD", func() { s.handlePrometheus(q) })
 	case "_stats", "_system":
 		s.only(q, "GET,HEAD", func() { writeRawJSON(q.w, 200, []byte(`{}`)) })
 	default:

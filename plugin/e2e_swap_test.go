@@ -190,3 +190,12 @@ func TestE2ESwap200(t *testing.T) {
 	}
 	runSwap(t, 200, "")
 }
+
+// TestE2ERotationSoak: 30 continuous replications on 5 slots (churn 5)
+// through a swap and a kill -9; every one keeps making progress (long).
+func TestE2ERotationSoak(t *testing.T) {
+	if os.Getenv("COUCHEPI_LONG") == "" {
+		t.Skip("long test: set COUCHEPI_LONG=1")
+	}
+	runSwap(t, 30, "max_jobs = 5\nmax_churn = 5\n")
+}

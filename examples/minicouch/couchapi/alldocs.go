@@ -263,12 +263,10 @@ func (s *Server) writeAllDocsRow(d *dbReq, bw *bufio.Writer, row store.AllDocsRo
 				doc.Conflicts = cur.Conflicts
 			}
 		}
-		body, err := s.renderDoc(d, doc, false)
-		if err != nil {
+		bw.WriteString(`,"doc":`)
+		if err := s.writeDoc(d, bw, doc); err != nil {
 			return err
 		}
-		bw.WriteString(`,"doc":`)
-		bw.Write(body)
 	}
 	bw.WriteString(`}`)
 	return nil

@@ -83,12 +83,17 @@ func readJSONBody(r *http.Request, v any) *hooks.Error {
 	return decodeJSON(b, v)
 }
 
-// decodeJSON decodes b into v with CouchDB's error for malformed input.
+// decodeJSON decodes b into v with CouchDB's error for malformed input
+// (json.Unmarshal checks the syntax before decoding: one pass).
 func decodeJSON(b []byte, v any) *hooks.Error {
-	if !validJSON(bytes.TrimSpace(b)) {
+	if !utf8.Valid(b) {
 		return errInvalidJSON
 	}
 	if err := json.Unmarshal(b, v); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) || len(bytes.TrimSpace(b)) == 0 {
+			return errInvalidJSON
+		}
 		return badRequest(err.Error())
 	}
 	return nil

@@ -1,6 +1,7 @@
 package couchapi
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -19,10 +20,22 @@ func (s *Server) bulkDocs(d *dbReq) {
 		return
 	}
 	var body struct {
-		Docs     *json.RawMessage `json:"docs"`
-		NewEdits *bool            `json:"new_edits"`
+		Docs     *[]json.RawMessage `json:"docs"`
+		NewEdits *bool              `json:"new_edits"`
 	}
-	if herr := readJSONBody(d.r, &body); herr != nil {
+	raw, herr := readBody(d.r)
+	if herr != nil {
+		writeError(d.w, herr)
+		return
+	}
+	if herr := decodeJSON(raw, &body); herr != nil {
+		var probe struct {
+			Docs json.RawMessage `json:"docs"`
+		}
+		if herr != errInvalidJSON && json.Unmarshal(raw, &probe) == nil && probe.Docs != nil {
+			writeError(d.w, badRequest("`docs` parameter must be an array."))
+			return
+		}
 		writeError(d.w, herr)
 		return
 	}
@@ -30,11 +43,7 @@ func (s *Server) bulkDocs(d *dbReq) {
 		writeError(d.w, badRequest("POST body must include `docs` parameter."))
 		return
 	}
-	var raws []json.RawMessage
-	if err := json.Unmarshal(*body.Docs, &raws); err != nil {
-		writeError(d.w, badRequest("`docs` parameter must be an array."))
-		return
-	}
+	raws := *body.Docs
 	newEdits := body.NewEdits == nil || *body.NewEdits
 	docs := make([]*store.Doc, 0, len(raws))
 	for _, raw := range raws {
@@ -150,7 +159,9 @@ func (s *Server) bulkGet(d *dbReq) {
 		s.writeBulkGetMultipart(d, results)
 		return
 	}
-	var buf bytes.Buffer
+	setJSONHeaders(d.w)
+	d.w.WriteHeader(200)
+	buf := bufio.NewWriterSize(d.w, 64<<10)
 	buf.WriteString(`{"results":[`)
 	for i, r := range results {
 		if i > 0 {
@@ -178,19 +189,17 @@ func (s *Server) bulkGet(d *dbReq) {
 				buf.Write(e)
 				continue
 			}
-			body, err := s.renderDoc(d, or.Doc, false)
-			if err != nil {
-				writeError(d.w, err)
+			buf.WriteString(`{"ok":`)
+			if err := s.writeDoc(d, buf, or.Doc); err != nil {
+				s.log.Warn("_bulk_get: rendering a doc failed", "db", d.name, "id", r.id, "error", err)
 				return
 			}
-			buf.WriteString(`{"ok":`)
-			buf.Write(body)
 			buf.WriteByte('}')
 		}
 		buf.WriteString(`]}`)
 	}
-	buf.WriteString(`]}`)
-	writeRawJSON(d.w, 200, buf.Bytes())
+	buf.WriteString("]}\n")
+	_ = buf.Flush()
 }
 
 func (s *Server) bulkGetOne(d *dbReq, item bulkGetItem, base store.GetOptions) bulkGetResult {

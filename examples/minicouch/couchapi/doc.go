@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -308,6 +309,21 @@ func (s *Server) renderDoc(d *dbReq, doc *store.DocRev, follows bool) ([]byte, e
 		}
 	}
 	return buf.Bytes(), nil
+}
+
+// writeDoc writes a revision's JSON to w; without an after_doc_read hook
+// on the db it is rendered straight into w (pass a *bufio.Writer of at
+// least 4 KiB to avoid per-doc buffers).
+func (s *Server) writeDoc(d *dbReq, w io.Writer, doc *store.DocRev) error {
+	if !s.readHooked(d.name) || strings.HasPrefix(doc.ID, store.LocalPrefix) {
+		return d.db.WriteDocJSON(d.ctx(), w, doc, false)
+	}
+	body, err := s.renderDoc(d, doc, false)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(body)
+	return err
 }
 
 // openRevs answers GET /{db}/{id}?open_revs=all|[…] as a JSON array or,

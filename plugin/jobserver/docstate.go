@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/couchepi/couchepi/hooks"
+	"github.com/couchepi/couchepi/plugin/jobserver/jobdata"
 )
 
 // member is one top-level member of a JSON object, kept in document order.
@@ -102,7 +103,7 @@ func ApplyDocState(doc []byte, st DocState, now time.Time) (out []byte, changed 
 	state, _ := json.Marshal(st.State)
 	if old, _ := get("_replication_state"); !bytes.Equal(old, state) {
 		set("_replication_state", state)
-		ts, _ := json.Marshal(now.UTC().Format("2006-01-02T15:04:05Z"))
+		ts, _ := json.Marshal(jobdata.ISOTime(now.Unix()))
 		set("_replication_state_time", ts)
 	}
 	switch st.State {

@@ -86,6 +86,10 @@ func (s *Server) serveDB(q *request) {
 		s.only(q, "GET,HEAD,POST", func() { s.allDocs(d, "local") })
 	case "_bulk_docs":
 		s.only(q, "POST", func() { s.bulkDocs(d) })
+	case "_find":
+		s.only(q, "POST", func() { s.find(d) })
+	case "_index":
+		s.indexes(d)
 	case "_bulk_get":
 		s.only(q, "POST", func() { s.bulkGet(d) })
 	case "_revs_diff":
@@ -208,15 +212,20 @@ func (s *Server) dbInfo(d *dbReq) {
 		writeError(d.w, err)
 		return
 	}
+	writeJSON(d.w, 200, newDBInfoJSON(d.name, info))
+}
+
+// newDBInfoJSON renders store db info as CouchDB 3 does.
+func newDBInfoJSON(name string, info store.DBInfo) dbInfoJSON {
 	out := dbInfoJSON{
-		InstanceStartTime: "0", DBName: d.name,
+		InstanceStartTime: "0", DBName: name,
 		PurgeSeq:  formatSeq(info.PurgeSeq, info.UUID),
 		UpdateSeq: formatSeq(info.UpdateSeq, info.UUID),
 		Sizes:     info.Sizes, DocDelCount: info.DocDelCount, DocCount: info.DocCount,
 		DiskFormatVersion: 8,
 	}
 	out.Cluster.Q, out.Cluster.N, out.Cluster.W, out.Cluster.R = 1, 1, 1, 1
-	writeJSON(d.w, 200, out)
+	return out
 }
 
 func (s *Server) security(d *dbReq) {

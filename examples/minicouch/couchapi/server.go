@@ -28,6 +28,12 @@ func (s *Server) serveServer(q *request) {
 		s.only(q, "GET,HEAD", func() { writeJSON(q.w, 200, map[string]string{"status": "ok"}) })
 	case "_all_dbs":
 		s.only(q, "GET,HEAD", func() { s.handleAllDBs(q) })
+	case "_dbs_info":
+		if err := auth.CheckServerAdmin(q.user); err != nil {
+			writeError(q.w, err)
+			return
+		}
+		s.dbsInfo(q)
 	case "_uuids":
 		s.only(q, "GET,HEAD", func() { s.handleUUIDs(q) })
 	case "_membership":

@@ -1,0 +1,255 @@
+package couchapi
+
+import (
+	"encoding/json"
+	"sort"
+	"strings"
+
+	"github.com/couchepi/couchepi/examples/minicouch/mango"
+	"github.com/couchepi/couchepi/examples/minicouch/store"
+	"github.com/couchepi/couchepi/hooks"
+)
+
+// findRequest is the body of POST /{db}/_find.
+type findRequest struct {
+	Selector       json.RawMessage `json:"selector"`
+	Fields         []string        `json:"fields"`
+	Sort           []any           `json:"sort"`
+	Limit          *int            `json:"limit"`
+	Skip           int             `json:"skip"`
+	Conflicts      bool            `json:"conflicts"`
+	ExecutionStats bool            `json:"execution_stats"`
+}
+
+// sortField is one `sort` entry: a field path and its direction.
+type sortField struct {
+	path []string
+	desc bool
+}
+
+func parseSort(list []any) ([]sortField, *hooks.Error) {
+	var out []sortField
+	for _, s := range list {
+		switch x := s.(type) {
+		case string:
+			out = append(out, sortField{path: strings.Split(x, ".")})
+		case map[string]any:
+			if len(x) != 1 {
+				return nil, &hooks.Error{Status: 400, Err: "invalid_sort_json", Reason: "Sort must be an array of field names or {field: direction} objects"}
+			}
+			for k, v := range x {
+				dir, _ := v.(string)
+				if dir != "asc" && dir != "desc" {
+					return nil, &hooks.Error{Status: 400, Err: "invalid_sort_json", Reason: "Sort direction must be asc or desc"}
+				}
+				out = append(out, sortField{path: strings.Split(k, "."), desc: dir == "desc"})
+			}
+		default:
+			return nil, &hooks.Error{Status: 400, Err: "invalid_sort_json", Reason: "Sort must be an array of field names or {field: direction} objects"}
+		}
+	}
+	return out, nil
+}
+
+func fieldValue(doc any, path []string) (any, bool) {
+	for _, p := range path {
+		m, ok := doc.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if doc, ok = m[p]; !ok {
+			return nil, false
+		}
+	}
+	return doc, true
+}
+
+// project keeps only the requested fields of a doc.
+func project(doc map[string]any, fields []string) map[string]any {
+	if len(fields) == 0 {
+		return doc
+	}
+	out := map[string]any{}
+	for _, f := range fields {
+		path := strings.Split(f, ".")
+		v, ok := fieldValue(doc, path)
+		if !ok {
+			continue
+		}
+		cur := out
+		for _, p := range path[:len(path)-1] {
+			next, ok := cur[p].(map[string]any)
+			if !ok {
+				next = map[string]any{}
+				cur[p] = next
+			}
+			cur = next
+		}
+		cur[path[len(path)-1]] = v
+	}
+	return out
+}
+
+// find serves POST /{db}/_find by scanning every doc (minicouch keeps no
+// Mango indexes; sorting is done in memory).
+func (s *Server) find(d *dbReq) {
+	if herr := requireJSONType(d.r); herr != nil {
+		writeError(d.w, herr)
+		return
+	}
+	var req findRequest
+	if herr := readJSONBody(d.r, &req); herr != nil {
+		writeError(d.w, herr)
+		return
+	}
+	if len(req.Selector) == 0 {
+		writeError(d.w, &hooks.Error{Status: 400, Err: "missing_required_key", Reason: "Missing required key: selector"})
+		return
+	}
+	sel, err := mango.Parse(req.Selector)
+	if err != nil {
+		writeError(d.w, &hooks.Error{Status: 400, Err: "invalid_operator", Reason: err.Error()})
+		return
+	}
+	sorts, herr := parseSort(req.Sort)
+	if herr != nil {
+		writeError(d.w, herr)
+		return
+	}
+	limit := 25
+	if req.Limit != nil {
+		limit = *req.Limit
+	}
+	var docs []map[string]any
+	examined := 0
+	_, err = d.db.AllDocs(d.ctx(), store.AllDocsOptions{}, func(r store.AllDocsRow) error {
+		if strings.HasPrefix(r.ID, store.DesignPrefix) {
+			return nil
+		}
+		doc, err := d.db.Get(d.ctx(), r.ID, store.GetOptions{Conflicts: req.Conflicts})
+		if err != nil {
+			return nil
+		}
+		body, err := s.renderDoc(d, doc, false)
+		if err != nil {
+			return err
+		}
+		examined++
+		var m map[string]any
+		if json.Unmarshal(body, &m) != nil || !sel.Match(m) {
+			return nil
+		}
+		docs = append(docs, m)
+		if len(sorts) == 0 && len(docs) >= req.Skip+limit {
+			return store.ErrStop
+		}
+		return nil
+	})
+	if err != nil && err != store.ErrStop {
+		writeError(d.w, err)
+		return
+	}
+	if len(sorts) > 0 {
+		sort.SliceStable(docs, func(i, j int) bool {
+			for _, sf := range sorts {
+				a, _ := fieldValue(docs[i], sf.path)
+				b, _ := fieldValue(docs[j], sf.path)
+				if c := mango.Compare(a, b); c != 0 {
+					return (c < 0) != sf.desc
+				}
+			}
+			return false
+		})
+	}
+	if req.Skip >= len(docs) {
+		docs = nil
+	} else {
+		docs = docs[req.Skip:]
+	}
+	if limit >= 0 && limit < len(docs) {
+		docs = docs[:limit]
+	}
+	outDocs := make([]map[string]any, 0, len(docs))
+	for _, m := range docs {
+		outDocs = append(outDocs, project(m, req.Fields))
+	}
+	out := map[string]any{
+		"docs":     outDocs,
+		"bookmark": "nil",
+		"warning":  "No matching index found, create an index to optimize query time.",
+	}
+	if req.ExecutionStats {
+		out["execution_stats"] = map[string]any{"total_keys_examined": 0, "total_docs_examined": examined,
+			"total_quorum_docs_examined": 0, "results_returned": len(outDocs), "execution_time_ms": 0}
+	}
+	writeJSON(d.w, 200, out)
+}
+
+// indexes serves GET /{db}/_index: only the built-in _all_docs index.
+func (s *Server) indexes(d *dbReq) {
+	if d.r.Method != "GET" && d.r.Method != "HEAD" {
+		writeError(d.w, &hooks.Error{Status: 501, Err: "not_implemented", Reason: "minicouch keeps no Mango indexes; _find scans every document"})
+		return
+	}
+	writeRawJSON(d.w, 200, []byte(`{"total_rows":1,"indexes":[{"ddoc":null,"name":"_all_docs","type":"special","def":{"fields":[{"_id":"asc"}]}}]}`))
+}
+
+// dbsInfo serves GET /_dbs_info and POST /_dbs_info {"keys":[…]}.
+func (s *Server) dbsInfo(q *request) {
+	var names []string
+	switch q.r.Method {
+	case "GET", "HEAD":
+		all, err := s.store.ListDBs()
+		if err != nil {
+			writeError(q.w, err)
+			return
+		}
+		names = all
+	case "POST":
+		if herr := requireJSONType(q.r); herr != nil {
+			writeError(q.w, herr)
+			return
+		}
+		var body struct {
+			Keys *[]string `json:"keys"`
+		}
+		if herr := readJSONBody(q.r, &body); herr != nil {
+			writeError(q.w, herr)
+			return
+		}
+		if body.Keys == nil {
+			writeError(q.w, badRequest("`keys` member must exist."))
+			return
+		}
+		names = *body.Keys
+	default:
+		writeError(q.w, methodNotAllowed("GET,HEAD,POST"))
+		return
+	}
+	out := make([]any, 0, len(names))
+	for _, n := range names {
+		db, err := s.store.DB(n)
+		if err != nil {
+			out = append(out, dbsInfoError{Key: n, Error: "not_found"})
+			continue
+		}
+		info, err := db.Info(q.ctx())
+		if err != nil {
+			out = append(out, dbsInfoError{Key: n, Error: "not_found"})
+			continue
+		}
+		out = append(out, dbsInfoRow{Key: n, Info: newDBInfoJSON(n, info)})
+	}
+	writeJSON(q.w, 200, out)
+}
+
+// dbsInfoRow and dbsInfoError are the rows of _dbs_info.
+type dbsInfoRow struct {
+	Key  string     `json:"key"`
+	Info dbInfoJSON `json:"info"`
+}
+
+type dbsInfoError struct {
+	Key   string `json:"key"`
+	Error string `json:"error"`
+}

@@ -149,3 +149,29 @@ func TestSecurity(t *testing.T) {
 		t.Error("public db refused anonymous")
 	}
 }
+
+func TestLockout(t *testing.T) {
+	a, _ := newAuth(t)
+	ctx := context.Background()
+	for i := 0; i < 5; i++ {
+		if _, err := a.Login(ctx, "bob", "wrong", "10.0.0.1"); err != ErrUnauthorized {
+			t.Fatalf("failure %d: %v", i, err)
+		}
+	}
+	if _, err := a.Login(ctx, "bob", "bobpw", "10.0.0.1"); err != ErrLocked {
+		t.Fatalf("right password after 5 failures: %v, want locked", err)
+	}
+	if _, err := a.Login(ctx, "bob", "bobpw", "10.0.0.2"); err != nil {
+		t.Fatalf("other address: %v", err)
+	}
+	for i := 0; i < 6; i++ {
+		a.Login(ctx, "nobody", "x", "10.0.0.1")
+	}
+	if _, err := a.Login(ctx, "nobody", "x", "10.0.0.1"); err != ErrUnauthorized {
+		t.Fatalf("unknown users are not locked: %v", err)
+	}
+	a.now = func() time.Time { return time.Now().Add(6 * time.Minute) }
+	if _, err := a.Login(ctx, "bob", "bobpw", "10.0.0.1"); err != nil {
+		t.Fatalf("after max_lifetime: %v", err)
+	}
+}

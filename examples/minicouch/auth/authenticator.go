@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"encoding/base64"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -25,12 +26,17 @@ type Authenticator struct {
 
 	mu    sync.Mutex
 	cache map[string]time.Time // credKey -> expiry of a verified password
+
+	lock *lockout
 }
+
+// ErrLocked is CouchDB 3.5's answer for a locked-out account.
+var ErrLocked = &hooks.Error{Status: 403, Err: "forbidden", Reason: "Account is temporarily locked due to multiple authentication failures"}
 
 // New returns an Authenticator reading admins and the cookie secret from
 // cfg and users through lookup.
 func New(cfg *config.Config, lookup UserLookup) *Authenticator {
-	return &Authenticator{cfg: cfg, lookup: lookup, now: time.Now, cache: map[string]time.Time{}}
+	return &Authenticator{cfg: cfg, lookup: lookup, now: time.Now, cache: map[string]time.Time{}, lock: newLockout()}
 }
 
 // HashAdmins replaces every plain-text password in `[admins]` by its pbkdf2
@@ -83,6 +89,27 @@ func (a *Authenticator) credentials(ctx context.Context, name string) (Credentia
 		}
 	}
 	return c, roles, true
+}
+
+// Login verifies name/password sent from peer (the client's address) with
+// CouchDB's lockout: an existing user with too many recent failures from
+// peer gets ErrLocked; wrong credentials get ErrUnauthorized.
+func (a *Authenticator) Login(ctx context.Context, name, password, peer string) (hooks.UserCtx, *hooks.Error) {
+	enforce := a.cfg.GetDefault("chttpd_auth_lockout", "mode", "enforce") == "enforce"
+	threshold := int(a.cfg.Int("chttpd_auth_lockout", "threshold", 5))
+	lifetime := time.Duration(a.cfg.Int("chttpd_auth_lockout", "max_lifetime", 300000)) * time.Millisecond
+	now := a.now()
+	if enforce && a.lock.locked(name, peer, threshold, lifetime, now) {
+		return hooks.UserCtx{}, ErrLocked
+	}
+	u, ok := a.CheckPassword(ctx, name, password)
+	if !ok {
+		if _, _, exists := a.credentials(ctx, name); exists {
+			a.lock.fail(name, peer, lifetime, now)
+		}
+		return hooks.UserCtx{}, ErrUnauthorized
+	}
+	return u, nil
 }
 
 // CheckPassword verifies name/password and returns the user's context.
@@ -141,9 +168,9 @@ var ErrUnauthorized = &hooks.Error{Status: 401, Err: "unauthorized", Reason: "Na
 func (a *Authenticator) Authenticate(r *http.Request) (user hooks.UserCtx, refresh string, err *hooks.Error) {
 	if h := r.Header.Get("Authorization"); h != "" {
 		if name, pw, ok := parseBasic(h); ok {
-			u, ok := a.CheckPassword(r.Context(), name, pw)
-			if !ok {
-				return hooks.UserCtx{}, "", ErrUnauthorized
+			u, err := a.Login(r.Context(), name, pw, Peer(r))
+			if err != nil {
+				return hooks.UserCtx{}, "", err
 			}
 			return u, "", nil
 		}
@@ -201,4 +228,13 @@ func Iterations(cfg *config.Config) int {
 		return 600000
 	}
 	return n
+}
+
+// Peer is the client address of r (without the port) for lockout.
+func Peer(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }

@@ -141,6 +141,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if refresh != "" {
 		w.Header().Add("Set-Cookie", auth.SetCookieHeader(refresh))
 	}
+	if user.Name == "" && raw != "/_session" && raw != "/_up" &&
+		s.cfg.GetDefault("chttpd", "require_valid_user", "false") == "true" {
+		writeError(w, &hooks.Error{Status: 401, Err: "unauthorized", Reason: "Authentication required."})
+		return
+	}
 	if herr := s.limitBody(w, r); herr != nil {
 		writeError(w, herr)
 		return

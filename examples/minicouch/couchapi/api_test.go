@@ -178,6 +178,12 @@ func TestServerAndDatabases(t *testing.T) {
 		{name: "replicator all_docs non-admin", method: "GET", path: "/_replicator/_all_docs", user: "-", status: 401},
 		{name: "delete db", method: "DELETE", path: "/another%2F_replicator", status: 200, want: `{"ok":true}`},
 		{name: "delete missing db", method: "DELETE", path: "/another%2F_replicator", status: 404},
+		{name: "require valid user", method: "PUT", path: "/_node/_local/_config/chttpd/require_valid_user", body: `"true"`, status: 200},
+		{name: "anonymous refused", method: "GET", path: "/", user: "-", status: 401, want: `{"error":"unauthorized","reason":"Authentication required."}`},
+		{name: "anonymous _up", method: "GET", path: "/_up", user: "-", status: 200},
+		{name: "admin still in", method: "GET", path: "/", status: 200},
+		{name: "require valid user off", method: "DELETE", path: "/_node/_local/_config/chttpd/require_valid_user", status: 200},
+		{name: "anonymous welcome", method: "GET", path: "/", user: "-", status: 200},
 	})
 }
 

@@ -227,9 +227,9 @@ func (s *Server) handleSession(q *request) {
 			writeError(q.w, &hooks.Error{Status: 415, Err: "bad_content_type", Reason: "Content-Type must be application/x-www-form-urlencoded or application/json"})
 			return
 		}
-		u, ok := s.auth.CheckPassword(q.ctx(), name, password)
-		if !ok {
-			writeError(q.w, auth.ErrUnauthorized)
+		u, lerr := s.auth.Login(q.ctx(), name, password, auth.Peer(q.r))
+		if lerr != nil {
+			writeError(q.w, lerr)
 			return
 		}
 		if ck, ok := s.auth.Cookie(q.ctx(), name); ok {

@@ -191,9 +191,7 @@ func (s *Server) allDocs(d *dbReq, kind string) {
 		}
 		bw.WriteString(`,"rows":[`)
 	}
-	// The store reports totals only at the end; rows are collected first
-	// for the header, which keeps memory bounded by limit in practice.
-	var rows []store.AllDocsRow
+	sopts.Start = start
 	iter := d.db.AllDocs
 	if kind == "local" {
 		iter = d.db.LocalDocs
@@ -202,15 +200,6 @@ func (s *Server) allDocs(d *dbReq, kind string) {
 		if o.Limit == 0 {
 			return store.ErrStop
 		}
-		rows = append(rows, row)
-		return nil
-	})
-	if err != nil && !errors.Is(err, store.ErrStop) {
-		writeError(d.w, err)
-		return
-	}
-	start(res)
-	for _, row := range rows {
 		if n > 0 {
 			bw.WriteString(",\r\n")
 		} else {
@@ -218,9 +207,18 @@ func (s *Server) allDocs(d *dbReq, kind string) {
 		}
 		n++
 		if rowErr = s.writeAllDocsRow(d, bw, row, o); rowErr != nil {
-			break
+			return rowErr
 		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, store.ErrStop) {
+		if !started {
+			writeError(d.w, err)
+			return
+		}
+		s.log.Debug("_all_docs stream ended early", "db", d.name, "error", err)
 	}
+	start(res)
 	if n > 0 {
 		bw.WriteString("\r\n")
 	}

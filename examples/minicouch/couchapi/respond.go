@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 
 	"github.com/couchepi/couchepi/examples/minicouch/store"
 	"github.com/couchepi/couchepi/hooks"
@@ -70,6 +71,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // writeRawJSON sends pre-encoded JSON.
 func writeRawJSON(w http.ResponseWriter, status int, b []byte) {
 	setJSONHeaders(w)
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
 	_, _ = w.Write([]byte("\n"))

@@ -34,7 +34,10 @@ import (
 // listFlag is a repeatable string flag.
 type listFlag []string
 
-func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+// String joins the values for flag's usage output.
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+// Set appends one occurrence of the flag.
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
 func main() {

@@ -408,6 +408,7 @@ func (s *Server) countAfter(d *dbReq, seq uint64, descending bool) (int64, error
 // request when nothing was sent yet.
 type filterError struct{ err error }
 
+// Error is the filter's failure.
 func (e *filterError) Error() string { return e.err.Error() }
 
 // changesNormal serves feed=normal and feed=longpoll. The response starts

@@ -353,3 +353,42 @@ func TestProxyAndConnectionReuse(t *testing.T) {
 		t.Fatalf("%d connections for 20 sequential requests to one host, want 1", conns.Load())
 	}
 }
+
+// TestSessionRefreshAtMaxAge: the cookie is renewed at 90 % of its max-age.
+func TestSessionRefreshAtMaxAge(t *testing.T) {
+	var sessions atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/_session" {
+			sessions.Add(1)
+			http.SetCookie(w, &http.Cookie{Name: "AuthSession", Value: "c", MaxAge: 1})
+			w.Write([]byte(`{"ok":true}`))
+			return
+		}
+		if ck, err := r.Cookie("AuthSession"); err != nil || ck.Value != "c" {
+			w.WriteHeader(401)
+			return
+		}
+		w.Write([]byte(`{}`))
+	}))
+	defer srv.Close()
+	p := testPool()
+	defer p.Close()
+	c := p.Endpoint(parse.Endpoint{URL: srv.URL + "/db/", Auth: &parse.BasicAuth{Username: "u", Password: "p"}}, nil)
+	get := func() {
+		resp, err := c.Do(context.Background(), &Request{Method: "GET", Buffer: true})
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("GET: %v %v", err, resp)
+		}
+		resp.Body.Close()
+	}
+	get()
+	get()
+	if n := sessions.Load(); n != 1 {
+		t.Fatalf("%d _session requests before expiry, want 1", n)
+	}
+	time.Sleep(950 * time.Millisecond)
+	get()
+	if n := sessions.Load(); n != 2 {
+		t.Fatalf("%d _session requests after 90%% of max-age, want 2", n)
+	}
+}

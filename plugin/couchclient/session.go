@@ -88,7 +88,7 @@ func (s *session) observe(resp *http.Response) {
 func (s *session) setLocked(ck *http.Cookie) {
 	s.cookie = ck.Value
 	if ck.MaxAge > 0 {
-		s.refreshAt = time.Now().Add(time.Duration(float64(ck.MaxAge)*0.9) * time.Second)
+		s.refreshAt = time.Now().Add(time.Duration(float64(ck.MaxAge) * 0.9 * float64(time.Second)))
 	} else {
 		s.refreshAt = time.Now().Add(sessionRefreshInterval)
 	}

@@ -277,6 +277,9 @@ func TestUsersSecurityAndSessions(t *testing.T) {
 	runSteps(t, ts.URL, []step{
 		{name: "signup", method: "PUT", path: "/_users/org.couchdb.user:bob", user: "-", body: `{"name":"bob","type":"user","roles":[],"password":"bobpw"}`, status: 201},
 		{name: "bad user type", method: "PUT", path: "/_users/org.couchdb.user:eve", body: `{"name":"eve","type":"nope","password":"x"}`, status: 403, want: `{"error":"forbidden","reason":"doc.type must be user"}`},
+		{name: "anon roles", method: "PUT", path: "/_users/org.couchdb.user:zed", user: "-", body: `{"name":"zed","type":"user","roles":["r"],"password":"x"}`, status: 403, want: `{"error":"forbidden","reason":"Only _admin may set roles"}`},
+		{name: "system role", method: "PUT", path: "/_users/org.couchdb.user:zed", body: `{"name":"zed","type":"user","roles":["_admin"],"password":"x"}`, status: 403, want: `{"error":"forbidden","reason":"No system roles (starting with underscore) in users db."}`},
+		{name: "id mismatch", method: "PUT", path: "/_users/org.couchdb.user:zed", body: `{"name":"zz","type":"user","roles":[],"password":"x"}`, status: 403, want: `{"error":"forbidden","reason":"Doc ID must be of the form org.couchdb.user:name"}`},
 		{name: "eve", method: "PUT", path: "/_users/org.couchdb.user:eve", body: `{"name":"eve","type":"user","roles":["r"],"password":"evepw"}`, status: 201},
 		{name: "hashed", method: "GET", path: "/_users/org.couchdb.user:bob", status: 200, has: []string{`"password_scheme":"pbkdf2"`, `"derived_key":`, `"salt":`}},
 		{name: "own doc", method: "GET", path: "/_users/org.couchdb.user:bob", user: "bob:bobpw", status: 200},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sort"
 	"strings"
 
 	"github.com/couchepi/couchepi/examples/minicouch/auth"
@@ -111,7 +112,7 @@ func (s *Server) writeDocs(ctx context.Context, db *store.DB, docs []*store.Doc,
 			continue
 		}
 		if isUsersDB(name) && !strings.HasPrefix(d.ID, store.LocalPrefix) {
-			if err := s.prepareUserDoc(d, o.user); err != nil {
+			if err := s.prepareUserDoc(ctx, db, d, o.user); err != nil {
 				results[i].Err = toStoreError(err)
 				continue
 			}
@@ -229,25 +230,36 @@ func toStoreError(err error) *store.Error {
 	return &store.Error{Status: ce.Status, Err: ce.Err, Reason: ce.Reason}
 }
 
-// prepareUserDoc applies the `_users` db rules to a doc being written:
-// non-admins may only write their own doc and not set roles, `type` must
-// be "user", and a plain `password` is replaced by its pbkdf2 hash.
-func (s *Server) prepareUserDoc(d *store.Doc, user hooks.UserCtx) error {
+// prepareUserDoc applies the rules of CouchDB's `_users` validation
+// function to a doc being written (type "user", id org.couchdb.user:<name>,
+// no system roles or names, non-admins only write their own doc and cannot
+// set or edit roles) and replaces a plain `password` by its pbkdf2 hash.
+func (s *Server) prepareUserDoc(ctx context.Context, db *store.DB, d *store.Doc, user hooks.UserCtx) error {
+	isAdmin := user.IsAdmin()
+	if !isAdmin {
+		if raw, err := db.Security(ctx); err == nil {
+			isAdmin = auth.ParseSecurity(raw).IsDBAdmin(user)
+		}
+	}
 	if strings.HasPrefix(d.ID, store.DesignPrefix) {
-		if !user.IsAdmin() {
-			return hooks.Forbidden("Only admins may write design documents in the users database.")
+		if !isAdmin {
+			return &hooks.Error{Status: 401, Err: "unauthorized", Reason: "You are not a db or server admin."}
+		}
+		return nil
+	}
+	var old map[string]any
+	if cur, err := db.Get(ctx, d.ID, store.GetOptions{}); err == nil {
+		_ = json.Unmarshal(cur.Body, &old)
+	}
+	if d.Deleted {
+		if !isAdmin && d.ID != "org.couchdb.user:"+user.Name {
+			return hooks.Forbidden("You may only update your own user document.")
 		}
 		return nil
 	}
 	var m map[string]any
 	if err := json.Unmarshal(d.Body, &m); err != nil || m == nil {
 		m = map[string]any{}
-	}
-	if d.Deleted {
-		if !user.IsAdmin() && d.ID != "org.couchdb.user:"+user.Name {
-			return hooks.Forbidden("You may only delete your own user document.")
-		}
-		return nil
 	}
 	if m["type"] != "user" {
 		return hooks.Forbidden("doc.type must be user")
@@ -256,25 +268,60 @@ func (s *Server) prepareUserDoc(d *store.Doc, user hooks.UserCtx) error {
 	if name == "" {
 		return hooks.Forbidden("doc.name is required")
 	}
+	rawRoles, hasRoles := m["roles"].([]any)
+	if _, present := m["roles"]; present && !hasRoles {
+		return hooks.Forbidden("doc.roles must be an array")
+	}
+	roles := make([]string, 0, len(rawRoles))
+	for _, r := range rawRoles {
+		rs, ok := r.(string)
+		if !ok {
+			return hooks.Forbidden("doc.roles can only contain strings")
+		}
+		if strings.HasPrefix(rs, "_") {
+			return hooks.Forbidden("No system roles (starting with underscore) in users db.")
+		}
+		roles = append(roles, rs)
+	}
 	if d.ID != "org.couchdb.user:"+name {
 		return hooks.Forbidden("Doc ID must be of the form org.couchdb.user:name")
 	}
-	if !user.IsAdmin() {
-		if user.Name != "" && user.Name != name {
-			return hooks.Forbidden("You may only update your own user document.")
-		}
-		if roles, ok := m["roles"].([]any); ok && len(roles) > 0 && user.Name == "" {
+	if strings.HasPrefix(name, "_") {
+		return hooks.Forbidden("Username may not start with underscore.")
+	}
+	if old != nil && old["name"] != name {
+		return hooks.Forbidden("Usernames can not be changed.")
+	}
+	if !isAdmin {
+		if old != nil {
+			if user.Name != name {
+				return hooks.Forbidden("You may only update your own user document.")
+			}
+			var oldRoles []string
+			if rs, ok := old["roles"].([]any); ok {
+				for _, r := range rs {
+					if s, ok := r.(string); ok {
+						oldRoles = append(oldRoles, s)
+					}
+				}
+			}
+			sort.Strings(oldRoles)
+			sort.Strings(roles)
+			if strings.Join(oldRoles, "\x00") != strings.Join(roles, "\x00") {
+				return hooks.Forbidden("Only _admin may edit roles")
+			}
+		} else if len(roles) > 0 {
 			return hooks.Forbidden("Only _admin may set roles")
 		}
 	}
-	if _, ok := m["roles"]; !ok {
+	if !hasRoles {
 		m["roles"] = []any{}
 	}
 	changed, err := auth.HashUserDoc(m, s.cfg.GetDefault("chttpd_auth", "pbkdf2_prf", "sha256"), auth.Iterations(s.cfg))
 	if err != nil {
 		return hooks.Forbidden(err.Error())
 	}
-	if changed {
+	if changed || !hasRoles {
 		b, err := json.Marshal(m)
 		if err != nil {
 			return err

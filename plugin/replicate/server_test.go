@@ -29,6 +29,7 @@ type testServer struct {
 	User string
 	Pass string
 	cmd  *exec.Cmd
+	dir  string // data directory, removed when the server stops
 }
 
 var (
@@ -46,6 +47,12 @@ func TestMain(m *testing.M) {
 			s.cmd.Process.Kill()
 			s.cmd.Wait()
 		}
+		if s != nil && s.dir != "" {
+			os.RemoveAll(s.dir)
+		}
+	}
+	if minicouchBin != "" {
+		os.RemoveAll(filepath.Dir(minicouchBin))
 	}
 	os.Exit(code)
 }
@@ -146,7 +153,7 @@ func startMinicouch(t testing.TB) (*testServer, error) {
 		return nil, err
 	}
 	port := freePort(t)
-	s := &testServer{Kind: "minicouch", Base: fmt.Sprintf("http://127.0.0.1:%d/", port), User: "admin", Pass: "pass"}
+	s := &testServer{Kind: "minicouch", Base: fmt.Sprintf("http://127.0.0.1:%d/", port), User: "admin", Pass: "pass", dir: dir}
 	s.cmd = exec.Command(bin, "--addr", fmt.Sprintf("127.0.0.1:%d", port), "--data", filepath.Join(dir, "data"), "--admin", "admin:pass")
 	s.cmd.Stdout, s.cmd.Stderr = io.Discard, io.Discard
 	if err := s.cmd.Start(); err != nil {
@@ -167,7 +174,7 @@ func startPouchDBServer(t testing.TB) (*testServer, error) {
 	}
 	port := freePort(t)
 	dir, _ := os.MkdirTemp("", "pouchdb-server-test")
-	s := &testServer{Kind: "pouchdb-server", Base: fmt.Sprintf("http://127.0.0.1:%d/", port)}
+	s := &testServer{Kind: "pouchdb-server", Base: fmt.Sprintf("http://127.0.0.1:%d/", port), dir: dir}
 	s.cmd = exec.Command(bin, "--in-memory", "-p", fmt.Sprint(port), "-o", "127.0.0.1", "-n")
 	s.cmd.Dir = dir
 	s.cmd.Stdout, s.cmd.Stderr = io.Discard, io.Discard

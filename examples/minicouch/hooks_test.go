@@ -69,12 +69,28 @@ func TestPluginHooks(t *testing.T) {
 		{"PUT", "/free", "", 201, ""},
 		{"PUT", "/free/d1", `{"a":1}`, 201, `"id":"d1"`},
 		{"GET", "/_docguard/stats", "", 200, ""},
+		// after_doc_read: docguard hides "secret" from non-admin readers.
+		{"PUT", "/x_guarded/s1", `{"type":"t","secret":"hush","open":1}`, 201, ""},
+		{"PUT", "/_users/org.couchdb.user:bob", `{"name":"bob","type":"user","roles":[],"password":"bobpw"}`, 201, ""},
+		{"PUT", "/x_guarded/_security", `{"members":{"names":["bob"]},"admins":{}}`, 200, ""},
+		{"GET", "/x_guarded/s1", "", 200, `"secret":"hush"`},
 	}
 	for _, tc := range tests {
 		st, body := call(t, tc.method, base+tc.path, tc.body)
 		if st != tc.status || !strings.Contains(body, tc.has) {
 			t.Errorf("%s %s: %d %s, want %d containing %s", tc.method, tc.path, st, body, tc.status, tc.has)
 		}
+	}
+	req, _ := http.NewRequest("GET", base+"/x_guarded/s1", nil)
+	req.SetBasicAuth("bob", "bobpw")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || strings.Contains(string(b), "hush") || !strings.Contains(string(b), `"open":1`) {
+		t.Errorf("non-admin read through after_doc_read: %d %s", resp.StatusCode, b)
 	}
 	// Reload through the HTTP API keeps the plugin serving.
 	st, body := call(t, "POST", base+"/_node/_local/_plugins/docguard/_reload", "")

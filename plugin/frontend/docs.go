@@ -196,17 +196,7 @@ func applyOne(tx *jobs.Tx, p planned) error {
 		_, err := jobdata.Remove(tx, p.jobID)
 		return err
 	}
-	if data, err := tx.GetData(jobdata.JobType, p.jobID); err == nil {
-		if old, derr := jobdata.Decode(data); derr == nil && old.Active() && old.Rep != nil && p.fresh.Rep != nil && old.Rep.Equal(p.fresh.Rep) {
-			return nil
-		}
-	} else if !errors.Is(err, jobs.ErrNotFound) {
-		return err
-	}
-	if _, err := jobdata.Remove(tx, p.jobID); err != nil {
-		return err
-	}
-	return tx.Add(jobdata.JobType, p.jobID, p.fresh.Encode(), zeroTime)
+	return jobdata.Put(tx, p.jobID, p.fresh)
 }
 
 // CatchUp re-reads a replicator db's changes feed from the last processed

@@ -8,7 +8,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"time"
 
 	"github.com/couchepi/couchepi/hooks"
 	"github.com/couchepi/couchepi/parse"
@@ -23,9 +22,6 @@ type okLocalID struct {
 	OK      bool   `json:"ok"`
 	LocalID string `json:"_local_id"`
 }
-
-// zeroTime schedules a job to run as soon as possible.
-var zeroTime time.Time
 
 // maxBody bounds a POST /_replicate body.
 const maxBody = 4 << 20
@@ -172,15 +168,7 @@ func (f *Frontend) start(ctx context.Context, w http.ResponseWriter, rep *parse.
 				}
 			}
 		}
-		if data, err := tx.GetData(jobdata.JobType, jobID); err == nil {
-			if old, derr := jobdata.Decode(data); derr == nil && old.Active() && old.Rep != nil && old.Rep.Equal(rep) {
-				return nil // the same replication is already queued or running
-			}
-		}
-		if _, err := jobdata.Remove(tx, jobID); err != nil {
-			return err
-		}
-		return tx.Add(jobdata.JobType, jobID, jobdata.New(rep, "", "", "", f.cfg.Now()).Encode(), zeroTime)
+		return jobdata.Put(tx, jobID, jobdata.New(rep, "", "", "", f.cfg.Now()))
 	})
 	if err != nil {
 		return &hooks.Error{Status: 500, Err: "error", Reason: err.Error()}

@@ -69,6 +69,10 @@ func (w *worker) stopCause() error {
 	return w.cause
 }
 
+// filterRecheck is the longest time between two re-checks of a user
+// filter's code (CouchDB 3.x re-checks about every minute).
+const filterRecheck = time.Minute
+
 // isUserFilter reports whether a filter is a design doc filter (its code is
 // part of the replication id).
 func isUserFilter(f string) bool { return f != "" && !strings.HasPrefix(f, "_") }
@@ -375,11 +379,38 @@ func (w *worker) execute(rec *jobdata.Record, repID parse.RepID, cfg Config) {
 			cancel(errLockLost)
 		}
 	}
+	// A user filter's code is part of the id: re-check it after each
+	// checkpoint and at least every filterRecheck (retrying at the next
+	// tick when a check failed).
+	recheck := false
+	lastCheck := time.Now()
+	checkFilter := func() {
+		lastCheck = time.Now()
+		idCtx, cancelID := context.WithTimeout(ctx, TypeTimeout/2)
+		nid, err := s.opts.RepID(idCtx, rec.Rep)
+		cancelID()
+		switch {
+		case err != nil:
+			s.log.Debug("filter re-check failed, retrying", "job", w.job.ID, "error", err)
+		case nid != repID:
+			s.log.Info("filter changed, restarting replication", "job", w.job.ID, "old", repID.String(), "new", nid.String())
+			cancel(errRepIDChanged)
+			recheck = false
+		default:
+			recheck = false
+		}
+	}
 	for {
 		select {
 		case <-tick.C:
 			if !halted {
 				push()
+			}
+			if isUserFilter(rec.Rep.Filter) && time.Since(lastCheck) >= filterRecheck {
+				recheck = true
+			}
+			if recheck && !halted {
+				checkFilter()
 			}
 		case <-checkpoints:
 			if halted {
@@ -387,13 +418,8 @@ func (w *worker) execute(rec *jobdata.Record, repID parse.RepID, cfg Config) {
 			}
 			push()
 			if isUserFilter(rec.Rep.Filter) {
-				idCtx, cancelID := context.WithTimeout(ctx, TypeTimeout/2)
-				nid, err := s.opts.RepID(idCtx, rec.Rep)
-				cancelID()
-				if err == nil && nid != repID {
-					s.log.Info("filter changed, restarting replication", "job", w.job.ID, "old", repID.String(), "new", nid.String())
-					cancel(errRepIDChanged)
-				}
+				recheck = true
+				checkFilter()
 			}
 		case out := <-done:
 			if halted || errors.Is(context.Cause(ctx), errLockLost) {

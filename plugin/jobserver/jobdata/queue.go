@@ -3,6 +3,7 @@ package jobdata
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/jobs"
@@ -113,4 +114,25 @@ func Remove(tx *jobs.Tx, jobID string) (*Record, error) {
 		return nil, nil
 	}
 	return rec, ClearRepIDOwner(tx.KV(), rec.RepID, jobID)
+}
+
+// Put makes rec the job jobID inside tx (CouchDB 4.x add_job): when the
+// job already holds the same normalised replication and is pending or
+// running, nothing changes (the job is not restarted); otherwise the old
+// job, if any, is removed with its replication id and rec is added to run
+// as soon as possible.
+func Put(tx *jobs.Tx, jobID string, rec *Record) error {
+	data, err := tx.GetData(JobType, jobID)
+	switch {
+	case err == nil:
+		if old, derr := Decode(data); derr == nil && old.Active() && old.Rep != nil && rec.Rep != nil && old.Rep.Equal(rec.Rep) {
+			return nil
+		}
+	case !errors.Is(err, jobs.ErrNotFound):
+		return err
+	}
+	if _, err := Remove(tx, jobID); err != nil {
+		return err
+	}
+	return tx.Add(JobType, jobID, rec.Encode(), time.Time{})
 }

@@ -156,6 +156,7 @@ func startMinicouch(t testing.TB) (*testServer, error) {
 	s := &testServer{Kind: "minicouch", Base: fmt.Sprintf("http://127.0.0.1:%d/", port), User: "admin", Pass: "pass", dir: dir}
 	s.cmd = exec.Command(bin, "--addr", fmt.Sprintf("127.0.0.1:%d", port), "--data", filepath.Join(dir, "data"), "--admin", "admin:pass")
 	s.cmd.Stdout, s.cmd.Stderr = io.Discard, io.Discard
+	dieWithParent(s.cmd)
 	if err := s.cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -178,6 +179,7 @@ func startPouchDBServer(t testing.TB) (*testServer, error) {
 	s.cmd = exec.Command(bin, "--in-memory", "-p", fmt.Sprint(port), "-o", "127.0.0.1", "-n")
 	s.cmd.Dir = dir
 	s.cmd.Stdout, s.cmd.Stderr = io.Discard, io.Discard
+	dieWithParent(s.cmd)
 	if err := s.cmd.Start(); err != nil {
 		return nil, err
 	}

@@ -117,6 +117,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w = rec
 	defer s.mx.end(rec, r.Method, start)
 	w.Header().Set("Server", ServerHeader)
+	if s.cors(w, r) {
+		return
+	}
 	raw := r.URL.EscapedPath()
 	for strings.HasPrefix(raw, "//") {
 		raw = raw[1:]

@@ -462,3 +462,22 @@ func TestFindAndDBsInfo(t *testing.T) {
 		{name: "dbs_info", method: "POST", path: "/_dbs_info", body: `{"keys":["db","nope"]}`, status: 200, has: []string{`"key":"db","info":{`, `{"key":"nope","error":"not_found"}`}},
 	})
 }
+
+func TestCORS(t *testing.T) {
+	ts, _ := newTestServer(t)
+	runSteps(t, ts.URL, []step{
+		{name: "no cors", method: "GET", path: "/", user: "-", headers: map[string]string{"Origin": "http://app.example"}, status: 200,
+			header: map[string]string{"Access-Control-Allow-Origin": ""}},
+		{name: "enable", method: "PUT", path: "/_node/_local/_config/chttpd/enable_cors", body: `"true"`, status: 200},
+		{name: "origins", method: "PUT", path: "/_node/_local/_config/cors/origins", body: `"http://app.example"`, status: 200},
+		{name: "credentials", method: "PUT", path: "/_node/_local/_config/cors/credentials", body: `"true"`, status: 200},
+		{name: "simple", method: "GET", path: "/", user: "-", headers: map[string]string{"Origin": "http://app.example"}, status: 200,
+			header: map[string]string{"Access-Control-Allow-Origin": "http://app.example", "Access-Control-Allow-Credentials": "true"}},
+		{name: "other origin", method: "GET", path: "/", user: "-", headers: map[string]string{"Origin": "http://evil.example"}, status: 200,
+			header: map[string]string{"Access-Control-Allow-Origin": ""}},
+		{name: "preflight", method: "OPTIONS", path: "/db/_bulk_docs", user: "-", headers: map[string]string{"Origin": "http://app.example",
+			"Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "Content-Type, Authorization, X-Bogus"}, status: 200,
+			header: map[string]string{"Access-Control-Allow-Origin": "http://app.example", "Access-Control-Allow-Methods": corsDefaultMethods,
+				"Access-Control-Allow-Headers": "content-type, authorization", "Access-Control-Max-Age": "600"}},
+	})
+}

@@ -395,6 +395,10 @@ func TestE2EReplicate(t *testing.T) {
 	if code != 404 || resp != `{"error":"not_found","reason":"missing"}` {
 		t.Fatalf("cancel unknown: %d %s", code, resp)
 	}
+	code, resp = c.req("POST", "/_replicate", `{"source":"nosuchdb","target":"t9"}`)
+	if code != 500 || !strings.HasPrefix(resp, `{"error":"db_not_found","reason":"could not open http://`) {
+		t.Fatalf("one-shot from a missing db: %d %s", code, resp)
+	}
 	code, resp = c.req("POST", "/_replicate", `{}`)
 	if code != 500 || resp != `{"error":"error","reason":"Missing replicator database"}` {
 		t.Fatalf("empty body: %d %s", code, resp)

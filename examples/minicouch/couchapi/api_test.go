@@ -481,3 +481,15 @@ func TestCORS(t *testing.T) {
 				"Access-Control-Allow-Headers": "content-type, authorization", "Access-Control-Max-Age": "600"}},
 	})
 }
+
+func TestCopy(t *testing.T) {
+	ts, _ := newTestServer(t)
+	runSteps(t, ts.URL, []step{
+		{name: "db", method: "PUT", path: "/db", status: 201},
+		{name: "src", method: "PUT", path: "/db/src", body: `{"v":1,"_attachments":{"a.txt":{"content_type":"text/plain","data":"aGVsbG8="}}}`, status: 201},
+		{name: "copy", method: "COPY", path: "/db/src", headers: map[string]string{"Destination": "dst"}, status: 201, has: []string{`"id":"dst"`, `"rev":"1-`}},
+		{name: "copied", method: "GET", path: "/db/dst?attachments=true", status: 200, has: []string{`"v":1`, `"data":"aGVsbG8="`}},
+		{name: "copy conflict", method: "COPY", path: "/db/src", headers: map[string]string{"Destination": "dst"}, status: 409},
+		{name: "no destination", method: "COPY", path: "/db/src", status: 400},
+	})
+}

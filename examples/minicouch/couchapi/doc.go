@@ -62,9 +62,9 @@ func (s *Server) serveDoc(d *dbReq, id string, att []string) {
 	case "DELETE":
 		s.deleteDoc(d, id)
 	case "COPY":
-		writeError(d.w, methodNotAllowed("GET,HEAD,PUT,DELETE"))
+		s.copyDoc(d, id)
 	default:
-		writeError(d.w, methodNotAllowed("DELETE,GET,HEAD,PUT"))
+		writeError(d.w, methodNotAllowed("DELETE,GET,HEAD,PUT,COPY"))
 	}
 }
 

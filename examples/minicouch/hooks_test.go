@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -53,7 +55,7 @@ func TestPluginHooks(t *testing.T) {
 	dir := t.TempDir()
 	ini := filepath.Join(dir, "guard.ini")
 	os.WriteFile(ini, []byte("[docguard]\ndbs = *_guarded\nrequired = type\n"), 0o600)
-	base := startMinicouch(t, "--plugin", bin, "--config", ini)
+	base, proc := startMinicouchIn(t, t.TempDir(), "--plugin", bin, "--config", ini)
 	tests := []struct {
 		method, path, body string
 		status             int
@@ -108,4 +110,42 @@ func TestPluginHooks(t *testing.T) {
 	if st != 403 {
 		t.Fatalf("after reload: %d %s", st, body)
 	}
+	// SIGHUP reloads every plugin from its path: a new process serves.
+	before := pluginPID(t, base, "docguard")
+	if err := proc.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(15 * time.Second)
+	for {
+		if pid := pluginPID(t, base, "docguard"); pid != 0 && pid != before {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("SIGHUP did not reload docguard (pid still %d)", before)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if st, body := call(t, "PUT", base+"/x_guarded/d4", `{"a":1}`); st != 403 {
+		t.Fatalf("after SIGHUP: %d %s", st, body)
+	}
+}
+
+// pluginPID returns the pid minicouch reports for the named plugin.
+func pluginPID(t *testing.T, base, name string) int {
+	t.Helper()
+	_, body := call(t, "GET", base+"/_node/_local/_plugins", "")
+	var list []struct {
+		Name  string `json:"name"`
+		PID   int    `json:"pid"`
+		State string `json:"state"`
+	}
+	if err := json.Unmarshal([]byte(body), &list); err != nil {
+		t.Fatalf("_plugins: %s", body)
+	}
+	for _, p := range list {
+		if p.Name == name && p.State == "running" {
+			return p.PID
+		}
+	}
+	return 0
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -94,4 +95,46 @@ func TestKill9DuringBulkDocs(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d acknowledged docs survived kill -9 (%d stored)", n, len(have))
+}
+
+// TestSIGTERMCleanShutdown stops minicouch with SIGTERM while a continuous
+// _changes feed is open: the process exits 0 promptly and the data dir
+// opens again.
+func TestSIGTERMCleanShutdown(t *testing.T) {
+	data := t.TempDir()
+	base, proc := startMinicouchIn(t, data)
+	c := newBenchClient(base, "admin", "pass")
+	if err := c.do("PUT", "/db", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.do("PUT", "/db/a", []byte(`{"x":1}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	feed := make(chan error, 1)
+	go func() { feed <- c.do("GET", "/db/_changes?feed=continuous&heartbeat=500", nil, nil) }()
+	time.Sleep(300 * time.Millisecond)
+	start := time.Now()
+	if err := proc.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	st, ok := proc.exitState(15 * time.Second)
+	if !ok {
+		t.Fatal("minicouch did not exit after SIGTERM")
+	}
+	if !st.Success() {
+		t.Fatalf("exit status %v", st)
+	}
+	if took := time.Since(start); took > 8*time.Second {
+		t.Errorf("shutdown took %v", took)
+	}
+	select {
+	case <-feed:
+	case <-time.After(5 * time.Second):
+		t.Error("the continuous feed was not ended by the shutdown")
+	}
+	base2, _ := startMinicouchIn(t, data)
+	var doc map[string]any
+	if err := newBenchClient(base2, "admin", "pass").do("GET", "/db/a", nil, &doc); err != nil || doc["x"] != float64(1) {
+		t.Fatalf("after restart: %v %v", doc, err)
+	}
 }

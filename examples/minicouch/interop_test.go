@@ -66,9 +66,26 @@ func startMinicouch(t testing.TB, extra ...string) string {
 	return u
 }
 
+// mcProc is a running minicouch process.
+type mcProc struct {
+	*os.Process
+	cmd  *exec.Cmd
+	done chan struct{} // closed when the process has exited
+}
+
+// exitState waits for the process to exit and returns its state.
+func (p *mcProc) exitState(timeout time.Duration) (*os.ProcessState, bool) {
+	select {
+	case <-p.done:
+		return p.cmd.ProcessState, true
+	case <-time.After(timeout):
+		return nil, false
+	}
+}
+
 // startMinicouchIn is startMinicouch on a given data dir; it also returns
-// the process so a test can kill it.
-func startMinicouchIn(t testing.TB, data string, extra ...string) (string, *os.Process) {
+// the process so a test can signal or kill it.
+func startMinicouchIn(t testing.TB, data string, extra ...string) (string, *mcProc) {
 	t.Helper()
 	ini := filepath.Join(data, "test.ini")
 	if err := os.WriteFile(ini, []byte("[chttpd_auth]\niterations = 1000\n"), 0o600); err != nil {
@@ -107,7 +124,7 @@ func startMinicouchIn(t testing.TB, data string, extra ...string) (string, *os.P
 	}()
 	select {
 	case u := <-ready:
-		return u, cmd.Process
+		return u, &mcProc{Process: cmd.Process, cmd: cmd, done: done}
 	case <-done:
 		t.Fatal("minicouch exited at start-up")
 	case <-time.After(30 * time.Second):

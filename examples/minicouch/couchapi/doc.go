@@ -149,21 +149,24 @@ func (s *Server) putDoc(d *dbReq, id string) {
 			return
 		}
 	}
-	if doc.ID != "" && doc.ID != id {
-		writeError(d.w, badRequest("Document id must match the URL id"))
-		return
-	}
+	// As CouchDB: the id in the URL wins over an `_id` in the body.
 	doc.ID = id
 	if herr := validateDocID(id); herr != nil {
 		writeError(d.w, herr)
 		return
 	}
-	if doc.Rev == "" {
-		if rev := d.query("rev"); rev != "" {
-			doc.Rev = rev
-		} else if im := strings.Trim(d.r.Header.Get("If-Match"), `"`); im != "" {
-			doc.Rev = im
+	if rev := d.query("rev"); rev != "" {
+		if doc.Rev != "" && doc.Rev != rev {
+			writeError(d.w, badRequest("Document rev from request body and query string have different values"))
+			return
 		}
+		doc.Rev = rev
+	} else if im := strings.Trim(d.r.Header.Get("If-Match"), `"`); im != "" && doc.Rev == "" {
+		doc.Rev = im
+	}
+	if doc.Rev != "" && !strings.HasPrefix(id, store.LocalPrefix) && !validRev(doc.Rev) {
+		writeError(d.w, errBadRev)
+		return
 	}
 	newEdits := d.query("new_edits") != "false"
 	s.writeOne(d, doc, newEdits, 201)
@@ -197,6 +200,10 @@ func (s *Server) deleteDoc(d *dbReq, id string) {
 	}
 	if rev == "" && !strings.HasPrefix(id, store.LocalPrefix) {
 		writeError(d.w, hooks.Conflict())
+		return
+	}
+	if rev != "" && !strings.HasPrefix(id, store.LocalPrefix) && !validRev(rev) {
+		writeError(d.w, errBadRev)
 		return
 	}
 	doc := &store.Doc{ID: id, Rev: rev, Deleted: true, Body: []byte("{}")}

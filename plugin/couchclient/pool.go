@@ -126,11 +126,10 @@ func (p *Pool) transport(u *url.URL, proxyURL string, maxConns int) (*http.Trans
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if t, ok := p.transports[key]; ok {
-		if maxConns > t.MaxConnsPerHost {
+		if maxConns > t.MaxIdleConnsPerHost {
 			// Transport settings must not change once in use; a larger pool
-			// only widens the cap, per-endpoint limits still apply.
+			// only keeps more idle connections.
 			t2 := t.Clone()
-			t2.MaxConnsPerHost = maxConns
 			t2.MaxIdleConnsPerHost = maxConns
 			p.transports[key] = t2
 			t.CloseIdleConnections()
@@ -139,9 +138,12 @@ func (p *Pool) transport(u *url.URL, proxyURL string, maxConns int) (*http.Trans
 		return t, nil
 	}
 	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	// No MaxConnsPerHost: http_connections bounds each endpoint of each
+	// replication (Client's semaphore), not the host. Many replications to
+	// one server each hold a connection open for their changes feed; a
+	// host-wide cap of http_connections starved all but the first few.
 	t := &http.Transport{
 		DialContext:         dialer.DialContext,
-		MaxConnsPerHost:     maxConns,
 		MaxIdleConnsPerHost: maxConns,
 		MaxIdleConns:        0,
 		IdleConnTimeout:     p.opts.ConnectionCloseInterval,

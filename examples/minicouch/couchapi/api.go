@@ -7,6 +7,7 @@ package couchapi
 import (
 	"context"
 	"encoding/json"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strings"
@@ -117,6 +118,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w = rec
 	defer s.mx.end(rec, r.Method, start)
 	w.Header().Set("Server", ServerHeader)
+	w.Header().Set("X-Couch-Request-ID", requestID())
+	w.Header().Set("X-CouchDB-Body-Time", "0")
 	if s.cors(w, r) {
 		return
 	}
@@ -222,4 +225,16 @@ func (r *statusRecorder) Flush() {
 	if f, ok := r.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
+}
+
+// requestID returns CouchDB's 10-hex-digit request id.
+func requestID() string {
+	const hexDigits = "0123456789abcdef"
+	n := rand.Uint64()
+	b := make([]byte, 10)
+	for i := range b {
+		b[i] = hexDigits[n&15]
+		n >>= 4
+	}
+	return string(b)
 }

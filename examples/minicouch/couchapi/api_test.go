@@ -251,6 +251,10 @@ func TestDocumentsAndBadInput(t *testing.T) {
 		{name: "att put", method: "PUT", path: "/db/withatt/a.txt", body: "hello", ctype: "text/plain", headers: map[string]string{"Content-MD5": "XUFAKrxLKna5cZ2REBfFkg=="}, status: 201},
 		{name: "att get", method: "GET", path: "/db/withatt/a.txt", status: 200, want: "", has: []string{"hello"},
 			header: map[string]string{"Content-Type": "text/plain", "Content-MD5": "XUFAKrxLKna5cZ2REBfFkg=="}},
+		{name: "att range", method: "GET", path: "/db/withatt/a.txt", headers: map[string]string{"Range": "bytes=1-3"}, status: 206,
+			header: map[string]string{"Content-Range": "bytes 1-3/5", "Content-Length": "3"}, has: []string{"ell"}},
+		{name: "att suffix range", method: "GET", path: "/db/withatt/a.txt", headers: map[string]string{"Range": "bytes=-2"}, status: 206, has: []string{"lo"}},
+		{name: "att bad range", method: "GET", path: "/db/withatt/a.txt", headers: map[string]string{"Range": "bytes=9-"}, status: 416},
 		{name: "att inline", method: "GET", path: "/db/withatt?attachments=true", status: 200, has: []string{`"data":"aGVsbG8="`}},
 		{name: "att stub", method: "GET", path: "/db/withatt", status: 200, has: []string{`"stub":true`, `"digest":"md5-XUFAKrxLKna5cZ2REBfFkg=="`, `"length":5`}},
 	})

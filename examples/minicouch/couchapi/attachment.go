@@ -58,13 +58,28 @@ func (s *Server) getAttachment(d *dbReq, id, name string) {
 	h.Set("Content-Type", info.ContentType)
 	h.Set("Content-MD5", digestMD5(info.Digest))
 	h.Set("Cache-Control", "must-revalidate")
-	h.Set("Accept-Ranges", "none")
+	status, first, n := 200, int64(0), info.Length
 	if info.Encoding != "" {
+		h.Set("Accept-Ranges", "none")
 		h.Set("Content-Encoding", info.Encoding)
+	} else {
+		h.Set("Accept-Ranges", "bytes")
+		if rg := d.r.Header.Get("Range"); rg != "" {
+			from, to, ok := parseRange(rg, info.Length)
+			if !ok {
+				h.Set("Content-Range", "bytes */"+strconv.FormatInt(info.Length, 10))
+				writeError(d.w, &hooks.Error{Status: 416, Err: "requested_range_not_satisfiable", Reason: "Requested range not satisfiable"})
+				return
+			}
+			if from >= 0 {
+				status, first, n = 206, from, to-from+1
+				h.Set("Content-Range", "bytes "+strconv.FormatInt(from, 10)+"-"+strconv.FormatInt(to, 10)+"/"+strconv.FormatInt(info.Length, 10))
+			}
+		}
 	}
-	h.Set("Content-Length", strconv.FormatInt(info.Length, 10))
+	h.Set("Content-Length", strconv.FormatInt(n, 10))
 	if d.r.Method == "HEAD" {
-		d.w.WriteHeader(200)
+		d.w.WriteHeader(status)
 		return
 	}
 	rc, _, err := d.db.OpenAttachment(d.ctx(), info.Digest)
@@ -73,10 +88,54 @@ func (s *Server) getAttachment(d *dbReq, id, name string) {
 		return
 	}
 	defer rc.Close()
-	d.w.WriteHeader(200)
-	if _, err := io.Copy(d.w, rc); err != nil {
+	if first > 0 {
+		if _, err := io.CopyN(io.Discard, rc, first); err != nil {
+			writeError(d.w, err)
+			return
+		}
+	}
+	d.w.WriteHeader(status)
+	if _, err := io.CopyN(d.w, rc, n); err != nil {
 		s.log.Debug("attachment stream ended early", "db", d.name, "id", id, "error", err)
 	}
+}
+
+// parseRange parses a single-range "bytes=a-b", "bytes=a-" or "bytes=-n"
+// header against size. from is -1 (serve everything) for forms it does not
+// handle (several ranges); ok is false for an unsatisfiable range.
+func parseRange(h string, size int64) (from, to int64, ok bool) {
+	spec, found := strings.CutPrefix(strings.TrimSpace(h), "bytes=")
+	if !found || strings.Contains(spec, ",") {
+		return -1, -1, true
+	}
+	a, b, found := strings.Cut(strings.TrimSpace(spec), "-")
+	if !found {
+		return -1, -1, true
+	}
+	var err error
+	switch {
+	case a == "":
+		var last int64
+		if last, err = strconv.ParseInt(b, 10, 64); err != nil || last <= 0 {
+			return 0, 0, false
+		}
+		from, to = max(size-last, 0), size-1
+	default:
+		if from, err = strconv.ParseInt(a, 10, 64); err != nil || from < 0 {
+			return -1, -1, true
+		}
+		to = size - 1
+		if b != "" {
+			if to, err = strconv.ParseInt(b, 10, 64); err != nil || to < from {
+				return -1, -1, true
+			}
+			to = min(to, size-1)
+		}
+	}
+	if size == 0 || from >= size {
+		return 0, 0, false
+	}
+	return from, to, true
 }
 
 // attachmentRev returns the rev an attachment write edits: ?rev= or If-Match.

@@ -500,3 +500,14 @@ func TestCopy(t *testing.T) {
 		{name: "no destination", method: "COPY", path: "/db/src", status: 400},
 	})
 }
+
+func TestNoHTMLEscaping(t *testing.T) {
+	ts, _ := newTestServer(t)
+	runSteps(t, ts.URL, []step{
+		{name: "db", method: "PUT", path: "/db", status: 201},
+		{name: "doc", method: "PUT", path: "/db/a%3Cb%3E%26c", body: `{"v":"<x>&"}`, status: 201, has: []string{`"id":"a<b>&c"`}},
+		{name: "bulk_docs", method: "POST", path: "/db/_bulk_docs", body: `{"docs":[{"_id":"<y>"}]}`, status: 201, has: []string{`"id":"<y>"`}},
+		{name: "changes", method: "GET", path: "/db/_changes", status: 200, has: []string{`"id":"<y>"`}},
+		{name: "find", method: "POST", path: "/db/_find", body: `{"selector":{"v":"<x>&"}}`, status: 200, has: []string{`"v":"<x>&"`}},
+	})
+}

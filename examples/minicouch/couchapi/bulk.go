@@ -179,13 +179,13 @@ func (s *Server) bulkGet(d *dbReq) {
 		}
 		if r.err != nil {
 			sep()
-			e, _ := json.Marshal(map[string]*bulkGetError{"error": r.err})
+			e, _ := marshal(map[string]*bulkGetError{"error": r.err})
 			buf.Write(e)
 		}
 		for j, or := range r.revs {
 			sep()
 			if or.Doc == nil {
-				e, _ := json.Marshal(map[string]*bulkGetError{"error": r.errs[j]})
+				e, _ := marshal(map[string]*bulkGetError{"error": r.errs[j]})
 				buf.Write(e)
 				continue
 			}
@@ -260,7 +260,7 @@ func (s *Server) writeBulkGetMultipart(d *dbReq, results []bulkGetResult) {
 		if err != nil {
 			return err
 		}
-		b, _ := json.Marshal(e)
+		b, _ := marshal(e)
 		_, err = p.Write(b)
 		return err
 	}

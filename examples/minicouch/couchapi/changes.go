@@ -203,7 +203,7 @@ func (s *Server) changesFilter(d *dbReq, c *changesReq, name string, bodyIDs *[]
 				query[k] = v[0]
 			}
 		}
-		uc, _ := json.Marshal(d.user)
+		uc, _ := marshal(d.user)
 		f, err := jsfilter.NewFilter(src, jsfilter.Request{Query: query, UserCtx: uc, Method: d.r.Method,
 			Path: []string{d.name, "_changes"}})
 		if err != nil {

@@ -1,7 +1,6 @@
 package couchapi
 
 import (
-	"encoding/json"
 	"strings"
 
 	"github.com/couchepi/couchepi/examples/minicouch/auth"
@@ -183,6 +182,6 @@ func (s *Server) handlePlugins(q *request, rest []string) {
 			status = map[string]any{"ok": true, "plugin": pluginJSON{p.Name, p.Version, p.Path, p.SHA256, p.PID, p.State}}
 		}
 	}
-	raw, _ := json.Marshal(status)
+	raw, _ := marshal(status)
 	writeRawJSON(q.w, 200, raw)
 }

@@ -62,7 +62,7 @@ func (s *Server) loadValidator(ctx context.Context, db *store.DB, user hooks.Use
 	if user.Name != "" {
 		uc["name"] = user.Name
 	}
-	ucJSON, _ := json.Marshal(uc)
+	ucJSON, _ := marshal(uc)
 	return &docValidator{v: v, db: db, userCtx: ucJSON, secObj: sec}, nil
 }
 

@@ -262,7 +262,7 @@ func (s *Server) view(d *dbReq, ddoc, name string) {
 			buf.WriteString(",")
 		}
 		buf.WriteString("\r\n")
-		b, _ := json.Marshal(r)
+		b, _ := marshal(r)
 		if vq.includeDocs && r.Doc == nil {
 			b = append(b[:len(b)-1], []byte(`,"doc":null}`)...)
 		}
@@ -401,7 +401,7 @@ func reduceGroup(m *jsfilter.Mapper, fn string, rows []viewRow) (any, error) {
 	case "_approx_count_distinct":
 		seen := map[string]bool{}
 		for _, r := range rows {
-			b, _ := json.Marshal(r.Key)
+			b, _ := marshal(r.Key)
 			seen[string(b)] = true
 		}
 		return len(seen), nil

@@ -34,7 +34,7 @@ func renderDocForHook(d *store.Doc) []byte {
 		buf = append(buf, `,"_deleted":true`...)
 	}
 	if d.Revisions != nil {
-		b, _ := json.Marshal(d.Revisions)
+		b, _ := marshal(d.Revisions)
 		buf = append(buf, `,"_revisions":`...)
 		buf = append(buf, b...)
 	}
@@ -55,7 +55,7 @@ func renderDocForHook(d *store.Doc) []byte {
 			}
 			atts[a.Name] = m
 		}
-		b, _ := json.Marshal(atts)
+		b, _ := marshal(atts)
 		buf = append(buf, `,"_attachments":`...)
 		buf = append(buf, b...)
 	}
@@ -63,7 +63,7 @@ func renderDocForHook(d *store.Doc) []byte {
 }
 
 func appendJSONString(buf []byte, s string) []byte {
-	b, _ := json.Marshal(s)
+	b, _ := marshal(s)
 	return append(buf, b...)
 }
 
@@ -322,7 +322,7 @@ func (s *Server) prepareUserDoc(ctx context.Context, db *store.DB, d *store.Doc,
 		return hooks.Forbidden(err.Error())
 	}
 	if changed || !hasRoles {
-		b, err := json.Marshal(m)
+		b, err := marshal(m)
 		if err != nil {
 			return err
 		}

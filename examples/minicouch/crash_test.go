@@ -56,7 +56,19 @@ func TestKill9DuringBulkDocs(t *testing.T) {
 			}
 		}(w)
 	}
-	time.Sleep(1500 * time.Millisecond)
+	// Kill once writes are flowing: after the first acknowledgement (however
+	// slow the machine) plus a little more streaming.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		n := len(acked)
+		mu.Unlock()
+		if n > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
 	if err := proc.Kill(); err != nil {
 		t.Fatal(err)
 	}

@@ -452,6 +452,7 @@ func TestViews(t *testing.T) {
 		{name: "no reduce", method: "GET", path: "/db/_design/v/_view/by_t?reduce=false&limit=1", status: 200, has: []string{`"key":["x",2]`}},
 		{name: "js reduce", method: "GET", path: "/db/_design/v/_view/js?group=true", status: 200, want: `{"rows":[{"key":"x","value":5},{"key":"y","value":1}]}`},
 		{name: "missing view", method: "GET", path: "/db/_design/v/_view/nope", status: 404, want: `{"error":"not_found","reason":"missing_named_view"}`},
+		{name: "design info", method: "GET", path: "/db/_design/v/_info", status: 200, has: []string{`"name":"v"`, `"language":"javascript"`}},
 	})
 }
 

@@ -18,11 +18,12 @@ type Rev struct {
 // ErrBadRev is returned by ParseRev for a string that is not "<gen>-<hash>".
 var ErrBadRev = errors.New("invalid rev format")
 
-// ParseRev parses "<gen>-<hash>"; gen must be a positive integer and hash
-// non-empty.
+// ParseRev parses "<gen>-<hash>"; gen must be a positive integer. The hash
+// may be empty: CouchDB accepts a bare "1-" (PouchDB writes such revs with
+// new_edits=false).
 func ParseRev(s string) (Rev, error) {
 	i := strings.IndexByte(s, '-')
-	if i <= 0 || i == len(s)-1 {
+	if i <= 0 {
 		return Rev{}, ErrBadRev
 	}
 	g, err := strconv.Atoi(s[:i])

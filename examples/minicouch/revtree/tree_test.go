@@ -31,7 +31,7 @@ func TestParseRev(t *testing.T) {
 		{"12-x-y", Rev{12, "x-y"}, true},
 		{"0-abc", Rev{}, false},
 		{"-abc", Rev{}, false},
-		{"1-", Rev{}, false},
+		{"1-", Rev{1, ""}, true},
 		{"abc", Rev{}, false},
 		{"x-abc", Rev{}, false},
 		{"", Rev{}, false},

@@ -37,11 +37,25 @@ func ValidateDocID(id string) error {
 	return nil
 }
 
+// replicationMembers are the special members CouchDB keeps in a
+// document's body (couch_doc's transfer_fields): the replicator records a
+// replication's state in its _replicator document with them.
+var replicationMembers = map[string]bool{
+	"_replication_state":        true,
+	"_replication_state_time":   true,
+	"_replication_state_reason": true,
+	"_replication_id":           true,
+	"_replication_stats":        true,
+}
+
 // ParseDoc parses a document body as a client sends it (PUT, POST,
 // _bulk_docs) with CouchDB's rules for special members: _id, _rev,
-// _deleted, _revisions and _attachments are taken, _revs_info, _conflicts,
-// _deleted_conflicts and _local_seq are ignored, any other member starting
-// with "_" is a doc_validation error. The id, when present, is validated.
+// _deleted, _revisions and _attachments are taken; _revs_info, _conflicts,
+// _deleted_conflicts and _local_seq are ignored; the _replication_* members
+// of replication documents stay in the body where they were; any other
+// member starting with "_" is a doc_validation error. The id, when present,
+// is validated. When _revisions is given it names the revision and a _rev
+// member is ignored, as CouchDB does; a bare "<gen>-" rev is accepted.
 func ParseDoc(raw []byte) (*Doc, error) {
 	var compact bytes.Buffer
 	compact.Grow(len(raw))
@@ -53,7 +67,7 @@ func ParseDoc(raw []byte) (*Doc, error) {
 	body := make([]byte, 0, len(raw))
 	body = append(body, '{')
 	err := eachMember(raw, func(key string, rawKey, val []byte) error {
-		if !strings.HasPrefix(key, "_") {
+		if !strings.HasPrefix(key, "_") || replicationMembers[key] {
 			if len(body) > 1 {
 				body = append(body, ',')
 			}
@@ -73,6 +87,9 @@ func ParseDoc(raw []byte) (*Doc, error) {
 			}
 			d.ID = id
 		case "_rev":
+			if d.Revisions != nil {
+				return nil // _revisions already named the revision
+			}
 			var rev string
 			if json.Unmarshal(val, &rev) != nil {
 				return BadRequest("Invalid rev format")
@@ -84,18 +101,21 @@ func ParseDoc(raw []byte) (*Doc, error) {
 			}
 			d.Rev = rev
 		case "_deleted":
-			d.Deleted = bytes.Equal(val, []byte("true"))
+			switch string(val) {
+			case "true":
+				d.Deleted = true
+			case "false":
+				d.Deleted = false
+			default:
+				return DocValidation("Bad special document member: _deleted")
+			}
 		case "_revisions":
-			var r Revisions
-			if json.Unmarshal(val, &r) != nil || r.Start < 1 || len(r.IDs) == 0 || len(r.IDs) > r.Start {
-				return BadRequest("_revisions must be an object with a positive start and non-empty ids")
+			r, err := parseRevisions(val)
+			if err != nil {
+				return err
 			}
-			for _, id := range r.IDs {
-				if id == "" {
-					return BadRequest("Invalid rev format")
-				}
-			}
-			d.Revisions = &r
+			d.Revisions = r
+			d.Rev = revtree.Rev{Gen: r.Start, Hash: r.IDs[0]}.String()
 		case "_attachments":
 			atts, err := parseAttachments(val)
 			if err != nil {
@@ -115,12 +135,35 @@ func ParseDoc(raw []byte) (*Doc, error) {
 		return nil, err
 	}
 	d.Body = append(body, '}')
-	if d.Revisions != nil && d.Rev != "" {
-		if r, err := revtree.ParseRev(d.Rev); err == nil && (r.Gen != d.Revisions.Start || r.Hash != d.Revisions.IDs[0]) {
-			return nil, BadRequest("_rev and _revisions do not match")
+	return d, nil
+}
+
+// parseRevisions parses a _revisions member, {"start":N,"ids":[…]}, with
+// CouchDB's doc_validation errors for a malformed one.
+func parseRevisions(val []byte) (*Revisions, error) {
+	var m map[string]json.RawMessage
+	if val[0] != '{' || json.Unmarshal(val, &m) != nil {
+		return nil, DocValidation("Bad special document member: _revisions")
+	}
+	r := &Revisions{}
+	start := m["start"]
+	if len(start) == 0 || start[0] == 'n' || json.Unmarshal(start, &r.Start) != nil {
+		return nil, DocValidation("_revisions.start isn't an integer.")
+	}
+	var ids []json.RawMessage
+	if v := m["ids"]; len(v) == 0 || v[0] != '[' || json.Unmarshal(v, &ids) != nil {
+		return nil, DocValidation("_revisions.ids isn't a array.")
+	}
+	r.IDs = make([]string, len(ids))
+	for i, id := range ids {
+		if id[0] != '"' || json.Unmarshal(id, &r.IDs[i]) != nil {
+			return nil, DocValidation("RevId isn't a string")
 		}
 	}
-	return d, nil
+	if r.Start < 1 || len(r.IDs) == 0 || len(r.IDs) > r.Start {
+		return nil, BadRequest("_revisions must be an object with a positive start and non-empty ids")
+	}
+	return r, nil
 }
 
 type rawAttachment struct {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"strings"
 	"testing"
 )
@@ -33,7 +34,17 @@ func TestParseDoc(t *testing.T) {
 		{in: `{"_id":"a","_attachments":{"f":{"data":"!!"}}}`, err: "bad_request"},
 		{in: `{"_id":"a","_attachments":{"_f":{"data":""}}}`, err: "bad_request"},
 		{in: `{"_id":"a","_revisions":{"start":0,"ids":[]}}`, err: "bad_request"},
-		{in: `{"_id":"a","_rev":"2-x","_revisions":{"start":2,"ids":["y","a"]}}`, err: "bad_request"},
+		{in: `{"_id":"a","_rev":"2-x","_revisions":{"start":2,"ids":["y","a"]}}`, id: "a", rev: "2-y", body: `{}`},
+		{in: `{"_id":"a","_revisions":{"start":3,"ids":["c","b"]},"_rev":"bogus","v":1}`, id: "a", rev: "3-c", body: `{"v":1}`},
+		{in: `{"_id":"a","_rev":"1-"}`, id: "a", rev: "1-", body: `{}`},
+		{in: `{"_id":"r","source":"s","_replication_state":"completed","_replication_state_time":"t","_replication_state_reason":"r","_replication_id":"i","_replication_stats":{"docs_read":1},"x":1}`, id: "r",
+			body: `{"source":"s","_replication_state":"completed","_replication_state_time":"t","_replication_state_reason":"r","_replication_id":"i","_replication_stats":{"docs_read":1},"x":1}`},
+		{in: `{"_replication_state":"x","_replication_bogus":1}`, err: "doc_validation", reason: "Bad special document member: _replication_bogus"},
+		{in: `{"_id":"a","_deleted":"yes"}`, err: "doc_validation", reason: "Bad special document member: _deleted"},
+		{in: `{"_id":"a","_revisions":[1]}`, err: "doc_validation", reason: "Bad special document member: _revisions"},
+		{in: `{"_id":"a","_revisions":{"start":"1","ids":["a"]}}`, err: "doc_validation", reason: "_revisions.start isn't an integer."},
+		{in: `{"_id":"a","_revisions":{"start":1,"ids":"a"}}`, err: "doc_validation", reason: "_revisions.ids isn't a array."},
+		{in: `{"_id":"a","_revisions":{"start":1,"ids":[1]}}`, err: "doc_validation", reason: "RevId isn't a string"},
 	} {
 		d, err := ParseDoc([]byte(tc.in))
 		if tc.err != "" {
@@ -75,5 +86,19 @@ func TestValidateDocID(t *testing.T) {
 	}
 	if !strings.HasPrefix(LocalPrefix, "_") {
 		t.Fatal("LocalPrefix")
+	}
+}
+
+// TestBareRevReplicated stores a revision written as a bare "1-" with
+// new_edits=false, as CouchDB accepts it (PouchDB issue 7829).
+func TestBareRevReplicated(t *testing.T) {
+	db := createTest(t, openTest(t), "d")
+	putReplicated(t, db, `{"_id":"foo","_rev":"1-","integer":1}`)
+	d, err := db.Get(context.Background(), "foo", GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := docJSON(t, d); got != `{"_id":"foo","_rev":"1-","integer":1}` {
+		t.Errorf("got %s", got)
 	}
 }

@@ -92,17 +92,35 @@ func (db *DB) changes(ctx context.Context, opts ChangesOptions, fn func(Change) 
 			return res, err
 		}
 		for _, ch := range rows {
-			if err := fn(ch); err != nil {
-				if errors.Is(err, ErrStop) {
-					return res, nil
-				}
+			err := fn(ch)
+			if err != nil && !errors.Is(err, ErrStop) {
 				return res, err
 			}
 			res.LastSeq = ch.Seq
 			sent++
+			if err != nil { // ErrStop: this row was taken, the rest is pending
+				if opts.Descending {
+					return res, nil
+				}
+				res.Pending, err = db.countAfter(ch.Seq)
+				return res, err
+			}
 		}
 		if done {
 			return res, nil
 		}
 	}
+}
+
+// countAfter counts the changes rows after seq.
+func (db *DB) countAfter(seq uint64) (int64, error) {
+	var n int64
+	err := db.view(func(b *bolt.Bucket) error {
+		c := b.Bucket(bucketSeqs).Cursor()
+		for k, _ := c.Seek(u64(seq + 1)); k != nil; k, _ = c.Next() {
+			n++
+		}
+		return nil
+	})
+	return n, err
 }

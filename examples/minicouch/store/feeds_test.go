@@ -59,6 +59,30 @@ func TestChanges(t *testing.T) {
 			t.Errorf("%s: %v %+v, want %v last %d pending %d", tc.name, rows, res, tc.want, tc.last, tc.pending)
 		}
 	}
+	for _, tc := range []struct {
+		name          string
+		opts          ChangesOptions
+		stopAt        uint64
+		last, pending int64
+	}{
+		{"stop at first", ChangesOptions{}, 4, 4, 2},
+		{"stop at last", ChangesOptions{}, 6, 6, 0},
+		{"stop descending", ChangesOptions{Descending: true}, 5, 5, 0},
+	} {
+		var first []string
+		res, err := db.Changes(ctx, tc.opts, func(c Change) error {
+			if first == nil {
+				first = c.Revs
+			}
+			if c.Seq == tc.stopAt {
+				return ErrStop
+			}
+			return nil
+		})
+		if err != nil || len(first) == 0 || res.LastSeq != uint64(tc.last) || res.Pending != tc.pending {
+			t.Errorf("%s: first %v, %+v, %v; want last %d pending %d (the stopping row counts)", tc.name, first, res, err, tc.last, tc.pending)
+		}
+	}
 	var first []string
 	db.Changes(ctx, ChangesOptions{}, func(c Change) error {
 		first = c.Revs

@@ -158,7 +158,7 @@ type ChangesOptions struct {
 
 // ChangesResult summarises an iteration of the changes feed.
 type ChangesResult struct {
-	LastSeq uint64 // seq of the last row given to the callback, or Since if none (UpdateSeq at start when Descending and none)
+	LastSeq uint64 // seq of the last row given to the callback (including one that returned ErrStop), or Since if none (UpdateSeq at start when Descending and none)
 	Pending int64  // rows left after the last one given (ascending only)
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/couchepi/couchepi/examples/minicouch/jsfilter"
+	"github.com/couchepi/couchepi/examples/minicouch/jsonenc"
 	"github.com/couchepi/couchepi/examples/minicouch/mango"
 	"github.com/couchepi/couchepi/examples/minicouch/store"
 	"github.com/couchepi/couchepi/hooks"
@@ -203,7 +204,7 @@ func (s *Server) changesFilter(d *dbReq, c *changesReq, name string, bodyIDs *[]
 				query[k] = v[0]
 			}
 		}
-		uc, _ := marshal(d.user)
+		uc, _ := jsonenc.Marshal(d.user)
 		f, err := jsfilter.NewFilter(src, jsfilter.Request{Query: query, UserCtx: uc, Method: d.r.Method,
 			Path: []string{d.name, "_changes"}})
 		if err != nil {
@@ -303,10 +304,10 @@ func (s *Server) changeRow(d *dbReq, c *changesReq, ch store.Change, index int) 
 	if c.seqInterval > 1 && (index+1)%c.seqInterval != 0 {
 		buf = append(buf, "null"...)
 	} else {
-		buf = appendJSONString(buf, formatSeq(ch.Seq, d.db.UUID()))
+		buf = jsonenc.AppendString(buf, formatSeq(ch.Seq, d.db.UUID()))
 	}
 	buf = append(buf, `,"id":`...)
-	buf = appendJSONString(buf, ch.ID)
+	buf = jsonenc.AppendString(buf, ch.ID)
 	buf = append(buf, `,"changes":[`...)
 	revs := ch.Revs
 	if !c.allDocs && len(revs) > 1 {
@@ -317,7 +318,7 @@ func (s *Server) changeRow(d *dbReq, c *changesReq, ch store.Change, index int) 
 			buf = append(buf, ',')
 		}
 		buf = append(buf, `{"rev":`...)
-		buf = appendJSONString(buf, r)
+		buf = jsonenc.AppendString(buf, r)
 		buf = append(buf, '}')
 	}
 	buf = append(buf, ']')
@@ -349,7 +350,6 @@ func (s *Server) scan(d *dbReq, c *changesReq, since uint64, max int, emit func(
 	}
 	n := 0
 	last := since
-	stopped := false
 	opts := store.ChangesOptions{Since: since, Descending: c.descending}
 	if c.filter == nil && max > 0 {
 		opts.Limit = max
@@ -368,24 +368,17 @@ func (s *Server) scan(d *dbReq, c *changesReq, since uint64, max int, emit func(
 			return err
 		}
 		if c.filter != nil && max > 0 && n >= max {
-			stopped = true
 			return store.ErrStop
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, store.ErrStop) {
+	if err != nil {
 		return last, res.Pending, n, err
-	}
-	pending := res.Pending
-	if stopped {
-		if pending, err = s.countAfter(d, last, c.descending); err != nil {
-			return last, 0, n, err
-		}
 	}
 	if c.descending && n == 0 && last == 0 {
 		last = d.db.UpdateSeq()
 	}
-	return last, pending, n, nil
+	return last, res.Pending, n, nil
 }
 
 // countAfter counts the changes after seq (ascending feeds; 0 otherwise).
@@ -453,7 +446,7 @@ func (s *Server) changesNormal(d *dbReq, c *changesReq) {
 		bw.WriteString("\n")
 	}
 	bw.WriteString("],\n" + `"last_seq":`)
-	bw.Write(appendJSONString(nil, formatSeq(last, d.db.UUID())))
+	bw.Write(jsonenc.AppendString(nil, formatSeq(last, d.db.UUID())))
 	bw.WriteString(`,"pending":` + strconv.FormatInt(pending, 10) + "}\n")
 	_ = bw.Flush()
 }
@@ -594,7 +587,7 @@ func (s *Server) changesStream(d *dbReq, c *changesReq) {
 	}
 	if !es {
 		bw.WriteString(`{"last_seq":`)
-		bw.Write(appendJSONString(nil, formatSeq(last, d.db.UUID())))
+		bw.Write(jsonenc.AppendString(nil, formatSeq(last, d.db.UUID())))
 		bw.WriteString(`,"pending":` + strconv.FormatInt(pending, 10) + "}\n")
 	}
 	_ = flush()

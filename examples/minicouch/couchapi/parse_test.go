@@ -4,7 +4,7 @@ import "testing"
 
 func TestParseDocReplicationFields(t *testing.T) {
 	tests := []struct{ in, body string }{
-		{`{"_id":"r","source":"a","_replication_state":"completed","owner":"x"}`, `{"source":"a","owner":"x","_replication_state":"completed"}`},
+		{`{"_id":"r","source":"a","_replication_state":"completed","owner":"x"}`, `{"source":"a","_replication_state":"completed","owner":"x"}`},
 		{`{"_id":"r","_replication_stats":{"docs_read":1}}`, `{"_replication_stats":{"docs_read":1}}`},
 		{`{"_id":"r","a":1}`, `{"a":1}`},
 	}

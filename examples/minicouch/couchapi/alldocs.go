@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/couchepi/couchepi/examples/minicouch/jsonenc"
 	"github.com/couchepi/couchepi/examples/minicouch/store"
 	"github.com/couchepi/couchepi/hooks"
 )
@@ -187,7 +188,7 @@ func (s *Server) allDocs(d *dbReq, kind string) {
 		}
 		if o.UpdateSeq {
 			bw.WriteString(`,"update_seq":`)
-			bw.Write(appendJSONString(nil, formatSeq(seq, d.db.UUID())))
+			bw.Write(jsonenc.AppendString(nil, formatSeq(seq, d.db.UUID())))
 		}
 		bw.WriteString(`,"rows":[`)
 	}
@@ -231,16 +232,16 @@ func (s *Server) allDocs(d *dbReq, kind string) {
 func (s *Server) writeAllDocsRow(d *dbReq, bw *bufio.Writer, row store.AllDocsRow, o allDocsQuery) error {
 	if row.Missing {
 		bw.WriteString(`{"key":`)
-		bw.Write(appendJSONString(nil, row.ID))
+		bw.Write(jsonenc.AppendString(nil, row.ID))
 		bw.WriteString(`,"error":"not_found"}`)
 		return nil
 	}
 	bw.WriteString(`{"id":`)
-	bw.Write(appendJSONString(nil, row.ID))
+	bw.Write(jsonenc.AppendString(nil, row.ID))
 	bw.WriteString(`,"key":`)
-	bw.Write(appendJSONString(nil, row.ID))
+	bw.Write(jsonenc.AppendString(nil, row.ID))
 	bw.WriteString(`,"value":{"rev":`)
-	bw.Write(appendJSONString(nil, row.Rev))
+	bw.Write(jsonenc.AppendString(nil, row.Rev))
 	if row.Deleted {
 		bw.WriteString(`,"deleted":true}`)
 		if o.IncludeDocs {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/couchepi/couchepi/examples/minicouch/auth"
+	"github.com/couchepi/couchepi/examples/minicouch/jsonenc"
 	"github.com/couchepi/couchepi/examples/minicouch/store"
 )
 
@@ -87,18 +88,18 @@ func (s *Server) bulkDocs(d *dbReq) {
 		n++
 		if r.Err != nil {
 			buf.WriteString(`{"id":`)
-			buf.Write(appendJSONString(nil, r.ID))
+			buf.Write(jsonenc.AppendString(nil, r.ID))
 			buf.WriteString(`,"error":`)
-			buf.Write(appendJSONString(nil, r.Err.Err))
+			buf.Write(jsonenc.AppendString(nil, r.Err.Err))
 			buf.WriteString(`,"reason":`)
-			buf.Write(appendJSONString(nil, r.Err.Reason))
+			buf.Write(jsonenc.AppendString(nil, r.Err.Reason))
 			buf.WriteByte('}')
 			continue
 		}
 		buf.WriteString(`{"ok":true,"id":`)
-		buf.Write(appendJSONString(nil, r.ID))
+		buf.Write(jsonenc.AppendString(nil, r.ID))
 		buf.WriteString(`,"rev":`)
-		buf.Write(appendJSONString(nil, r.Rev))
+		buf.Write(jsonenc.AppendString(nil, r.Rev))
 		buf.WriteByte('}')
 	}
 	buf.WriteByte(']')
@@ -168,7 +169,7 @@ func (s *Server) bulkGet(d *dbReq) {
 			buf.WriteByte(',')
 		}
 		buf.WriteString(`{"id":`)
-		buf.Write(appendJSONString(nil, r.id))
+		buf.Write(jsonenc.AppendString(nil, r.id))
 		buf.WriteString(`,"docs":[`)
 		n := 0
 		sep := func() {
@@ -179,13 +180,13 @@ func (s *Server) bulkGet(d *dbReq) {
 		}
 		if r.err != nil {
 			sep()
-			e, _ := marshal(map[string]*bulkGetError{"error": r.err})
+			e, _ := jsonenc.Marshal(map[string]*bulkGetError{"error": r.err})
 			buf.Write(e)
 		}
 		for j, or := range r.revs {
 			sep()
 			if or.Doc == nil {
-				e, _ := marshal(map[string]*bulkGetError{"error": r.errs[j]})
+				e, _ := jsonenc.Marshal(map[string]*bulkGetError{"error": r.errs[j]})
 				buf.Write(e)
 				continue
 			}
@@ -260,7 +261,7 @@ func (s *Server) writeBulkGetMultipart(d *dbReq, results []bulkGetResult) {
 		if err != nil {
 			return err
 		}
-		b, _ := marshal(e)
+		b, _ := jsonenc.Marshal(e)
 		_, err = p.Write(b)
 		return err
 	}

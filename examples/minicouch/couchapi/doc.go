@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/couchepi/couchepi/examples/minicouch/auth"
+	"github.com/couchepi/couchepi/examples/minicouch/jsonenc"
 	"github.com/couchepi/couchepi/examples/minicouch/store"
 	"github.com/couchepi/couchepi/hooks"
 )
@@ -370,7 +371,7 @@ func (s *Server) openRevs(d *dbReq, id, raw string, opts store.GetOptions) {
 		}
 		if r.Doc == nil {
 			buf.WriteString(`{"missing":`)
-			buf.Write(appendJSONString(nil, r.Missing))
+			buf.Write(jsonenc.AppendString(nil, r.Missing))
 			buf.WriteByte('}')
 			continue
 		}

@@ -13,6 +13,7 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/couchepi/couchepi/examples/minicouch/jsonenc"
 	"github.com/couchepi/couchepi/examples/minicouch/store"
 	"github.com/couchepi/couchepi/hooks"
 )
@@ -203,7 +204,7 @@ func (s *Server) writeMixedParts(d *dbReq, mw *multipart.Writer, res []store.Ope
 				return err
 			}
 			p.Write([]byte(`{"missing":`))
-			p.Write(appendJSONString(nil, r.Missing))
+			p.Write(jsonenc.AppendString(nil, r.Missing))
 			p.Write([]byte(`}`))
 			continue
 		}

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/couchepi/couchepi/examples/minicouch/auth"
+	"github.com/couchepi/couchepi/examples/minicouch/jsonenc"
 	"github.com/couchepi/couchepi/hooks"
 	"github.com/couchepi/couchepi/host"
 )
@@ -182,6 +183,6 @@ func (s *Server) handlePlugins(q *request, rest []string) {
 			status = map[string]any{"ok": true, "plugin": pluginJSON{p.Name, p.Version, p.Path, p.SHA256, p.PID, p.State}}
 		}
 	}
-	raw, _ := marshal(status)
+	raw, _ := jsonenc.Marshal(status)
 	writeRawJSON(q.w, 200, raw)
 }

@@ -1,13 +1,12 @@
 package couchapi
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 
+	"github.com/couchepi/couchepi/examples/minicouch/jsonenc"
 	"github.com/couchepi/couchepi/examples/minicouch/store"
 	"github.com/couchepi/couchepi/hooks"
 )
@@ -59,21 +58,9 @@ func setJSONHeaders(w http.ResponseWriter) {
 	h.Set("Cache-Control", "must-revalidate")
 }
 
-// marshal encodes v as compact JSON without Go's HTML escaping of <, >
-// and & (CouchDB sends those characters as they are).
-func marshal(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
-
 // writeJSON sends v as CouchDB does: compact JSON followed by a newline.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := marshal(v)
+	b, err := jsonenc.Marshal(v)
 	if err != nil {
 		writeError(w, fmt.Errorf("encode response: %w", err))
 		return

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/couchepi/couchepi/examples/minicouch/jsfilter"
+	"github.com/couchepi/couchepi/examples/minicouch/jsonenc"
 	"github.com/couchepi/couchepi/examples/minicouch/store"
 	"github.com/couchepi/couchepi/hooks"
 )
@@ -62,7 +63,7 @@ func (s *Server) loadValidator(ctx context.Context, db *store.DB, user hooks.Use
 	if user.Name != "" {
 		uc["name"] = user.Name
 	}
-	ucJSON, _ := marshal(uc)
+	ucJSON, _ := jsonenc.Marshal(uc)
 	return &docValidator{v: v, db: db, userCtx: ucJSON, secObj: sec}, nil
 }
 

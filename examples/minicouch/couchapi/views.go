@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/couchepi/couchepi/examples/minicouch/jsfilter"
+	"github.com/couchepi/couchepi/examples/minicouch/jsonenc"
 	"github.com/couchepi/couchepi/examples/minicouch/mango"
 	"github.com/couchepi/couchepi/examples/minicouch/store"
 	"github.com/couchepi/couchepi/hooks"
@@ -262,7 +263,7 @@ func (s *Server) view(d *dbReq, ddoc, name string) {
 			buf.WriteString(",")
 		}
 		buf.WriteString("\r\n")
-		b, _ := marshal(r)
+		b, _ := jsonenc.Marshal(r)
 		if vq.includeDocs && r.Doc == nil {
 			b = append(b[:len(b)-1], []byte(`,"doc":null}`)...)
 		}
@@ -401,7 +402,7 @@ func reduceGroup(m *jsfilter.Mapper, fn string, rows []viewRow) (any, error) {
 	case "_approx_count_distinct":
 		seen := map[string]bool{}
 		for _, r := range rows {
-			b, _ := marshal(r.Key)
+			b, _ := jsonenc.Marshal(r.Key)
 			seen[string(b)] = true
 		}
 		return len(seen), nil

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/couchepi/couchepi/examples/minicouch/auth"
+	"github.com/couchepi/couchepi/examples/minicouch/jsonenc"
 	"github.com/couchepi/couchepi/examples/minicouch/store"
 	"github.com/couchepi/couchepi/hooks"
 )
@@ -17,10 +18,10 @@ import (
 // _revisions and attachment metadata (without data).
 func renderDocForHook(d *store.Doc) []byte {
 	buf := []byte(`{"_id":`)
-	buf = appendJSONString(buf, d.ID)
+	buf = jsonenc.AppendString(buf, d.ID)
 	if d.Rev != "" {
 		buf = append(buf, `,"_rev":`...)
-		buf = appendJSONString(buf, d.Rev)
+		buf = jsonenc.AppendString(buf, d.Rev)
 	}
 	body := strings.TrimSpace(string(d.Body))
 	if len(body) > 2 {
@@ -34,7 +35,7 @@ func renderDocForHook(d *store.Doc) []byte {
 		buf = append(buf, `,"_deleted":true`...)
 	}
 	if d.Revisions != nil {
-		b, _ := marshal(d.Revisions)
+		b, _ := jsonenc.Marshal(d.Revisions)
 		buf = append(buf, `,"_revisions":`...)
 		buf = append(buf, b...)
 	}
@@ -55,16 +56,11 @@ func renderDocForHook(d *store.Doc) []byte {
 			}
 			atts[a.Name] = m
 		}
-		b, _ := marshal(atts)
+		b, _ := jsonenc.Marshal(atts)
 		buf = append(buf, `,"_attachments":`...)
 		buf = append(buf, b...)
 	}
 	return append(buf, '}')
-}
-
-func appendJSONString(buf []byte, s string) []byte {
-	b, _ := marshal(s)
-	return append(buf, b...)
 }
 
 // applyHookResult replaces d's id, rev, body and deleted flag by those of
@@ -322,7 +318,7 @@ func (s *Server) prepareUserDoc(ctx context.Context, db *store.DB, d *store.Doc,
 		return hooks.Forbidden(err.Error())
 	}
 	if changed || !hasRoles {
-		b, err := marshal(m)
+		b, err := jsonenc.Marshal(m)
 		if err != nil {
 			return err
 		}

@@ -4,7 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/base64"
-	"encoding/json"
+	"github.com/couchepi/couchepi/examples/minicouch/jsonenc"
 	"io"
 	"strconv"
 )
@@ -77,9 +77,9 @@ func (db *DB) WriteDocJSON(ctx context.Context, w io.Writer, d *DocRev, follows 
 // (it may flush buf elsewhere and return a fresh buffer).
 func (d *DocRev) appendJSON(buf []byte, att func([]byte, AttachmentInfo) ([]byte, error)) ([]byte, error) {
 	buf = append(buf, `{"_id":`...)
-	buf = appendString(buf, d.ID)
+	buf = jsonenc.AppendString(buf, d.ID)
 	buf = append(buf, `,"_rev":`...)
-	buf = appendString(buf, d.Rev)
+	buf = jsonenc.AppendString(buf, d.Rev)
 	if body := trimObject(d.Body); len(body) > 0 {
 		buf = append(buf, ',')
 		buf = append(buf, body...)
@@ -89,22 +89,22 @@ func (d *DocRev) appendJSON(buf []byte, att func([]byte, AttachmentInfo) ([]byte
 	}
 	if d.Revisions != nil {
 		buf = append(buf, `,"_revisions":`...)
-		b, _ := json.Marshal(d.Revisions)
+		b, _ := jsonenc.Marshal(d.Revisions)
 		buf = append(buf, b...)
 	}
 	if d.RevsInfo != nil {
 		buf = append(buf, `,"_revs_info":`...)
-		b, _ := json.Marshal(d.RevsInfo)
+		b, _ := jsonenc.Marshal(d.RevsInfo)
 		buf = append(buf, b...)
 	}
 	if len(d.Conflicts) > 0 {
 		buf = append(buf, `,"_conflicts":`...)
-		b, _ := json.Marshal(d.Conflicts)
+		b, _ := jsonenc.Marshal(d.Conflicts)
 		buf = append(buf, b...)
 	}
 	if len(d.DeletedConflicts) > 0 {
 		buf = append(buf, `,"_deleted_conflicts":`...)
-		b, _ := json.Marshal(d.DeletedConflicts)
+		b, _ := jsonenc.Marshal(d.DeletedConflicts)
 		buf = append(buf, b...)
 	}
 	if d.LocalSeq > 0 {
@@ -117,7 +117,7 @@ func (d *DocRev) appendJSON(buf []byte, att func([]byte, AttachmentInfo) ([]byte
 			if i > 0 {
 				buf = append(buf, ',')
 			}
-			buf = appendString(buf, a.Name)
+			buf = jsonenc.AppendString(buf, a.Name)
 			buf = append(buf, ':')
 			var err error
 			if buf, err = att(buf, a); err != nil {
@@ -146,19 +146,14 @@ func trimObject(obj []byte) []byte {
 	return inner
 }
 
-func appendString(buf []byte, s string) []byte {
-	b, _ := json.Marshal(s)
-	return append(buf, b...)
-}
-
 // appendAttHead opens an attachment object: content_type, revpos, digest.
 func appendAttHead(buf []byte, a AttachmentInfo) []byte {
 	buf = append(buf, `{"content_type":`...)
-	buf = appendString(buf, a.ContentType)
+	buf = jsonenc.AppendString(buf, a.ContentType)
 	buf = append(buf, `,"revpos":`...)
 	buf = strconv.AppendInt(buf, int64(a.RevPos), 10)
 	buf = append(buf, `,"digest":`...)
-	return appendString(buf, a.Digest)
+	return jsonenc.AppendString(buf, a.Digest)
 }
 
 func appendAttStub(buf []byte, a AttachmentInfo) []byte {
@@ -174,7 +169,7 @@ func appendAttEncoding(buf []byte, a AttachmentInfo) []byte {
 		return buf
 	}
 	buf = append(buf, `,"encoding":`...)
-	buf = appendString(buf, a.Encoding)
+	buf = jsonenc.AppendString(buf, a.Encoding)
 	buf = append(buf, `,"encoded_length":`...)
 	return strconv.AppendInt(buf, a.EncodedLength, 10)
 }

@@ -4,13 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/couchepi/couchepi/examples/minicouch/minicouchtest"
 )
 
 // pluginInfo returns the replicator's entry of `GET /_node/_local/_plugins`.
@@ -138,7 +139,7 @@ func runSwap(t testing.TB, n int, extraConfig string) swapFigures {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}()
-	v2, _ := filepath.Abs(filepath.Join(binDir, "replicator-v2"))
+	v2 := minicouchtest.Replicator(t, "v2")
 	start := time.Now()
 	c.must("POST", "/_node/_local/_plugins/replicator/_reload", fmt.Sprintf(`{"path":%q}`, v2), 200)
 	fig.reload = time.Since(start)

@@ -1,76 +1,37 @@
 package main
 
 // End-to-end tests through minicouch's HTTP API only: minicouch and this
-// plugin are built into a temp dir and run as processes. Skipped with -short.
+// plugin are built once (minicouchtest) and run as processes. Skipped with
+// -short.
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/couchepi/couchepi/examples/minicouch/minicouchtest"
 )
 
-// binDir holds the binaries built once for all e2e tests (under buildMu).
-var (
-	binDir  string
-	buildMu sync.Mutex
-)
+func TestMain(m *testing.M) { os.Exit(minicouchtest.Main(m)) }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
-	os.Exit(code)
-}
-
-// buildBins builds minicouch and the replicator once.
-func buildBins(t testing.TB) (minicouch, replicator string) {
+// skipShort skips end-to-end tests (not benchmarks) with -short.
+func skipShort(t testing.TB) {
 	t.Helper()
 	if _, isTest := t.(*testing.T); isTest && testing.Short() {
 		t.Skip("end-to-end test (skipped with -short)")
 	}
-	buildMu.Lock()
-	defer buildMu.Unlock()
-	if binDir == "" {
-		dir, err := os.MkdirTemp("", "couchepi-e2e-bin")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, b := range [][3]string{{"minicouch", "../examples/minicouch", "e2e"}, {"replicator", ".", "v1"}, {"replicator-v2", ".", "v2"}} {
-			args := []string{"build", "-ldflags", "-X main.version=" + b[2], "-o", filepath.Join(dir, b[0])}
-			if raceEnabled && b[0] != "minicouch" {
-				args = append(args, "-race")
-			}
-			cmd := exec.Command("go", append(args, b[1])...)
-			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Fatalf("build %s: %v\n%s", b[0], err, out)
-			}
-		}
-		binDir = dir
-	}
-	return filepath.Join(binDir, "minicouch"), filepath.Join(binDir, "replicator")
 }
 
 // couch is a running minicouch with the replicator.
 type couch struct {
-	t, root  testing.TB
-	bin, rep string
-	data     string
-	addr     string
-	cmd      *exec.Cmd
-	log      *bytes.Buffer
+	t    testing.TB
+	s    *minicouchtest.Server
+	addr string
 }
 
 // e2eConfig makes the scheduler fast enough for tests.
@@ -84,63 +45,38 @@ stats_update_interval_sec = 1
 checkpoint_interval = 500
 `
 
-func freeAddr(t testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
+// startCouch runs minicouch with the replicator (v1) and waits until the
+// plugin answers; it is stopped when t ends.
 func startCouch(t testing.TB, extraConfig string) *couch {
-	mc, rep := buildBins(t)
-	c := &couch{t: t, root: t, bin: mc, rep: rep, data: t.TempDir(), addr: freeAddr(t)}
-	cfg := e2eConfig + "jobs_store = " + filepath.Join(c.data, "replicator.db") + "\n" + extraConfig
-	if err := os.WriteFile(filepath.Join(c.data, "test.ini"), []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c.start()
-	t.Cleanup(c.stop)
+	skipShort(t)
+	data := t.TempDir()
+	cfg := e2eConfig + "jobs_store = " + filepath.Join(data, "replicator.db") + "\n" + extraConfig
+	s := minicouchtest.Start(t, minicouchtest.Options{
+		Data: data, Config: cfg, Plugins: []string{minicouchtest.Replicator(t, "v1")},
+	})
+	c := &couch{t: t, s: s, addr: s.Addr}
+	c.waitUp()
 	return c
 }
 
-func (c *couch) start() {
+// waitUp waits until the replicator serves its routes.
+func (c *couch) waitUp() {
 	c.t.Helper()
-	c.log = &bytes.Buffer{}
-	c.cmd = exec.Command(c.bin, "--addr", c.addr, "--data", c.data, "--admin", "admin:pass",
-		"--config", filepath.Join(c.data, "test.ini"), "--plugin", c.rep)
-	c.cmd.Stdout, c.cmd.Stderr = c.log, c.log
-	if err := c.cmd.Start(); err != nil {
-		c.t.Fatal(err)
-	}
 	c.eventually("minicouch up with the replicator", 20*time.Second, func() bool {
 		code, _ := c.req("GET", "/_scheduler/jobs", "")
 		return code == 200
 	})
 }
 
-func (c *couch) stop() {
-	if c.cmd == nil || c.cmd.Process == nil {
-		return
-	}
-	c.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { c.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		c.cmd.Process.Kill()
-		<-done
-	}
-	if strings.Contains(c.log.String(), "WARNING: DATA RACE") {
-		c.root.Errorf("the plugin reported a data race")
-	}
-	if c.root.Failed() || os.Getenv("COUCHEPI_E2E_LOG") != "" {
-		c.root.Logf("minicouch log:\n%s", c.log.String())
-	}
-	c.cmd = nil
+// start restarts a stopped or killed minicouch on the same address and data.
+func (c *couch) start() {
+	c.t.Helper()
+	c.s.Restart(c.t)
+	c.waitUp()
 }
+
+// stop stops minicouch with SIGTERM.
+func (c *couch) stop() { c.s.Stop() }
 
 func (c *couch) url() string { return "http://admin:pass@" + c.addr + "/" }
 
@@ -151,26 +87,12 @@ func (c *couch) req(method, path, body string) (int, string) {
 
 func (c *couch) reqAs(auth, method, path, body string) (int, string) {
 	c.t.Helper()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	r, err := http.NewRequest(method, "http://"+c.addr+path, rd)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	if auth != "" {
-		u, p, _ := strings.Cut(auth, ":")
-		r.SetBasicAuth(u, p)
-	}
-	r.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(r)
+	u, p, _ := strings.Cut(auth, ":")
+	code, b, err := c.s.DoAs(u, p, method, path, body)
 	if err != nil {
 		return 0, err.Error()
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, strings.TrimSpace(string(b))
+	return code, string(b)
 }
 
 func (c *couch) must(method, path, body string, want ...int) string {
@@ -436,9 +358,7 @@ func TestE2ERestart(t *testing.T) {
 
 	// kill -9 of minicouch, a doc written just before, then a restart.
 	c.must("PUT", "/_replicator/late", c.repDoc("src", "t3", `,"create_target":true`), 201)
-	c.cmd.Process.Kill()
-	c.cmd.Wait()
-	c.cmd = nil
+	c.s.Kill()
 	c.start()
 	if m := c.schedDoc("_replicator", "done"); m == nil || m["state"] != "completed" {
 		t.Fatalf("completed doc after kill -9: %v", m)

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/couchepi/couchepi/examples/minicouch/minicouchtest"
 )
 
 // benchDocs is the number of 1 KB docs per benchmark run
@@ -200,14 +202,18 @@ func startPouchDBServer(b *testing.B) string {
 	if _, err := os.Stat(bin); err != nil {
 		b.Skipf("pouchdb-server is not installed in %s (run `make interop-deps`)", interopDir)
 	}
-	port := freePort(b)
-	cmd := exec.Command(bin, "--in-memory", "-p", strconv.Itoa(port), "-n")
+	addr, err := minicouchtest.FreeAddr()
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, port, _ := strings.Cut(addr, ":")
+	cmd := exec.Command(bin, "--in-memory", "-p", port, "-n")
 	cmd.Dir = b.TempDir()
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	base := "http://" + addr
 	for i := 0; i < 300; i++ {
 		if resp, err := http.Get(base + "/"); err == nil {
 			resp.Body.Close()

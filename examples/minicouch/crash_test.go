@@ -14,9 +14,8 @@ import (
 // several clients, kills the server with SIGKILL mid-stream, restarts it on
 // the same data dir and checks that every acknowledged doc is there.
 func TestKill9DuringBulkDocs(t *testing.T) {
-	data := t.TempDir()
-	base, proc := startMinicouchIn(t, data)
-	c := newBenchClient(base, "admin", "pass")
+	s := startServer(t)
+	c := newBenchClient(baseURL(s), "admin", "pass")
 	if err := c.do("PUT", "/crash", nil, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +68,7 @@ func TestKill9DuringBulkDocs(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	time.Sleep(500 * time.Millisecond)
-	if err := proc.Kill(); err != nil {
+	if err := s.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	close(stop)
@@ -80,8 +79,8 @@ func TestKill9DuringBulkDocs(t *testing.T) {
 	if n == 0 {
 		t.Fatal("no write was acknowledged before the kill")
 	}
-	base2, _ := startMinicouchIn(t, data)
-	c2 := newBenchClient(base2, "admin", "pass")
+	s.Restart(t)
+	c2 := newBenchClient(baseURL(s), "admin", "pass")
 	var all struct {
 		Rows []struct {
 			ID    string `json:"id"`
@@ -113,9 +112,8 @@ func TestKill9DuringBulkDocs(t *testing.T) {
 // _changes feed is open: the process exits 0 promptly and the data dir
 // opens again.
 func TestSIGTERMCleanShutdown(t *testing.T) {
-	data := t.TempDir()
-	base, proc := startMinicouchIn(t, data)
-	c := newBenchClient(base, "admin", "pass")
+	s := startServer(t)
+	c := newBenchClient(baseURL(s), "admin", "pass")
 	if err := c.do("PUT", "/db", nil, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -126,10 +124,10 @@ func TestSIGTERMCleanShutdown(t *testing.T) {
 	go func() { feed <- c.do("GET", "/db/_changes?feed=continuous&heartbeat=500", nil, nil) }()
 	time.Sleep(300 * time.Millisecond)
 	start := time.Now()
-	if err := proc.Signal(syscall.SIGTERM); err != nil {
+	if err := s.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	st, ok := proc.exitState(15 * time.Second)
+	st, ok := s.Wait(15 * time.Second)
 	if !ok {
 		t.Fatal("minicouch did not exit after SIGTERM")
 	}
@@ -144,9 +142,9 @@ func TestSIGTERMCleanShutdown(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Error("the continuous feed was not ended by the shutdown")
 	}
-	base2, _ := startMinicouchIn(t, data)
+	s.Restart(t)
 	var doc map[string]any
-	if err := newBenchClient(base2, "admin", "pass").do("GET", "/db/a", nil, &doc); err != nil || doc["x"] != float64(1) {
+	if err := newBenchClient(baseURL(s), "admin", "pass").do("GET", "/db/a", nil, &doc); err != nil || doc["x"] != float64(1) {
 		t.Fatalf("after restart: %v %v", doc, err)
 	}
 }

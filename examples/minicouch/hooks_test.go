@@ -2,25 +2,24 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/couchepi/couchepi/examples/minicouch/minicouchtest"
 )
 
-// buildDocguard builds the docguard example plugin into a temp dir.
+// buildDocguard builds the docguard example plugin once per test process.
 func buildDocguard(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "docguard")
-	cmd := exec.Command("go", "build", "-o", bin, "../docguard")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Skipf("docguard does not build yet: %v\n%s", err, out)
+	bin, err := minicouchtest.Binary(minicouchtest.Build{Pkg: minicouchtest.DocguardPkg})
+	if err != nil {
+		t.Skipf("docguard does not build yet: %v", err)
 	}
 	return bin
 }
@@ -55,7 +54,8 @@ func TestPluginHooks(t *testing.T) {
 	dir := t.TempDir()
 	ini := filepath.Join(dir, "guard.ini")
 	os.WriteFile(ini, []byte("[docguard]\ndbs = *_guarded\nrequired = type\n"), 0o600)
-	base, proc := startMinicouchIn(t, t.TempDir(), "--plugin", bin, "--config", ini)
+	proc := startServer(t, "--plugin", bin, "--config", ini)
+	base := baseURL(proc)
 	tests := []struct {
 		method, path, body string
 		status             int
@@ -111,13 +111,13 @@ func TestPluginHooks(t *testing.T) {
 		t.Fatalf("after reload: %d %s", st, body)
 	}
 	// SIGHUP reloads every plugin from its path: a new process serves.
-	before := pluginPID(t, base, "docguard")
+	before := pluginPID(t, proc, "docguard")
 	if err := proc.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
 	deadline = time.Now().Add(15 * time.Second)
 	for {
-		if pid := pluginPID(t, base, "docguard"); pid != 0 && pid != before {
+		if pid := pluginPID(t, proc, "docguard"); pid != 0 && pid != before {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -131,21 +131,11 @@ func TestPluginHooks(t *testing.T) {
 }
 
 // pluginPID returns the pid minicouch reports for the named plugin.
-func pluginPID(t *testing.T, base, name string) int {
+func pluginPID(t *testing.T, s *minicouchtest.Server, name string) int {
 	t.Helper()
-	_, body := call(t, "GET", base+"/_node/_local/_plugins", "")
-	var list []struct {
-		Name  string `json:"name"`
-		PID   int    `json:"pid"`
-		State string `json:"state"`
+	pid, err := s.PluginPID(name)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if err := json.Unmarshal([]byte(body), &list); err != nil {
-		t.Fatalf("_plugins: %s", body)
-	}
-	for _, p := range list {
-		if p.Name == name && p.State == "running" {
-			return p.PID
-		}
-	}
-	return 0
+	return pid
 }

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -12,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/couchepi/couchepi/examples/minicouch/minicouchtest"
 )
 
 // interopDir holds the npm packages (PouchDB, pouchdb-server) that
@@ -24,119 +23,28 @@ var interopDir = func() string {
 	return abs
 }()
 
-var minicouchBin string
+func TestMain(m *testing.M) { os.Exit(minicouchtest.Main(m)) }
 
-func TestMain(m *testing.M) {
-	code := func() int {
-		dir, err := os.MkdirTemp("", "minicouch-bin-")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer os.RemoveAll(dir)
-		minicouchBin = filepath.Join(dir, "minicouch")
-		cmd := exec.Command("go", "build", "-o", minicouchBin, ".")
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "build minicouch:", err)
-			return 1
-		}
-		return m.Run()
-	}()
-	os.Exit(code)
-}
+// testConfig is the ini the package's tests run minicouch with: a low
+// pbkdf2 iteration count.
+const testConfig = "[chttpd_auth]\niterations = 1000\n"
 
-// freePort returns a free 127.0.0.1 port.
-func freePort(t testing.TB) int {
+// startServer runs minicouch (admin admin:pass, testConfig, warnings only)
+// with extra flags; it is stopped when the test ends.
+func startServer(t testing.TB, extra ...string) *minicouchtest.Server {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return minicouchtest.Start(t, minicouchtest.Options{Config: testConfig, Args: append([]string{"--log-level", "warn"}, extra...)})
 }
 
-// startMinicouch runs the minicouch binary on a free port with admin
-// admin:pass and a low pbkdf2 iteration count; it is stopped with SIGTERM
-// when the test ends. It returns the base URL without credentials.
+// startMinicouch is startServer returning the base URL without credentials
+// or trailing slash.
 func startMinicouch(t testing.TB, extra ...string) string {
 	t.Helper()
-	u, _ := startMinicouchIn(t, t.TempDir(), extra...)
-	return u
+	return baseURL(startServer(t, extra...))
 }
 
-// mcProc is a running minicouch process.
-type mcProc struct {
-	*os.Process
-	cmd  *exec.Cmd
-	done chan struct{} // closed when the process has exited
-}
-
-// exitState waits for the process to exit and returns its state.
-func (p *mcProc) exitState(timeout time.Duration) (*os.ProcessState, bool) {
-	select {
-	case <-p.done:
-		return p.cmd.ProcessState, true
-	case <-time.After(timeout):
-		return nil, false
-	}
-}
-
-// startMinicouchIn is startMinicouch on a given data dir; it also returns
-// the process so a test can signal or kill it.
-func startMinicouchIn(t testing.TB, data string, extra ...string) (string, *mcProc) {
-	t.Helper()
-	ini := filepath.Join(data, "test.ini")
-	if err := os.WriteFile(ini, []byte("[chttpd_auth]\niterations = 1000\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	args := append([]string{"--addr", addr, "--data", data, "--admin", "admin:pass", "--config", ini, "--log-level", "warn"}, extra...)
-	cmd := exec.Command(minicouchBin, args...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-	})
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if u, ok := strings.CutPrefix(sc.Text(), "minicouch listening on "); ok {
-				ready <- strings.TrimSuffix(u, "/")
-			}
-		}
-	}()
-	select {
-	case u := <-ready:
-		return u, &mcProc{Process: cmd.Process, cmd: cmd, done: done}
-	case <-done:
-		t.Fatal("minicouch exited at start-up")
-	case <-time.After(30 * time.Second):
-		t.Fatal("minicouch did not start")
-	}
-	return "", nil
-}
-
-// withCreds inserts admin:pass into a base URL.
-func withCreds(base string) string {
-	return strings.Replace(base, "http://", "http://admin:pass@", 1)
-}
+// baseURL is the server's URL without the trailing slash.
+func baseURL(s *minicouchtest.Server) string { return strings.TrimSuffix(s.URL, "/") }
 
 func requireNode(t testing.TB) {
 	t.Helper()
@@ -154,11 +62,12 @@ func requireNode(t testing.TB) {
 // that PouchDB sees the same docs, conflicts and attachments everywhere.
 func TestPouchDBReplication(t *testing.T) {
 	requireNode(t)
-	base := startMinicouch(t)
+	s := startServer(t)
+	base := baseURL(s)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "node", "testdata/replicate.js")
-	cmd.Env = append(os.Environ(), "POUCHDB_DIR="+interopDir, "COUCH_URL="+withCreds(base), "WORK_DIR="+t.TempDir())
+	cmd.Env = append(os.Environ(), "POUCHDB_DIR="+interopDir, "COUCH_URL="+strings.TrimSuffix(s.AdminURL, "/"), "WORK_DIR="+t.TempDir())
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("PouchDB interop failed: %v\n%s", err, out)

@@ -155,25 +155,32 @@ func run(args []string) error {
 	}
 }
 
-// shutdown stops accepting requests and lets short ones finish; after two
-// seconds it ends the long-lived ones (feeds) through endFeeds, then stops
-// the plugins. The store is closed by run's deferred Close.
+// shutdown stops minicouch in dependency order. The plugins go first
+// (host.Close drains them: the replicator's jobs write their final
+// checkpoints through this server's HTTP API, which must still answer).
+// Then the HTTP server stops accepting requests and lets short ones finish;
+// after a second it ends the long-lived ones (feeds) through endFeeds and
+// waits up to three more seconds. The store is closed last, by run's
+// deferred Close.
 func shutdown(log hclog.Logger, hs *http.Server, h *host.Host, endFeeds context.CancelFunc) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	start := time.Now()
+	if err := h.Close(); err != nil {
+		log.Warn("plugin host close", "error", err)
+	}
+	log.Debug("plugins stopped", "took", time.Since(start))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	err := hs.Shutdown(ctx)
 	cancel()
 	if err != nil {
 		endFeeds()
-		ctx, cancel = context.WithTimeout(context.Background(), 8*time.Second)
+		ctx, cancel = context.WithTimeout(context.Background(), 3*time.Second)
 		if err := hs.Shutdown(ctx); err != nil {
 			log.Warn("http shutdown", "error", err)
 			hs.Close()
 		}
 		cancel()
 	}
-	if err := h.Close(); err != nil {
-		log.Warn("plugin host close", "error", err)
-	}
+	log.Info("stopped", "took", time.Since(start))
 }
 
 // setAdmins stores each --admin NAME:PASSWORD in [admins], hashed; an

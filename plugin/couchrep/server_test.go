@@ -6,16 +6,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/couchepi/couchepi/examples/minicouch/minicouchtest"
 )
 
 // testServer is a real CouchDB-compatible server for the tests: minicouch
@@ -31,11 +31,7 @@ type testServer struct {
 	kind  string
 }
 
-var (
-	minicouchOnce sync.Once
-	minicouchBin  string
-	minicouchErr  error
-)
+func TestMain(m *testing.M) { os.Exit(minicouchtest.Main(m)) }
 
 // repoRoot is the module root (this file is plugin/couchrep/server_test.go).
 func repoRoot() string {
@@ -43,63 +39,32 @@ func repoRoot() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
-// buildMinicouch builds examples/minicouch once per test binary.
-func buildMinicouch() (string, error) {
-	minicouchOnce.Do(func() {
-		if p := os.Getenv("COUCHREP_MINICOUCH"); p != "" {
-			minicouchBin = p
-			return
-		}
-		dir, err := os.MkdirTemp("", "couchrep-minicouch")
-		if err != nil {
-			minicouchErr = err
-			return
-		}
-		minicouchBin = filepath.Join(dir, "minicouch")
-		cmd := exec.Command("go", "build", "-o", minicouchBin, "./examples/minicouch")
-		cmd.Dir = repoRoot()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			minicouchErr = fmt.Errorf("go build ./examples/minicouch: %v\n%s", err, out)
-		}
-	})
-	return minicouchBin, minicouchErr
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // startServer starts a server bound to 127.0.0.1 on a free port and stops it when the test ends.
 func startServer(t *testing.T) *testServer {
 	t.Helper()
-	port := freePort(t)
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	var cmd *exec.Cmd
-	s := &testServer{plain: "http://" + addr + "/"}
-	bin, err := buildMinicouch()
+	bin := os.Getenv("COUCHREP_MINICOUCH")
+	var err error
+	if bin == "" {
+		bin, err = minicouchtest.Binary(minicouchtest.Build{Pkg: minicouchtest.MinicouchPkg})
+	}
 	if err == nil {
-		s.kind, s.user, s.pass = "minicouch", "admin", "pass"
-		cmd = exec.Command(bin, "--addr", addr, "--data", t.TempDir(), "--admin", "admin:pass", "--log-level", "warn")
-	} else {
-		pds := filepath.Join(repoRoot(), "test", "interop", "node_modules", ".bin", "pouchdb-server")
-		if _, serr := os.Stat(pds); serr != nil {
-			t.Skipf("no server to test against: %v; and %s missing (make interop-deps)", err, pds)
-		}
-		t.Logf("minicouch unavailable, using pouchdb-server: %v", err)
-		s.kind = "pouchdb-server"
-		cmd = exec.Command(pds, "--in-memory", "-p", fmt.Sprint(port), "-n")
-		cmd.Dir = t.TempDir()
+		mc := minicouchtest.Start(t, minicouchtest.Options{Bin: bin, Args: []string{"--log-level", "warn"}})
+		return &testServer{base: mc.AdminURL, plain: mc.URL, user: mc.User, pass: mc.Pass, kind: "minicouch"}
 	}
+	pds := filepath.Join(repoRoot(), "test", "interop", "node_modules", ".bin", "pouchdb-server")
+	if _, serr := os.Stat(pds); serr != nil {
+		t.Skipf("no server to test against: %v; and %s missing (make interop-deps)", err, pds)
+	}
+	t.Logf("minicouch unavailable, using pouchdb-server: %v", err)
+	addr, aerr := minicouchtest.FreeAddr()
+	if aerr != nil {
+		t.Fatal(aerr)
+	}
+	_, port, _ := strings.Cut(addr, ":")
+	s := &testServer{plain: "http://" + addr + "/", kind: "pouchdb-server"}
 	s.base = s.plain
-	if s.user != "" {
-		s.base = "http://" + s.user + ":" + s.pass + "@" + addr + "/"
-	}
+	cmd := exec.Command(pds, "--in-memory", "-p", port, "-n")
+	cmd.Dir = t.TempDir()
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {

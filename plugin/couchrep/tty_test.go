@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/couchepi/couchepi/examples/minicouch/minicouchtest"
 )
 
 // TestProgressBarInTmux runs the couchrep binary in a detached tmux pane (a
@@ -31,12 +33,7 @@ func TestProgressBarInTmux(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "couchrep")
-	build := exec.Command("go", "build", "-o", bin, "./plugin/couchrep")
-	build.Dir = repoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := minicouchtest.MustBinary(t, minicouchtest.Build{Pkg: minicouchtest.CouchrepPkg})
 	s := startServer(t)
 	seedStart := time.Now()
 	s.seed(t, "src", n)

@@ -1,24 +1,21 @@
 package metrics_test
 
 // A Prometheus scrape of a running minicouch with the replicator loaded:
-// minicouch and the plugin are built into a temp dir and run as processes,
+// minicouch and the plugin are built once (minicouchtest) and run as processes,
 // a one-shot and a continuous replication run, and the exposition text of
 // /_node/_local/_prometheus is parsed and checked. Skipped with -short.
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/couchepi/couchepi/examples/minicouch/minicouchtest"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -33,88 +30,22 @@ stats_update_interval_sec = 1
 checkpoint_interval = 500
 `
 
+func TestMain(m *testing.M) { os.Exit(minicouchtest.Main(m)) }
+
 // server is a running minicouch with the replicator.
 type server struct {
 	t    *testing.T
 	addr string
-	cmd  *exec.Cmd
-	log  strings.Builder
 }
 
-func build(t *testing.T, dir, name, pkg string) string {
-	t.Helper()
-	out := filepath.Join(dir, name)
-	cmd := exec.Command("go", "build", "-o", out, pkg)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build %s: %v\n%s", name, err, b)
-	}
-	return out
-}
-
+// startServer runs minicouch with the replicator and testConfig; it is
+// stopped when t ends.
 func startServer(t *testing.T) *server {
 	t.Helper()
-	dir := t.TempDir()
-	mc := build(t, dir, "minicouch", "../../examples/minicouch")
-	rep := build(t, dir, "replicator", "../../plugin")
-	data := filepath.Join(dir, "data")
-	if err := os.MkdirAll(data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	ini := filepath.Join(dir, "test.ini")
-	if err := os.WriteFile(ini, []byte(testConfig), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	s := &server{t: t, addr: addr}
-	s.cmd = exec.Command(mc, "--addr", addr, "--data", data, "--admin", "admin:pass", "--config", ini, "--plugin", rep)
-	stdout, err := s.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.cmd.Stderr = &s.log
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.stop)
-	ready := make(chan bool, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if strings.HasPrefix(sc.Text(), "minicouch listening on") {
-				ready <- true
-			}
-		}
-		ready <- false
-	}()
-	select {
-	case ok := <-ready:
-		if !ok {
-			t.Fatalf("minicouch exited before it was ready")
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatalf("minicouch not ready after 60s")
-	}
-	return s
-}
-
-func (s *server) stop() {
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { s.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		s.cmd.Process.Kill()
-		<-done
-	}
-	if s.t.Failed() {
-		s.t.Logf("minicouch log:\n%s", s.log.String())
-	}
+	mc := minicouchtest.Start(t, minicouchtest.Options{
+		Config: testConfig, Plugins: []string{minicouchtest.Replicator(t, "")},
+	})
+	return &server{t: t, addr: mc.Addr}
 }
 
 // do sends a request with basic auth user:pass ("" = anonymous).

@@ -18,7 +18,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -27,6 +26,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/couchepi/couchepi/examples/minicouch/minicouchtest"
 )
 
 const (
@@ -63,24 +64,7 @@ func requireTools(t *testing.T) (chromium string) {
 	return chromium
 }
 
-func goBuild(t *testing.T, out, pkg string) {
-	t.Helper()
-	cmd := exec.Command("go", "build", "-o", out, pkg)
-	cmd.Dir = repoRoot()
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
-	}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+func TestMain(m *testing.M) { os.Exit(minicouchtest.Main(m)) }
 
 // couch sends one admin request to the server.
 func couch(t *testing.T, base, method, path string, body any) (int, []byte) {
@@ -113,9 +97,7 @@ func TestFauxtonReplication(t *testing.T) {
 	}
 	chromium := requireTools(t)
 	tmp := t.TempDir()
-	minicouch, replicator := filepath.Join(tmp, "minicouch"), filepath.Join(tmp, "replicator")
-	goBuild(t, minicouch, "./examples/minicouch")
-	goBuild(t, replicator, "./plugin")
+	replicator := minicouchtest.Replicator(t, "")
 
 	fauxtonDir := filepath.Join(tmp, "fauxton")
 	if b, err := exec.Command(filepath.Join(here(), "fauxton.sh"), fauxtonDir).CombinedOutput(); err != nil {
@@ -131,35 +113,22 @@ func TestFauxtonReplication(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer logFile.Close()
+	t.Cleanup(func() { logFile.Close() }) // after the server has stopped
 
-	addr := freeAddr(t)
-	base := "http://" + addr
-	srv := exec.Command(minicouch, "--addr", addr, "--data", filepath.Join(tmp, "data"),
-		"--admin", admin+":"+password, "--plugin", replicator, "--fauxton", fauxtonDir, "--log-level", "info")
-	srv.Stdout, srv.Stderr = logFile, logFile
-	srv.Dir = tmp // the plugin may keep state in its working directory
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		srv.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { srv.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			srv.Process.Kill()
-			<-done
-		}
+	srv := minicouchtest.Start(t, minicouchtest.Options{
+		Data: filepath.Join(tmp, "data"), Admin: admin + ":" + password,
+		Plugins: []string{replicator}, Fauxton: fauxtonDir, Args: []string{"--log-level", "info"},
+		Dir: tmp, // the plugin may keep state in its working directory
+		Log: logFile,
 	})
+	base := strings.TrimSuffix(srv.URL, "/")
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		if st, _ := couch(t, base, "GET", "/_up", nil); st == 200 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("minicouch did not come up on %s; log in %s", addr, logFile.Name())
+			t.Fatalf("minicouch did not come up on %s; log in %s", srv.Addr, logFile.Name())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

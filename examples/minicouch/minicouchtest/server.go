@@ -40,6 +40,10 @@ type Options struct {
 	Fauxton string
 	// Args are further command-line flags.
 	Args []string
+	// Dir is the process's working directory ("" = the test's).
+	Dir string
+	// Log, when set, also receives everything the server prints.
+	Log io.Writer
 	// StartTimeout bounds the wait for the listening line (default 60s).
 	StartTimeout time.Duration
 	// StopTimeout is how long Stop waits after SIGTERM before SIGKILL
@@ -65,15 +69,20 @@ type Server struct {
 	log  *logBuffer
 }
 
-// logBuffer collects a process's output; it is safe for concurrent use.
+// logBuffer collects a process's output, copying it to extra when set; it
+// is safe for concurrent use.
 type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	extra io.Writer
 }
 
 func (b *logBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.extra != nil {
+		b.extra.Write(p)
+	}
 	return b.buf.Write(p)
 }
 
@@ -198,7 +207,7 @@ func newServer(o Options) (*Server, error) {
 	user, pass, _ := strings.Cut(o.Admin, ":")
 	s := &Server{
 		Addr: o.Addr, URL: "http://" + o.Addr + "/", AdminURL: "http://" + o.Admin + "@" + o.Addr + "/",
-		User: user, Pass: pass, Data: o.Data, opts: o, log: &logBuffer{},
+		User: user, Pass: pass, Data: o.Data, opts: o, log: &logBuffer{extra: o.Log},
 	}
 	if o.Config != "" {
 		if err := os.WriteFile(s.configPath(), []byte(o.Config), 0o600); err != nil {
@@ -229,6 +238,7 @@ func (s *Server) args() []string {
 // start launches the process and waits for its listening line.
 func (s *Server) start() error {
 	cmd := exec.Command(s.opts.Bin, s.args()...)
+	cmd.Dir = s.opts.Dir
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return err

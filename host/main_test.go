@@ -9,12 +9,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/couchepi/couchepi/examples/minicouch/minicouchtest"
 	"github.com/couchepi/couchepi/hooks"
 	"github.com/hashicorp/go-hclog"
 )
@@ -27,25 +26,17 @@ func TestMain(m *testing.M) {
 		runChildHost()
 		return
 	}
-	dir, err := os.MkdirTemp("", "couchepi-host-test")
+	var err error
+	docguardV1, err = minicouchtest.Binary(minicouchtest.Build{Pkg: minicouchtest.DocguardPkg})
+	if err == nil {
+		docguardV2, err = minicouchtest.Binary(minicouchtest.Build{Pkg: minicouchtest.DocguardPkg, LDFlags: "-X main.version=v2"})
+	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
+		fmt.Fprintln(os.Stderr, "build docguard:", err)
+		minicouchtest.Cleanup()
 		os.Exit(1)
 	}
-	docguardV1 = filepath.Join(dir, "docguard-v1")
-	docguardV2 = filepath.Join(dir, "docguard-v2")
-	for _, b := range []struct{ out, ldflags string }{{docguardV1, ""}, {docguardV2, "-X main.version=v2"}} {
-		cmd := exec.Command("go", "build", "-o", b.out, "-ldflags", b.ldflags, "../examples/docguard")
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "build docguard:", err)
-			os.RemoveAll(dir)
-			os.Exit(1)
-		}
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(minicouchtest.Main(m))
 }
 
 // childHostEnv makes the test binary run as a server embedding the host

@@ -172,10 +172,17 @@ func StartProcess(o Options) (*Server, error) {
 	return s, nil
 }
 
-// Main runs the tests, then stops the servers StartProcess started and
-// removes the built binaries; it returns m.Run's exit code.
+// Main runs the tests, then Cleanup; it returns m.Run's exit code.
 func Main(m *testing.M) int {
 	code := m.Run()
+	Cleanup()
+	return code
+}
+
+// Cleanup stops the servers StartProcess started and removes the built
+// binaries. Main calls it; a TestMain that exits another way calls it
+// itself.
+func Cleanup() {
 	processesMu.Lock()
 	left := processes
 	processes = nil
@@ -184,7 +191,6 @@ func Main(m *testing.M) int {
 		s.Stop()
 	}
 	removeBinaries()
-	return code
 }
 
 func newServer(o Options) (*Server, error) {

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/couchepi/couchepi/examples/minicouch/minicouchtest"
 	"github.com/couchepi/couchepi/parse"
 )
 
@@ -28,8 +29,20 @@ type testServer struct {
 	Base string // http://127.0.0.1:port/ (no credentials)
 	User string
 	Pass string
-	cmd  *exec.Cmd
-	dir  string // data directory, removed when the server stops
+	mc   *minicouchtest.Server // the minicouch process (Kind "minicouch")
+	cmd  *exec.Cmd             // the pouchdb-server process (Kind "pouchdb-server")
+	dir  string                // pouchdb-server's directory, removed when it stops
+}
+
+// pid is the server's process id.
+func (s *testServer) pid() int {
+	switch {
+	case s.mc != nil:
+		return s.mc.PID()
+	case s.cmd != nil && s.cmd.Process != nil:
+		return s.cmd.Process.Pid
+	}
+	return 0
 }
 
 var (
@@ -39,9 +52,10 @@ var (
 	dbCounter  atomic.Int64
 )
 
-// TestMain stops the shared far-end server after the tests.
+// TestMain stops the shared far-end servers after the tests (minicouch ones
+// through minicouchtest.Main).
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := minicouchtest.Main(m)
 	for _, s := range append(extraServers, shared) {
 		if s != nil && s.cmd != nil && s.cmd.Process != nil {
 			s.cmd.Process.Kill()
@@ -50,9 +64,6 @@ func TestMain(m *testing.M) {
 		if s != nil && s.dir != "" {
 			os.RemoveAll(s.dir)
 		}
-	}
-	if minicouchBin != "" {
-		os.RemoveAll(filepath.Dir(minicouchBin))
 	}
 	os.Exit(code)
 }
@@ -80,7 +91,7 @@ func startServer(t testing.TB) *testServer {
 	serverOnce.Do(func() {
 		choice := os.Getenv("COUCHEPI_FAR_END")
 		if choice != "pouchdb" {
-			shared, serverErr = startMinicouch(t)
+			shared, serverErr = startMinicouch()
 			if serverErr == nil || choice == "minicouch" {
 				return
 			}
@@ -95,32 +106,9 @@ func startServer(t testing.TB) *testServer {
 }
 
 var (
-	minicouchOnce sync.Once
-	minicouchBin  string
-	minicouchErr  error
-	extraServers  []*testServer
-	extraMu       sync.Mutex
+	extraServers []*testServer
+	extraMu      sync.Mutex
 )
-
-// buildMinicouch builds examples/minicouch once per test binary.
-func buildMinicouch() (string, error) {
-	minicouchOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "minicouch-bin")
-		if err != nil {
-			minicouchErr = err
-			return
-		}
-		bin := filepath.Join(dir, "minicouch")
-		build := exec.Command("go", "build", "-o", bin, "./examples/minicouch")
-		build.Dir = repoRoot()
-		if out, err := build.CombinedOutput(); err != nil {
-			minicouchErr = fmt.Errorf("go build ./examples/minicouch: %v: %s", err, firstLine(out))
-			return
-		}
-		minicouchBin = bin
-	})
-	return minicouchBin, minicouchErr
-}
 
 // startExtraServer starts another far end of the same kind as the shared one
 // (the benchmark puts source and target on separate servers); it is stopped after the tests.
@@ -130,7 +118,7 @@ func startExtraServer(t testing.TB) *testServer {
 	var s *testServer
 	var err error
 	if kind == "minicouch" {
-		s, err = startMinicouch(t)
+		s, err = startMinicouch()
 	} else {
 		s, err = startPouchDBServer(t)
 	}
@@ -143,29 +131,14 @@ func startExtraServer(t testing.TB) *testServer {
 	return s
 }
 
-func startMinicouch(t testing.TB) (*testServer, error) {
-	bin, err := buildMinicouch()
+// startMinicouch runs a minicouch shared by the package's tests (stopped
+// by TestMain).
+func startMinicouch() (*testServer, error) {
+	mc, err := minicouchtest.StartProcess(minicouchtest.Options{})
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "minicouch-data")
-	if err != nil {
-		return nil, err
-	}
-	port := freePort(t)
-	s := &testServer{Kind: "minicouch", Base: fmt.Sprintf("http://127.0.0.1:%d/", port), User: "admin", Pass: "pass", dir: dir}
-	s.cmd = exec.Command(bin, "--addr", fmt.Sprintf("127.0.0.1:%d", port), "--data", filepath.Join(dir, "data"), "--admin", "admin:pass")
-	s.cmd.Stdout, s.cmd.Stderr = io.Discard, io.Discard
-	dieWithParent(s.cmd)
-	if err := s.cmd.Start(); err != nil {
-		return nil, err
-	}
-	if err := s.waitUp(); err != nil {
-		s.cmd.Process.Kill()
-		s.cmd.Wait()
-		return nil, err
-	}
-	return s, nil
+	return &testServer{Kind: "minicouch", Base: mc.URL, User: mc.User, Pass: mc.Pass, mc: mc}, nil
 }
 
 func startPouchDBServer(t testing.TB) (*testServer, error) {
@@ -189,14 +162,6 @@ func startPouchDBServer(t testing.TB) (*testServer, error) {
 		return nil, err
 	}
 	return s, nil
-}
-
-func firstLine(b []byte) string {
-	s := strings.TrimSpace(string(b))
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
-	}
-	return s
 }
 
 func (s *testServer) waitUp() error {

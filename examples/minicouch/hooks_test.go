@@ -1,9 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,22 +21,14 @@ func buildDocguard(t *testing.T) string {
 	return bin
 }
 
-func call(t *testing.T, method, url, body string) (int, string) {
+// call sends one request as the admin and returns status and body.
+func call(t *testing.T, s *minicouchtest.Server, method, path, body string) (int, string) {
 	t.Helper()
-	var r io.Reader
-	if body != "" {
-		r = strings.NewReader(body)
-	}
-	req, _ := http.NewRequest(method, url, r)
-	req.SetBasicAuth("admin", "pass")
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	st, b, err := s.Do(method, path, body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(bytes.TrimSpace(b))
+	return st, string(b)
 }
 
 // TestPluginHooks loads a real plugin (docguard) into minicouch: writes to
@@ -55,7 +44,6 @@ func TestPluginHooks(t *testing.T) {
 	ini := filepath.Join(dir, "guard.ini")
 	os.WriteFile(ini, []byte("[docguard]\ndbs = *_guarded\nrequired = type\n"), 0o600)
 	proc := startServer(t, "--plugin", bin, "--config", ini)
-	base := baseURL(proc)
 	tests := []struct {
 		method, path, body string
 		status             int
@@ -78,30 +66,26 @@ func TestPluginHooks(t *testing.T) {
 		{"GET", "/x_guarded/s1", "", 200, `"secret":"hush"`},
 	}
 	for _, tc := range tests {
-		st, body := call(t, tc.method, base+tc.path, tc.body)
+		st, body := call(t, proc, tc.method, tc.path, tc.body)
 		if st != tc.status || !strings.Contains(body, tc.has) {
 			t.Errorf("%s %s: %d %s, want %d containing %s", tc.method, tc.path, st, body, tc.status, tc.has)
 		}
 	}
-	req, _ := http.NewRequest("GET", base+"/x_guarded/s1", nil)
-	req.SetBasicAuth("bob", "bobpw")
-	resp, err := http.DefaultClient.Do(req)
+	code, b, err := proc.DoAs("bob", "bobpw", "GET", "/x_guarded/s1", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 || strings.Contains(string(b), "hush") || !strings.Contains(string(b), `"open":1`) {
-		t.Errorf("non-admin read through after_doc_read: %d %s", resp.StatusCode, b)
+	if code != 200 || strings.Contains(string(b), "hush") || !strings.Contains(string(b), `"open":1`) {
+		t.Errorf("non-admin read through after_doc_read: %d %s", code, b)
 	}
 	// Reload through the HTTP API keeps the plugin serving.
-	st, body := call(t, "POST", base+"/_node/_local/_plugins/docguard/_reload", "")
+	st, body := call(t, proc, "POST", "/_node/_local/_plugins/docguard/_reload", "")
 	if st != 200 {
 		t.Fatalf("reload: %d %s", st, body)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		st, body = call(t, "PUT", base+"/x_guarded/d3", `{"a":1}`)
+		st, body = call(t, proc, "PUT", "/x_guarded/d3", `{"a":1}`)
 		if st == 403 || time.Now().After(deadline) {
 			break
 		}
@@ -125,7 +109,7 @@ func TestPluginHooks(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if st, body := call(t, "PUT", base+"/x_guarded/d4", `{"a":1}`); st != 403 {
+	if st, body := call(t, proc, "PUT", "/x_guarded/d4", `{"a":1}`); st != 403 {
 		t.Fatalf("after SIGHUP: %d %s", st, body)
 	}
 }

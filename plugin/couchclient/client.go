@@ -346,13 +346,42 @@ func (r *resettingReader) Close() error { return r.rc.Close() }
 
 // bufferBody replaces resp.Body with its whole content, read now.
 func bufferBody(resp *http.Response) error {
-	data, err := io.ReadAll(resp.Body)
+	var buf bytes.Buffer
+	if n := resp.ContentLength; n > 0 && n < maxPresize {
+		buf.Grow(int(n) + bytes.MinRead)
+	}
+	_, err := buf.ReadFrom(resp.Body)
 	resp.Body.Close()
 	if err != nil {
 		return err
 	}
-	resp.Body = io.NopCloser(bytes.NewReader(data))
+	data := buf.Bytes()
+	resp.Body = &bufferedBody{Reader: bytes.NewReader(data), data: data}
 	return nil
+}
+
+// maxPresize bounds the buffer allocated up front from a response's
+// Content-Length (a larger body still grows as it arrives).
+const maxPresize = 64 << 20
+
+// bufferedBody is a response body read into memory by Do (Request.Buffer).
+type bufferedBody struct {
+	*bytes.Reader
+	data []byte
+}
+
+// Close does nothing: the connection was released when the body was read.
+func (*bufferedBody) Close() error { return nil }
+
+// Bytes returns the whole body of resp and closes it. For a response
+// buffered by Do (Request.Buffer) this is the buffer itself, not a copy;
+// otherwise the body is read.
+func Bytes(resp *http.Response) ([]byte, error) {
+	if b, ok := resp.Body.(*bufferedBody); ok && b.Reader.Size() == int64(b.Reader.Len()) {
+		return b.data, nil
+	}
+	defer resp.Body.Close()
+	return io.ReadAll(resp.Body)
 }
 
 // drain discards a small remainder of a body so the connection can be reused, then closes it.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -220,16 +221,21 @@ func BenchmarkReplicate100k(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
+		cpu := startCPU(s)
 		chunks := rawRead(b, s, src)
 		readDur := time.Since(t0)
+		readSrv, readClient := cpu.stop()
 		rawTgt := ts.newDB(b, "braw")
 		t0 = time.Now()
+		cpu = startCPU(ts)
 		rawWrite(b, ts, rawTgt, chunks)
 		writeDur := time.Since(t0)
+		writeSrv, writeClient := cpu.stop()
 		chunks = nil
 
 		tgt := ts.newDB(b, "btgt")
 		t0 = time.Now()
+		cpu = startCPU(s, ts)
 		rep := testRep(s, src, tgt)
 		rep.Target = ts.endpoint(tgt)
 		rep.WorkerBatchSize = envInt("COUCHEPI_BENCH_BATCH", 500)
@@ -237,6 +243,7 @@ func BenchmarkReplicate100k(b *testing.B) {
 		rep.CheckpointInterval = 30000
 		res := runRep(b, rep, Options{})
 		repDur := time.Since(t0)
+		repSrv, repSelf := cpu.stop()
 		if res.Stats.DocsWritten != int64(n) {
 			b.Fatalf("replicated %d docs, want %d", res.Stats.DocsWritten, n)
 		}
@@ -254,9 +261,43 @@ func BenchmarkReplicate100k(b *testing.B) {
 		// both one after the other is what a CPU-bound pair of servers allows.
 		serial := 1 / (1/rate(readDur) + 1/rate(writeDur))
 		b.ReportMetric(rate(repDur)/serial, "ratio_vs_serial_raw")
+		reportCPU(b, n, ts == s, readDur, readSrv, readClient, writeDur, writeSrv, writeClient, repDur, repSrv, repSelf)
 		if pouchDur > 0 && pouchWritten == n {
 			b.ReportMetric(rate(pouchDur), "pouchdb_docs/s")
 			b.ReportMetric(pouchDur.Seconds()/repDur.Seconds(), "speedup_vs_pouchdb")
 		}
+	}
+}
+
+// reportCPU reports where the CPU time of each phase went, per doc, and how
+// many cores each phase kept busy: raw phases run one server and the client,
+// replication runs both servers and the replicator on the same cores, so
+// the replication rate is bounded by cores / (CPU seconds per doc summed over
+// all three processes).
+func reportCPU(b *testing.B, n int, oneServer bool,
+	readDur time.Duration, readSrv []time.Duration, readClient time.Duration,
+	writeDur time.Duration, writeSrv []time.Duration, writeClient time.Duration,
+	repDur time.Duration, repSrv []time.Duration, repSelf time.Duration) {
+	if readSrv[0] < 0 || writeSrv[0] < 0 || repSrv[0] < 0 || repSrv[1] < 0 {
+		return // no /proc
+	}
+	perDoc := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(n) }
+	cores := func(d, wall time.Duration) float64 { return d.Seconds() / wall.Seconds() }
+	b.ReportMetric(perDoc(readSrv[0]), "read_src_cpu_us/doc")
+	b.ReportMetric(perDoc(writeSrv[0]), "write_tgt_cpu_us/doc")
+	b.ReportMetric(cores(readSrv[0]+readClient, readDur), "read_cores")
+	b.ReportMetric(cores(writeSrv[0]+writeClient, writeDur), "write_cores")
+	repServers := repSrv[0] + repSrv[1]
+	if oneServer {
+		repServers = repSrv[0]
+	} else {
+		b.ReportMetric(perDoc(repSrv[0]), "rep_src_cpu_us/doc")
+		b.ReportMetric(perDoc(repSrv[1]), "rep_tgt_cpu_us/doc")
+	}
+	b.ReportMetric(perDoc(repSelf), "rep_replicator_cpu_us/doc")
+	b.ReportMetric(cores(repServers+repSelf, repDur), "rep_cores")
+	total := repServers + repSelf
+	if total > 0 {
+		b.ReportMetric(float64(runtime.NumCPU())*float64(n)/total.Seconds(), "rep_cpu_bound_docs/s")
 	}
 }

@@ -211,34 +211,31 @@ func (r *run) bulkGet(ctx context.Context, revs []missingRev, w *bulkWriter) ([]
 		r.bulkGetEMA.update(bulkGetAlpha, 1, time.Now())
 		return revs, nil
 	}
-	var res struct {
-		Results []struct {
-			ID   string `json:"id"`
-			Docs []struct {
-				OK    json.RawMessage `json:"ok"`
-				Error json.RawMessage `json:"error"`
-			} `json:"docs"`
-		} `json:"results"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
+	data, err := couchclient.Bytes(resp)
+	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		r.bulkGetEMA.update(bulkGetAlpha, 1, time.Now())
 		return revs, nil
 	}
+	results, err := parseBulkGet(data)
+	if err != nil {
+		r.bulkGetEMA.update(bulkGetAlpha, 1, time.Now())
+		return revs, nil
+	}
 	var rest []missingRev
 	got := 0
 	for i, m := range revs {
-		ok := i < len(res.Results) && res.Results[i].ID == m.id && len(res.Results[i].Docs) == 1 &&
-			res.Results[i].Docs[0].OK != nil && !hasAttachments(res.Results[i].Docs[0].OK)
+		ok := i < len(results) && results[i].ID == m.id && len(results[i].Docs) == 1 &&
+			results[i].Docs[0].OK != nil && !hasAttachments(results[i].Docs[0].OK)
 		if !ok {
 			rest = append(rest, m)
 			continue
 		}
 		got++
 		r.stats.docsRead.Add(1)
-		if err := w.add(ctx, res.Results[i].Docs[0].OK); err != nil {
+		if err := w.add(ctx, results[i].Docs[0].OK); err != nil {
 			return nil, err
 		}
 	}

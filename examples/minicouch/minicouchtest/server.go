@@ -24,8 +24,8 @@ const readyLine = "minicouch listening on "
 type Options struct {
 	// Bin is the minicouch binary; "" builds it from this tree.
 	Bin string
-	// Data is the data directory; "" makes a fresh one (t.TempDir, or a
-	// temporary directory removed by Stop for StartProcess).
+	// Data is the data directory; "" makes a fresh one (t.TempDir, or for
+	// StartProcess a temporary directory that Cleanup removes).
 	Data string
 	// Addr is host:port to listen on; "" picks a free 127.0.0.1 port.
 	Addr string
@@ -61,7 +61,7 @@ type Server struct {
 	Data     string // the data directory
 
 	opts    Options
-	ownData bool // Data was made by StartProcess and is removed by Stop
+	ownData bool // Data was made by StartProcess and is removed by Cleanup
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -158,12 +158,17 @@ func StartProcess(o Options) (*Server, error) {
 		o.Data, own = dir, true
 	}
 	s, err := newServer(o)
-	if err != nil {
-		return nil, err
+	if err == nil {
+		s.ownData = own
+		err = s.start()
+		if err != nil {
+			s.Stop()
+		}
 	}
-	s.ownData = own
-	if err := s.start(); err != nil {
-		s.Stop()
+	if err != nil {
+		if own {
+			os.RemoveAll(o.Data)
+		}
 		return nil, err
 	}
 	processesMu.Lock()
@@ -189,6 +194,9 @@ func Cleanup() {
 	processesMu.Unlock()
 	for _, s := range left {
 		s.Stop()
+		if s.ownData {
+			os.RemoveAll(s.Data)
+		}
 	}
 	removeBinaries()
 }
@@ -314,9 +322,6 @@ func (s *Server) Stop() error {
 		<-done
 	}
 	s.forget(cmd)
-	if s.ownData {
-		os.RemoveAll(s.Data)
-	}
 	return exitErr(cmd)
 }
 

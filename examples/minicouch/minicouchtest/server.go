@@ -292,6 +292,7 @@ func (s *Server) start() error {
 	case <-ready:
 		return nil
 	case <-done:
+		s.forget(cmd)
 		return fmt.Errorf("minicouch exited at start-up (%v):\n%s", cmd.ProcessState, s.Log())
 	case <-time.After(s.opts.StartTimeout):
 		s.Kill()

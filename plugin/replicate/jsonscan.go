@@ -31,21 +31,24 @@ func skipWS(b []byte, i int) int {
 }
 
 // skipString returns the index after the string that starts at b[i] ('"').
+// A quote ends the string unless an odd number of backslashes precede it.
 func skipString(b []byte, i int) (int, error) {
-	i++
+	start := i + 1
+	i = start
 	for {
-		j := bytes.IndexAny(b[i:], "\"\\")
+		j := bytes.IndexByte(b[i:], '"')
 		if j < 0 {
 			return 0, errMalformed
 		}
 		i += j
-		if b[i] == '"' {
+		k := i
+		for k > start && b[k-1] == '\\' {
+			k--
+		}
+		if (i-k)%2 == 0 {
 			return i + 1, nil
 		}
-		i += 2 // backslash and the escaped byte
-		if i > len(b) {
-			return 0, errMalformed
-		}
+		i++
 	}
 }
 
@@ -97,85 +100,81 @@ func skipValue(b []byte, i int) (int, error) {
 	}
 }
 
-// eachMember calls fn with the decoded key and the raw value of each member
-// of the JSON object b, in order.
-func eachMember(b []byte, fn func(key string, val []byte) error) error {
-	i := skipWS(b, 0)
+// members walks the JSON object that starts at b[i] (after whitespace),
+// calling fn with each member's decoded key and the index where its value
+// starts; fn returns the index after the value (skipValue, or after
+// descending into it). members returns the index after the object.
+func members(b []byte, i int, fn func(key string, v int) (int, error)) (int, error) {
+	i = skipWS(b, i)
 	if i >= len(b) || b[i] != '{' {
-		return errMalformed
+		return 0, errMalformed
 	}
 	i = skipWS(b, i+1)
 	if i < len(b) && b[i] == '}' {
-		return nil
+		return i + 1, nil
 	}
 	for {
 		if i >= len(b) || b[i] != '"' {
-			return errMalformed
+			return 0, errMalformed
 		}
 		ke, err := skipString(b, i)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		key, err := decodeKey(b[i:ke])
 		if err != nil {
-			return err
+			return 0, err
 		}
 		i = skipWS(b, ke)
 		if i >= len(b) || b[i] != ':' {
-			return errMalformed
+			return 0, errMalformed
 		}
-		vs := skipWS(b, i+1)
-		ve, err := skipValue(b, vs)
-		if err != nil {
-			return err
+		if i, err = fn(key, skipWS(b, i+1)); err != nil {
+			return 0, err
 		}
-		if err := fn(key, b[vs:ve]); err != nil {
-			return err
-		}
-		i = skipWS(b, ve)
+		i = skipWS(b, i)
 		if i >= len(b) {
-			return errMalformed
+			return 0, errMalformed
 		}
 		switch b[i] {
 		case '}':
-			return nil
+			return i + 1, nil
 		case ',':
 			i = skipWS(b, i+1)
 		default:
-			return errMalformed
+			return 0, errMalformed
 		}
 	}
 }
 
-// eachElement calls fn with each raw element of the JSON array b, in order.
-func eachElement(b []byte, fn func(val []byte) error) error {
-	i := skipWS(b, 0)
+// elements walks the JSON array that starts at b[i] (after whitespace),
+// calling fn with the index where each element starts; fn returns the index
+// after the element. elements returns the index after the array.
+func elements(b []byte, i int, fn func(v int) (int, error)) (int, error) {
+	i = skipWS(b, i)
 	if i >= len(b) || b[i] != '[' {
-		return errMalformed
+		return 0, errMalformed
 	}
 	i = skipWS(b, i+1)
 	if i < len(b) && b[i] == ']' {
-		return nil
+		return i + 1, nil
 	}
 	for {
-		ve, err := skipValue(b, i)
-		if err != nil {
-			return err
+		var err error
+		if i, err = fn(i); err != nil {
+			return 0, err
 		}
-		if err := fn(b[i:ve]); err != nil {
-			return err
-		}
-		i = skipWS(b, ve)
+		i = skipWS(b, i)
 		if i >= len(b) {
-			return errMalformed
+			return 0, errMalformed
 		}
 		switch b[i] {
 		case ']':
-			return nil
+			return i + 1, nil
 		case ',':
 			i = skipWS(b, i+1)
 		default:
-			return errMalformed
+			return 0, errMalformed
 		}
 	}
 }
@@ -203,52 +202,60 @@ type bulkGetDoc struct {
 	Error json.RawMessage
 }
 
-// parseBulkGet reads a `_bulk_get` JSON response. The docs returned share
-// body's memory. Members other than results, id, docs, ok and error are
-// ignored, as are non-string ids (they cannot match a request).
+// parseBulkGet reads a `_bulk_get` JSON response, each byte once. The docs
+// returned share body's memory. Members other than results, id, docs, ok
+// and error are skipped, as are non-string ids (they cannot match a request)
+// and ok values that are not objects.
 func parseBulkGet(body []byte) ([]bulkGetResult, error) {
 	var out []bulkGetResult
-	err := eachMember(body, func(key string, val []byte) error {
+	doc := func(v int) (int, error) {
+		var d bulkGetDoc
+		end, err := members(body, v, func(key string, v int) (int, error) {
+			end, err := skipValue(body, v)
+			if err != nil {
+				return 0, err
+			}
+			switch {
+			case key == "ok" && body[v] == '{':
+				d.OK = body[v:end]
+			case key == "error":
+				d.Error = body[v:end]
+			}
+			return end, nil
+		})
+		out[len(out)-1].Docs = append(out[len(out)-1].Docs, d)
+		return end, err
+	}
+	result := func(v int) (int, error) {
+		out = append(out, bulkGetResult{})
+		return members(body, v, func(key string, v int) (int, error) {
+			switch key {
+			case "id":
+				if v >= len(body) || body[v] != '"' {
+					break
+				}
+				end, err := skipString(body, v)
+				if err != nil {
+					return 0, err
+				}
+				out[len(out)-1].ID, err = decodeKey(body[v:end])
+				return end, err
+			case "docs":
+				return elements(body, v, doc)
+			}
+			return skipValue(body, v)
+		})
+	}
+	end, err := members(body, 0, func(key string, v int) (int, error) {
 		if key != "results" {
-			return nil
+			return skipValue(body, v)
 		}
 		out = out[:0] // the last of duplicate members counts, as in encoding/json
-		return eachElement(val, func(elem []byte) error {
-			var r bulkGetResult
-			err := eachMember(elem, func(key string, val []byte) error {
-				switch key {
-				case "id":
-					if val[0] == '"' {
-						id, err := decodeKey(val)
-						if err != nil {
-							return err
-						}
-						r.ID = id
-					}
-				case "docs":
-					return eachElement(val, func(d []byte) error {
-						var bd bulkGetDoc
-						err := eachMember(d, func(key string, val []byte) error {
-							switch key {
-							case "ok":
-								if val[0] == '{' {
-									bd.OK = val
-								}
-							case "error":
-								bd.Error = val
-							}
-							return nil
-						})
-						r.Docs = append(r.Docs, bd)
-						return err
-					})
-				}
-				return nil
-			})
-			out = append(out, r)
-			return err
-		})
+		return elements(body, v, result)
 	})
+	if err == nil && skipWS(body, end) != len(body) {
+		err = errMalformed
+	}
 	if err != nil {
 		return nil, err
 	}

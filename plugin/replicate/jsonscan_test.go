@@ -28,6 +28,11 @@ func TestParseBulkGet(t *testing.T) {
 		{name: "not an object", body: `[1]`, err: true},
 		{name: "results not an array", body: `{"results":{}}`, err: true},
 		{name: "empty", body: ``, err: true},
+		{name: "ends after a key", body: `{"results":[{"id":`, err: true},
+		{name: "ends after docs key", body: `{"results":[{"docs":[{"ok":`, err: true},
+		{name: "trailing garbage", body: `{"results":[]}]`, err: true},
+		{name: "escaped quotes and backslashes", body: `{"results":[{"id":"a\\","docs":[{"ok":{"s":"\\\"}"}}]}]}`,
+			want: []bulkGetResult{{ID: `a\`, Docs: []bulkGetDoc{{OK: json.RawMessage(`{"s":"\\\"}"}`)}}}}},
 		{name: "missing comma", body: `{"results":[{"id":"a"} {"id":"b"}]}`, err: true},
 	}
 	for _, tc := range tests {

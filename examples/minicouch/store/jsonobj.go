@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 )
@@ -62,20 +63,54 @@ func skipWS(b []byte, i int) int {
 	return i
 }
 
-// skipString returns the index after the string starting at b[i] ('"').
+// skipString returns the index after the string starting at b[i] ('"'),
+// or len(b) when it is not terminated. A quote ends the string unless an
+// odd number of backslashes precede it.
 func skipString(b []byte, i int) int {
-	i++
-	for i < len(b) {
-		switch b[i] {
-		case '\\':
-			i += 2
-		case '"':
+	start := i + 1
+	i = start
+	for {
+		j := bytes.IndexByte(b[i:], '"')
+		if j < 0 {
+			return len(b)
+		}
+		i += j
+		k := i
+		for k > start && b[k-1] == '\\' {
+			k--
+		}
+		if (i-k)%2 == 0 {
 			return i + 1
+		}
+		i++
+	}
+}
+
+// compactValid returns the valid JSON value b without insignificant
+// whitespace: b itself when it has none (the common case for bodies other
+// programs generate), else a compacted copy.
+func compactValid(b []byte) []byte {
+	var out []byte
+	last := 0
+	for i := 0; i < len(b); {
+		switch b[i] {
+		case '"':
+			i = skipString(b, i)
+		case ' ', '\t', '\n', '\r':
+			if out == nil {
+				out = make([]byte, 0, len(b))
+			}
+			out = append(out, b[last:i]...)
+			i++
+			last = i
 		default:
 			i++
 		}
 	}
-	return i
+	if out == nil {
+		return b
+	}
+	return append(out, b[last:]...)
 }
 
 // skipValue returns the index after the JSON value starting at b[i].

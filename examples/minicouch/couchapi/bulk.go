@@ -12,6 +12,7 @@ import (
 	"github.com/couchepi/couchepi/examples/minicouch/auth"
 	"github.com/couchepi/couchepi/examples/minicouch/jsonenc"
 	"github.com/couchepi/couchepi/examples/minicouch/store"
+	"github.com/couchepi/couchepi/hooks"
 )
 
 // bulkDocs is POST /{db}/_bulk_docs.
@@ -20,35 +21,29 @@ func (s *Server) bulkDocs(d *dbReq) {
 		writeError(d.w, herr)
 		return
 	}
-	var body struct {
-		Docs     *[]json.RawMessage `json:"docs"`
-		NewEdits *bool              `json:"new_edits"`
-	}
 	raw, herr := readBody(d.r)
 	if herr != nil {
 		writeError(d.w, herr)
 		return
 	}
-	if herr := decodeJSON(raw, &body); herr != nil {
-		var probe struct {
-			Docs json.RawMessage `json:"docs"`
-		}
-		if herr != errInvalidJSON && json.Unmarshal(raw, &probe) == nil && probe.Docs != nil {
-			writeError(d.w, badRequest("`docs` parameter must be an array."))
+	if !validJSON(raw) {
+		writeError(d.w, errInvalidJSON)
+		return
+	}
+	// One validation pass over the whole body; the docs are then found by
+	// scanning and parsed without validating each again.
+	raws, newEditsP, ok := splitBulkDocs(raw)
+	if !ok {
+		raws, newEditsP, herr = decodeBulkDocs(raw)
+		if herr != nil {
+			writeError(d.w, herr)
 			return
 		}
-		writeError(d.w, herr)
-		return
 	}
-	if body.Docs == nil {
-		writeError(d.w, badRequest("POST body must include `docs` parameter."))
-		return
-	}
-	raws := *body.Docs
-	newEdits := body.NewEdits == nil || *body.NewEdits
+	newEdits := newEditsP == nil || *newEditsP
 	docs := make([]*store.Doc, 0, len(raws))
 	for _, raw := range raws {
-		doc, err := parseDoc(raw)
+		doc, err := parseValidDoc(raw)
 		if err != nil {
 			writeError(d.w, err)
 			return
@@ -104,6 +99,32 @@ func (s *Server) bulkDocs(d *dbReq) {
 	}
 	buf.WriteByte(']')
 	writeRawJSON(d.w, 201, buf.Bytes())
+}
+
+// decodeBulkDocs decodes a _bulk_docs body (valid JSON) of a shape
+// splitBulkDocs leaves to encoding/json, with CouchDB's errors.
+func decodeBulkDocs(raw []byte) ([][]byte, *bool, *hooks.Error) {
+	var body struct {
+		Docs     *[]json.RawMessage `json:"docs"`
+		NewEdits *bool              `json:"new_edits"`
+	}
+	if herr := decodeJSON(raw, &body); herr != nil {
+		var probe struct {
+			Docs json.RawMessage `json:"docs"`
+		}
+		if herr != errInvalidJSON && json.Unmarshal(raw, &probe) == nil && probe.Docs != nil {
+			return nil, nil, badRequest("`docs` parameter must be an array.")
+		}
+		return nil, nil, herr
+	}
+	if body.Docs == nil {
+		return nil, nil, badRequest("POST body must include `docs` parameter.")
+	}
+	raws := make([][]byte, len(*body.Docs))
+	for i, d := range *body.Docs {
+		raws[i] = d
+	}
+	return raws, body.NewEdits, nil
 }
 
 // bulkGetItem is one entry of a _bulk_get request.

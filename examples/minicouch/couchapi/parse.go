@@ -11,10 +11,25 @@ func parseDoc(raw []byte) (*store.Doc, error) {
 	if err != nil {
 		return nil, err
 	}
+	return dropInlineDigests(d), nil
+}
+
+// parseValidDoc is parseDoc for raw known to be valid JSON (part of a body
+// validated as a whole).
+func parseValidDoc(raw []byte) (*store.Doc, error) {
+	d, err := store.ParseValidDoc(raw)
+	if err != nil {
+		return nil, err
+	}
+	return dropInlineDigests(d), nil
+}
+
+// dropInlineDigests clears the digests sent with inline attachment data.
+func dropInlineDigests(d *store.Doc) *store.Doc {
 	for i, a := range d.Attachments {
 		if !a.Stub && !a.Follows {
 			d.Attachments[i].Digest = ""
 		}
 	}
-	return d, nil
+	return d
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -83,8 +84,8 @@ func ParseValidDoc(raw []byte) (*Doc, error) {
 		}
 		switch key {
 		case "_id":
-			var id string
-			if json.Unmarshal(val, &id) != nil {
+			id, err := jsonString(val)
+			if err != nil {
 				return BadRequest("Document id must be a string")
 			}
 			if err := ValidateDocID(id); err != nil {
@@ -95,8 +96,8 @@ func ParseValidDoc(raw []byte) (*Doc, error) {
 			if d.Revisions != nil {
 				return nil // _revisions already named the revision
 			}
-			var rev string
-			if json.Unmarshal(val, &rev) != nil {
+			rev, err := jsonString(val)
+			if err != nil {
 				return BadRequest("Invalid rev format")
 			}
 			if !strings.HasPrefix(d.ID, LocalPrefix) && !strings.HasPrefix(rev, "0-") {
@@ -142,6 +143,17 @@ func ParseValidDoc(raw []byte) (*Doc, error) {
 	d.Body = append(body, '}')
 	return d, nil
 }
+
+// jsonString decodes the valid JSON value val if it is a string.
+func jsonString(val []byte) (string, error) {
+	if len(val) == 0 || val[0] != '"' {
+		return "", errNotString
+	}
+	return decodeKey(val)
+}
+
+// errNotString is jsonString's error for a value that is not a string.
+var errNotString = errors.New("not a JSON string")
 
 // parseRevisions parses a _revisions member, {"start":N,"ids":[…]}, with
 // CouchDB's doc_validation errors for a malformed one. val is valid JSON.

@@ -173,10 +173,7 @@ func (s *Server) bulkGet(d *dbReq) {
 		return
 	}
 	base.Rev = ""
-	results := make([]bulkGetResult, 0, len(*body.Docs))
-	for _, item := range *body.Docs {
-		results = append(results, s.bulkGetOne(d, item, base))
-	}
+	results := bulkGetAll(d, *body.Docs, base)
 	if acceptsMultipart(d.r, "multipart/mixed") && !s.readHooked(d.name) {
 		s.writeBulkGetMultipart(d, results)
 		return
@@ -224,14 +221,16 @@ func (s *Server) bulkGet(d *dbReq) {
 	_ = buf.Flush()
 }
 
-func (s *Server) bulkGetOne(d *dbReq, item bulkGetItem, base store.GetOptions) bulkGetResult {
+// bulkGetRequest turns one _bulk_get entry into a store read, or into its
+// error result when the entry cannot be read (no string id, invalid rev).
+func bulkGetRequest(item bulkGetItem, base store.GetOptions) (store.OpenRevsRequest, *bulkGetResult) {
 	id, ok := item.ID.(string)
 	if !ok || id == "" {
 		rev := item.Rev
 		if rev == "" {
 			rev = "undefined"
 		}
-		return bulkGetResult{id: id, err: &bulkGetError{Rev: rev, Reason: "missing", ID: id, Error: "not_found"}}
+		return store.OpenRevsRequest{}, &bulkGetResult{id: id, err: &bulkGetError{Rev: rev, Reason: "missing", ID: id, Error: "not_found"}}
 	}
 	opts := base
 	if item.AttsSince != nil {
@@ -240,11 +239,15 @@ func (s *Server) bulkGetOne(d *dbReq, item bulkGetItem, base store.GetOptions) b
 	var revs []string
 	if item.Rev != "" {
 		if !validRev(item.Rev) {
-			return bulkGetResult{id: id, err: &bulkGetError{Rev: item.Rev, Reason: "Invalid rev format", ID: id, Error: "bad_request"}}
+			return store.OpenRevsRequest{}, &bulkGetResult{id: id, err: &bulkGetError{Rev: item.Rev, Reason: "Invalid rev format", ID: id, Error: "bad_request"}}
 		}
 		revs = []string{item.Rev}
 	}
-	res, err := d.db.OpenRevs(d.ctx(), id, revs, opts)
+	return store.OpenRevsRequest{ID: id, Revs: revs, Opts: opts}, nil
+}
+
+// bulkGetOutcome is the result of one _bulk_get entry from its store read.
+func bulkGetOutcome(item bulkGetItem, id string, res []store.OpenRev, err error) bulkGetResult {
 	if err != nil {
 		rev := item.Rev
 		if rev == "" {
@@ -263,6 +266,28 @@ func (s *Server) bulkGetOne(d *dbReq, item bulkGetItem, base store.GetOptions) b
 		}
 	}
 	return out
+}
+
+// bulkGetAll reads every entry of a _bulk_get request in one store
+// transaction, answering in request order.
+func bulkGetAll(d *dbReq, items []bulkGetItem, base store.GetOptions) []bulkGetResult {
+	results := make([]bulkGetResult, len(items))
+	reqs := make([]store.OpenRevsRequest, 0, len(items))
+	at := make([]int, 0, len(items)) // index in items of each read
+	for i, item := range items {
+		req, early := bulkGetRequest(item, base)
+		if early != nil {
+			results[i] = *early
+			continue
+		}
+		reqs = append(reqs, req)
+		at = append(at, i)
+	}
+	for j, res := range d.db.OpenRevsMany(d.ctx(), reqs) {
+		i := at[j]
+		results[i] = bulkGetOutcome(items[i], reqs[j].ID, res.Revs, res.Err)
+	}
+	return results
 }
 
 // writeBulkGetMultipart answers _bulk_get as multipart/mixed: one part per

@@ -127,52 +127,75 @@ func revStrings(revs []revtree.Rev) []string {
 func (db *DB) openRevs(ctx context.Context, id string, revs []string, opts GetOptions) ([]OpenRev, error) {
 	var out []OpenRev
 	err := db.view(func(b *bolt.Bucket) error {
-		out = out[:0]
-		rec, err := loadRecord(b.Bucket(bucketDocs), id)
-		if err != nil {
-			return err
-		}
-		if revs == nil {
-			if rec == nil {
-				return ErrNotFound
-			}
-			leaves := rec.tree.Leaves()
-			slices.SortFunc(leaves, func(a, b revtree.Node) int { return a.Rev.Compare(b.Rev) })
-			for _, l := range leaves {
-				d, err := readRev(b, id, rec, l.Rev, opts)
-				if err != nil {
-					out = append(out, OpenRev{Missing: l.Rev.String()})
-					continue
-				}
-				out = append(out, OpenRev{Doc: d})
-			}
-			return nil
-		}
-		for _, s := range revs {
-			r, err := revtree.ParseRev(s)
-			if err != nil || rec == nil {
-				out = append(out, OpenRev{Missing: s})
-				continue
-			}
-			targets := []revtree.Rev{r}
-			if opts.Latest {
-				targets = rec.tree.Latest(r)
-			}
-			if len(targets) == 0 {
-				out = append(out, OpenRev{Missing: s})
-			}
-			for _, t := range targets {
-				d, err := readRev(b, id, rec, t, opts)
-				if err != nil {
-					out = append(out, OpenRev{Missing: t.String()})
-					continue
-				}
-				out = append(out, OpenRev{Doc: d})
-			}
+		var err error
+		out, err = openRevsIn(b, id, revs, opts)
+		return err
+	})
+	return out, err
+}
+
+func (db *DB) openRevsMany(reqs []OpenRevsRequest) []OpenRevsResult {
+	out := make([]OpenRevsResult, len(reqs))
+	err := db.view(func(b *bolt.Bucket) error {
+		for i, r := range reqs {
+			out[i].Revs, out[i].Err = openRevsIn(b, r.ID, r.Revs, r.Opts)
 		}
 		return nil
 	})
-	return out, err
+	if err != nil {
+		for i := range out {
+			out[i] = OpenRevsResult{Err: err}
+		}
+	}
+	return out
+}
+
+// openRevsIn is OpenRevs in the read transaction of db's bucket b.
+func openRevsIn(b *bolt.Bucket, id string, revs []string, opts GetOptions) ([]OpenRev, error) {
+	var out []OpenRev
+	rec, err := loadRecord(b.Bucket(bucketDocs), id)
+	if err != nil {
+		return nil, err
+	}
+	if revs == nil {
+		if rec == nil {
+			return nil, ErrNotFound
+		}
+		leaves := rec.tree.Leaves()
+		slices.SortFunc(leaves, func(a, b revtree.Node) int { return a.Rev.Compare(b.Rev) })
+		for _, l := range leaves {
+			d, err := readRev(b, id, rec, l.Rev, opts)
+			if err != nil {
+				out = append(out, OpenRev{Missing: l.Rev.String()})
+				continue
+			}
+			out = append(out, OpenRev{Doc: d})
+		}
+		return out, nil
+	}
+	for _, s := range revs {
+		r, err := revtree.ParseRev(s)
+		if err != nil || rec == nil {
+			out = append(out, OpenRev{Missing: s})
+			continue
+		}
+		targets := []revtree.Rev{r}
+		if opts.Latest {
+			targets = rec.tree.Latest(r)
+		}
+		if len(targets) == 0 {
+			out = append(out, OpenRev{Missing: s})
+		}
+		for _, t := range targets {
+			d, err := readRev(b, id, rec, t, opts)
+			if err != nil {
+				out = append(out, OpenRev{Missing: t.String()})
+				continue
+			}
+			out = append(out, OpenRev{Doc: d})
+		}
+	}
+	return out, nil
 }
 
 func (db *DB) getLocal(id string) (*DocRev, error) {

@@ -17,3 +17,23 @@ func (db *DB) Get(ctx context.Context, id string, opts GetOptions) (*DocRev, err
 func (db *DB) OpenRevs(ctx context.Context, id string, revs []string, opts GetOptions) ([]OpenRev, error) {
 	return db.openRevs(ctx, id, revs, opts)
 }
+
+// OpenRevsRequest is one document of DB.OpenRevsMany: OpenRevs's arguments.
+type OpenRevsRequest struct {
+	ID   string
+	Revs []string
+	Opts GetOptions
+}
+
+// OpenRevsResult is OpenRevs's answer for one OpenRevsRequest.
+type OpenRevsResult struct {
+	Revs []OpenRev
+	Err  error
+}
+
+// OpenRevsMany is OpenRevs for many documents, read from one snapshot in
+// one read transaction (_bulk_get) instead of a transaction per document.
+// Results are in request order.
+func (db *DB) OpenRevsMany(ctx context.Context, reqs []OpenRevsRequest) []OpenRevsResult {
+	return db.openRevsMany(reqs)
+}

@@ -22,11 +22,16 @@ func (d *DocRev) MarshalJSON() ([]byte, error) {
 // WriteDocJSON writes the revision's JSON to w. Attachments marked
 // Stub=false get their data inline as base64 ("data"), or, with follows,
 // "follows":true so the caller can send them as multipart parts in the
-// order of d.Attachments.
+// order of d.Attachments. When w is a *bufio.Writer the JSON is rendered
+// straight into its buffer and left there for the caller to flush (a
+// _bulk_get answer renders hundreds of docs into one writer).
 func (db *DB) WriteDocJSON(ctx context.Context, w io.Writer, d *DocRev, follows bool) error {
-	bw := bufio.NewWriter(w)
+	bw, shared := w.(*bufio.Writer)
+	if !shared {
+		bw = bufio.NewWriter(w)
+	}
 	var werr error
-	buf, err := d.appendJSON(nil, func(buf []byte, a AttachmentInfo) ([]byte, error) {
+	buf, err := d.appendJSON(bw.AvailableBuffer(), func(buf []byte, a AttachmentInfo) ([]byte, error) {
 		switch {
 		case a.Stub:
 			return appendAttStub(buf, a), nil
@@ -43,7 +48,7 @@ func (db *DB) WriteDocJSON(ctx context.Context, w io.Writer, d *DocRev, follows 
 			werr = err
 			return nil, err
 		}
-		buf = buf[:0]
+		buf = nil // buf may share bw's buffer, which the data below overwrites
 		rc, _, err := db.OpenAttachment(ctx, a.Digest)
 		if err != nil {
 			return nil, err
@@ -69,6 +74,9 @@ func (db *DB) WriteDocJSON(ctx context.Context, w io.Writer, d *DocRev, follows 
 	}
 	if _, err := bw.Write(buf); err != nil {
 		return err
+	}
+	if shared {
+		return nil
 	}
 	return bw.Flush()
 }

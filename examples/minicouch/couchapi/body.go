@@ -70,7 +70,7 @@ func readBody(r *http.Request) ([]byte, *hooks.Error) {
 
 // validJSON reports whether b is one valid UTF-8 JSON value.
 func validJSON(b []byte) bool {
-	return utf8.Valid(b) && json.Valid(b)
+	return utf8.Valid(b) && jsonValid(b)
 }
 
 // readJSONBody reads and decodes a JSON body into v; malformed input is

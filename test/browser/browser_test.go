@@ -15,10 +15,8 @@ package browser
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -67,28 +65,12 @@ func requireTools(t *testing.T) (chromium string) {
 func TestMain(m *testing.M) { os.Exit(minicouchtest.Main(m)) }
 
 // couch sends one admin request to the server.
-func couch(t *testing.T, base, method, path string, body any) (int, []byte) {
-	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.SetBasicAuth(admin, password)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+func couch(srv *minicouchtest.Server, method, path string, body any) (int, []byte) {
+	st, b, err := srv.Do(method, path, body)
 	if err != nil {
 		return 0, []byte(err.Error())
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
+	return st, b
 }
 
 func TestFauxtonReplication(t *testing.T) {
@@ -124,7 +106,7 @@ func TestFauxtonReplication(t *testing.T) {
 	base := strings.TrimSuffix(srv.URL, "/")
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		if st, _ := couch(t, base, "GET", "/_up", nil); st == 200 {
+		if st, _ := couch(srv, "GET", "/_up", nil); st == 200 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -134,17 +116,17 @@ func TestFauxtonReplication(t *testing.T) {
 	}
 
 	// The replicator database and a source with docs doc000…doc099.
-	if st, b := couch(t, base, "PUT", "/_replicator", nil); st != 201 && st != 412 {
+	if st, b := couch(srv, "PUT", "/_replicator", nil); st != 201 && st != 412 {
 		t.Fatalf("PUT /_replicator: %d %s", st, b)
 	}
-	if st, b := couch(t, base, "PUT", "/"+sourceDB, nil); st != 201 {
+	if st, b := couch(srv, "PUT", "/"+sourceDB, nil); st != 201 {
 		t.Fatalf("PUT /%s: %d %s", sourceDB, st, b)
 	}
 	docs := make([]map[string]any, nDocs)
 	for i := range docs {
 		docs[i] = map[string]any{"_id": fmt.Sprintf("doc%03d", i), "n": i}
 	}
-	if st, b := couch(t, base, "POST", "/"+sourceDB+"/_bulk_docs", map[string]any{"docs": docs}); st != 201 {
+	if st, b := couch(srv, "POST", "/"+sourceDB+"/_bulk_docs", map[string]any{"docs": docs}); st != 201 {
 		t.Fatalf("_bulk_docs: %d %s", st, b)
 	}
 

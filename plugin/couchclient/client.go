@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/couchepi/couchepi/parse"
@@ -346,7 +347,13 @@ func (r *resettingReader) Close() error { return r.rc.Close() }
 
 // bufferBody replaces resp.Body with its whole content, read now.
 func bufferBody(resp *http.Response) error {
-	var buf bytes.Buffer
+	var buf *bytes.Buffer
+	if p, ok := bodyPool.Get().(*bytes.Buffer); ok {
+		buf = p
+		buf.Reset()
+	} else {
+		buf = new(bytes.Buffer)
+	}
 	if n := resp.ContentLength; n > 0 && n < maxPresize {
 		buf.Grow(int(n) + bytes.MinRead)
 	}
@@ -356,7 +363,7 @@ func bufferBody(resp *http.Response) error {
 		return err
 	}
 	data := buf.Bytes()
-	resp.Body = &bufferedBody{Reader: bytes.NewReader(data), data: data}
+	resp.Body = &bufferedBody{Reader: bytes.NewReader(data), data: data, buf: buf}
 	return nil
 }
 
@@ -364,10 +371,18 @@ func bufferBody(resp *http.Response) error {
 // Content-Length (a larger body still grows as it arrives).
 const maxPresize = 64 << 20
 
+// maxPooled is the largest buffer kept for reuse by Release.
+const maxPooled = 16 << 20
+
+// bodyPool holds the buffers of released responses (*bytes.Buffer): a
+// replication reads hundreds of similar _bulk_get answers of ~0.5 MB each.
+var bodyPool sync.Pool
+
 // bufferedBody is a response body read into memory by Do (Request.Buffer).
 type bufferedBody struct {
 	*bytes.Reader
 	data []byte
+	buf  *bytes.Buffer
 }
 
 // Close does nothing: the connection was released when the body was read.
@@ -382,6 +397,22 @@ func Bytes(resp *http.Response) ([]byte, error) {
 	}
 	defer resp.Body.Close()
 	return io.ReadAll(resp.Body)
+}
+
+// Release hands the memory of a response buffered by Do back for reuse by
+// later responses. Neither the body nor any slice Bytes returned for it may
+// be used afterwards. It does nothing for other responses.
+func Release(resp *http.Response) {
+	b, ok := resp.Body.(*bufferedBody)
+	if !ok || b.buf == nil {
+		return
+	}
+	buf := b.buf
+	b.buf, b.data = nil, nil
+	b.Reader.Reset(nil)
+	if buf.Cap() <= maxPooled {
+		bodyPool.Put(buf)
+	}
 }
 
 // drain discards a small remainder of a body so the connection can be reused, then closes it.

@@ -78,6 +78,13 @@ func (r *run) process(ctx context.Context, b *batch) error {
 		return nil
 	}
 	w := &bulkWriter{r: r}
+	// The docs of _bulk_get answers stay in their buffers until written.
+	var held []*http.Response
+	defer func() {
+		for _, resp := range held {
+			couchclient.Release(resp)
+		}
+	}()
 	var individual, bulk []missingRev
 	for _, m := range missing {
 		if strings.HasPrefix(m.id, "_design/") {
@@ -88,7 +95,7 @@ func (r *run) process(ctx context.Context, b *batch) error {
 	}
 	if len(bulk) > 0 {
 		if r.useBulkGet() {
-			rest, err := r.bulkGet(ctx, bulk, w)
+			rest, err := r.bulkGet(ctx, bulk, w, &held)
 			if err != nil {
 				return err
 			}
@@ -178,8 +185,10 @@ func (r *run) useBulkGet() bool {
 }
 
 // bulkGet fetches revs with `_bulk_get`; docs it cannot use (attachments,
-// errors, any non-200) are returned for individual fetching.
-func (r *run) bulkGet(ctx context.Context, revs []missingRev, w *bulkWriter) ([]missingRev, error) {
+// errors, any non-200) are returned for individual fetching. The docs given
+// to w share the answer's buffer, which is appended to held: the caller
+// releases it once w has written them.
+func (r *run) bulkGet(ctx context.Context, revs []missingRev, w *bulkWriter, held *[]*http.Response) ([]missingRev, error) {
 	type req struct {
 		ID        string   `json:"id"`
 		Rev       string   `json:"rev"`
@@ -211,6 +220,7 @@ func (r *run) bulkGet(ctx context.Context, revs []missingRev, w *bulkWriter) ([]
 		r.bulkGetEMA.update(bulkGetAlpha, 1, time.Now())
 		return revs, nil
 	}
+	*held = append(*held, resp)
 	data, err := couchclient.Bytes(resp)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -176,11 +176,10 @@ func (r *changesReader) request(ctx context.Context, since json.RawMessage) (boo
 		e.Fatal = resp.StatusCode/100 == 4
 		return false, nil, e
 	}
-	dec := json.NewDecoder(resp.Body)
 	if r.rep.Continuous {
-		return r.readContinuous(ctx, dec, since)
+		return r.readContinuous(ctx, json.NewDecoder(resp.Body), since)
 	}
-	return r.readNormal(ctx, dec)
+	return r.readNormal(ctx, resp.Body)
 }
 
 func (r *changesReader) emit(ctx context.Context, c change) error {
@@ -204,45 +203,23 @@ func (r *changesReader) emit(ctx context.Context, c change) error {
 	}
 }
 
-func (r *changesReader) readNormal(ctx context.Context, dec *json.Decoder) (bool, json.RawMessage, error) {
+func (r *changesReader) readNormal(ctx context.Context, body io.Reader) (bool, json.RawMessage, error) {
 	var last json.RawMessage
 	progressed := false
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return false, nil, fmt.Errorf("invalid _changes response: %v", err)
+	f := &feedScanner{r: body}
+	err := f.rows(func(c change) error {
+		if c.ID == "" {
+			return nil
+		}
+		if err := r.emit(ctx, c); err != nil {
+			return err
+		}
+		progressed, last = true, c.Seq
+		return nil
+	})
+	if errors.Is(err, errMalformed) || errors.Is(err, errRowNotObject) {
+		err = fmt.Errorf("invalid _changes response: %w", err)
 	}
-	for dec.More() {
-		kt, err := dec.Token()
-		if err != nil {
-			return progressed, last, err
-		}
-		if kt != "results" {
-			var skip json.RawMessage
-			if err := dec.Decode(&skip); err != nil {
-				return progressed, last, err
-			}
-			continue
-		}
-		if t, err := dec.Token(); err != nil || t != json.Delim('[') {
-			return progressed, last, fmt.Errorf("invalid _changes results: %v", err)
-		}
-		for dec.More() {
-			var c change
-			if err := dec.Decode(&c); err != nil {
-				return progressed, last, err
-			}
-			if c.ID == "" {
-				continue
-			}
-			if err := r.emit(ctx, c); err != nil {
-				return progressed, last, err
-			}
-			progressed, last = true, c.Seq
-		}
-		if _, err := dec.Token(); err != nil {
-			return progressed, last, err
-		}
-	}
-	_, err := dec.Token()
 	return progressed, last, err
 }
 

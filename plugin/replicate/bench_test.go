@@ -209,6 +209,10 @@ func pouchReplicate(b *testing.B, srcURL, tgtURL string) (time.Duration, int) {
 // one-shot and reports docs/s next to, in the same run, the source's raw read
 // rate (_changes + _bulk_get), the target's raw _bulk_docs ingest rate, and
 // PouchDB's replicator between the same kind of endpoints. Run with -benchtime=1x.
+// It also reports the CPU time per doc of each process in each phase (from
+// /proc/<pid>/stat) and the cores each phase kept busy: when a phase keeps
+// both cores busy its rate is CPU-bound, and replication, which runs both
+// servers and the replicator at once, cannot beat rep_cpu_bound_docs/s.
 func BenchmarkReplicate100k(b *testing.B) {
 	s := startServer(b) // source server
 	ts := s             // target server

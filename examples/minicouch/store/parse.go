@@ -9,6 +9,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/couchepi/couchepi/examples/minicouch/revtree"
+
+	"github.com/couchepi/couchepi/examples/minicouch/jsonscan"
 )
 
 // LocalPrefix starts the ids of _local documents.
@@ -180,8 +182,8 @@ func parseRevisions(val []byte) (*Revisions, error) {
 	if len(ids) == 0 || ids[0] != '[' {
 		return nil, DocValidation("_revisions.ids isn't a array.")
 	}
-	for i := skipWS(ids, 1); i < len(ids) && ids[i] != ']'; {
-		e := skipValue(ids, i)
+	for i := jsonscan.SkipSpace(ids, 1); i < len(ids) && ids[i] != ']'; {
+		e := jsonscan.SkipValue(ids, i)
 		id := ids[i:e]
 		if id[0] != '"' {
 			return nil, DocValidation("RevId isn't a string")
@@ -191,9 +193,9 @@ func parseRevisions(val []byte) (*Revisions, error) {
 			return nil, DocValidation("RevId isn't a string")
 		}
 		r.IDs = append(r.IDs, s)
-		i = skipWS(ids, e)
+		i = jsonscan.SkipSpace(ids, e)
 		if i < len(ids) && ids[i] == ',' {
-			i = skipWS(ids, i+1)
+			i = jsonscan.SkipSpace(ids, i+1)
 		}
 	}
 	if r.IDs == nil {

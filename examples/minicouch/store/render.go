@@ -7,6 +7,8 @@ import (
 	"github.com/couchepi/couchepi/examples/minicouch/jsonenc"
 	"io"
 	"strconv"
+
+	"github.com/couchepi/couchepi/examples/minicouch/jsonscan"
 )
 
 // MarshalJSON renders the revision as CouchDB does (_id, _rev, body
@@ -140,7 +142,7 @@ func (d *DocRev) appendJSON(buf []byte, att func([]byte, AttachmentInfo) ([]byte
 
 // trimObject returns the members of a JSON object without the braces.
 func trimObject(obj []byte) []byte {
-	s, e := skipWS(obj, 0), len(obj)
+	s, e := jsonscan.SkipSpace(obj, 0), len(obj)
 	for e > s && (obj[e-1] == ' ' || obj[e-1] == '\n' || obj[e-1] == '\t' || obj[e-1] == '\r') {
 		e--
 	}
@@ -148,7 +150,7 @@ func trimObject(obj []byte) []byte {
 		return nil
 	}
 	inner := obj[s+1 : e-1]
-	if skipWS(inner, 0) == len(inner) {
+	if jsonscan.SkipSpace(inner, 0) == len(inner) {
 		return nil
 	}
 	return inner

@@ -94,7 +94,6 @@ type row struct {
 }
 
 const rowHeader = 41
-const rowSeqOffset = 27
 
 func (r *row) encode() []byte {
 	b := make([]byte, rowHeader, rowHeader+len(r.inline))

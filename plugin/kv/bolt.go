@@ -152,7 +152,7 @@ func (t boltReadTx) Range(begin, end []byte, opt RangeOptions, fn func(k, v []by
 	if end == nil {
 		k, v = c.Last()
 	} else {
-		k, v = c.Seek(end)
+		k, _ = c.Seek(end)
 		if k == nil {
 			k, v = c.Last()
 		} else {

@@ -98,9 +98,6 @@ func (q *request) ctx() context.Context { return q.r.Context() }
 // query returns the first value of a query parameter.
 func (q *request) query(k string) string { return q.r.URL.Query().Get(k) }
 
-// boolQuery reports whether a query parameter is "true".
-func (q *request) boolQuery(k string) bool { return q.r.URL.Query().Get(k) == "true" }
-
 // ServeHTTP authenticates the request, forwards plugin routes to the host
 // and dispatches everything else to CouchDB's endpoints.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -191,12 +191,3 @@ func revKey(id, rev string) []byte {
 	k = append(k, id...)
 	return append(k, rev...)
 }
-
-// revKeyID splits a revKey.
-func revKeyID(k []byte) (id, rev string, err error) {
-	l, n := binary.Uvarint(k)
-	if n <= 0 || l > uint64(len(k)-n) {
-		return "", "", errCorrupt
-	}
-	return string(k[n : n+int(l)]), string(k[n+int(l):]), nil
-}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // FileName is the name of the store's file inside the data directory.
@@ -161,7 +162,7 @@ func (s *Store) DeleteDB(name string) error {
 	defer s.mu.Unlock()
 	err := s.bolt.Update(func(tx *bolt.Tx) error {
 		err := tx.Bucket(bucketDBs).DeleteBucket([]byte(name))
-		if errors.Is(err, bolt.ErrBucketNotFound) {
+		if errors.Is(err, berrors.ErrBucketNotFound) {
 			return ErrDBNotFound
 		}
 		return err

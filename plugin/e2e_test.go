@@ -322,7 +322,7 @@ func TestE2EReplicate(t *testing.T) {
 		t.Fatalf("one-shot from a missing db: %d %s", code, resp)
 	}
 	code, resp = c.req("POST", "/_replicate", `{}`)
-	if code != 500 || resp != `{"error":"error","reason":"Missing replicator database"}` {
+	if code != 400 || resp != "{\"error\":\"bad_request\",\"reason\":\"Missing `source` field\"}" {
 		t.Fatalf("empty body: %d %s", code, resp)
 	}
 }

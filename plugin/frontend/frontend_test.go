@@ -349,7 +349,7 @@ func TestReplicateContinuousAndCancel(t *testing.T) {
 		{"unknown id", `{"replication_id":"nonexistent","cancel":true}`, admin, 404, `{"error":"not_found","reason":"missing"}`},
 		{"other user", strings.Replace(body, `"continuous":true`, `"continuous":true,"cancel":true`, 1), bob, 404, `{"error":"not_found","reason":"missing"}`},
 		{"bad content", `{"source":"http://h/a","target":"http://h/b","worker_processes":"a few"}`, admin, 400, `"error":"bad_request"`},
-		{"missing source", `{}`, admin, 500, `{"error":"error","reason":"Missing replicator database"}`},
+		{"missing source", `{}`, admin, 400, "{\"error\":\"bad_request\",\"reason\":\"Missing `source` field\"}"},
 		{"anonymous", body, hooks.UserCtx{}, 401, `"error":"unauthorized"`},
 	}
 	for _, tt := range tests {

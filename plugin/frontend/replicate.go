@@ -69,18 +69,16 @@ func (f *Frontend) replicate(w http.ResponseWriter, r *http.Request, user hooks.
 	return f.start(ctx, w, rep, user)
 }
 
-// parseErrorResponse maps a body validation error to CouchDB 3.x's answer:
-// a missing endpoint is a 500 `error` "Missing replicator database"
-// (3.5.0 sample 26; parse words it as 4.x does), the rest 400 bad_request.
+// parseErrorResponse maps a body validation error to 400 bad_request with
+// the parser's reason. Deliberately not CouchDB 3.x's answer to a missing
+// endpoint (500 `error` "Missing replicator database", 3.5.0 sample 26): a
+// bad body is the client's error, and reasons are the 4.x parser's texts
+// ("Missing `source` field"), as for every other field.
 func parseErrorResponse(err error) *hooks.Error {
 	reason := err.Error()
 	var pe *parse.Error
 	if errors.As(err, &pe) {
 		reason = pe.Reason
-	}
-	switch reason {
-	case "Missing `source` field", "Missing `target` field", "Missing replicator database":
-		return &hooks.Error{Status: 500, Err: "error", Reason: "Missing replicator database"}
 	}
 	return &hooks.Error{Status: 400, Err: "bad_request", Reason: reason}
 }

@@ -1,6 +1,8 @@
 // Package docs holds couchepi's user documentation. Its tests keep the pages
 // true to the code: the `[replicator]` keys and defaults in replicator.md are
-// the ones the plugin reads, and its states are the ones it reports.
+// the ones the plugin reads, its states are the ones it reports, every
+// metric registered is listed and every listed one registered, and
+// testing.md names every environment variable and make target the tests use.
 package docs
 
 import (

@@ -1,0 +1,114 @@
+package docs
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// envLiteral matches an environment variable name of the project, as a Go or
+// shell string.
+var envLiteral = regexp.MustCompile(`\b((?:COUCHEPI|COUCHREP|MINICOUCH|INTEROP)_[A-Z0-9_]+|FDB_CLUSTER_FILE|CHROMIUM)\b`)
+
+// envNames returns the environment variable names read by the repository's
+// Go files and scripts (node_modules and dot directories left out), each
+// with one file that reads it.
+func envNames(t *testing.T) map[string]string {
+	t.Helper()
+	names := map[string]string{}
+	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path != ".." && (d.Name() == "node_modules" || d.Name() == "docs" || strings.HasPrefix(d.Name(), ".")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, ".sh") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(b), "Getenv") && !strings.Contains(string(b), "Environ") &&
+			!strings.Contains(string(b), "MagicCookie") && !strings.HasSuffix(path, ".sh") {
+			return nil
+		}
+		for _, m := range envLiteral.FindAllStringSubmatch(string(b), -1) {
+			names[m[1]] = path
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+func readTestingDoc(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("testing.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestTestingDocNamesEveryEnvVar: every environment variable the code and
+// scripts read is in testing.md, and every one testing.md names is read.
+func TestTestingDocNamesEveryEnvVar(t *testing.T) {
+	doc := readTestingDoc(t)
+	names := envNames(t)
+	if len(names) < 10 {
+		t.Fatalf("found only %d environment variables: %v", len(names), names)
+	}
+	var missing []string
+	for name, file := range names {
+		if !strings.Contains(doc, "`"+name) {
+			missing = append(missing, name+" ("+file+")")
+		}
+	}
+	sort.Strings(missing)
+	for _, m := range missing {
+		t.Errorf("environment variable %s is not in testing.md", m)
+	}
+	for _, m := range envLiteral.FindAllStringSubmatch(doc, -1) {
+		if _, ok := names[m[1]]; !ok {
+			t.Errorf("testing.md names %s, which nothing reads", m[1])
+		}
+	}
+}
+
+// TestTestingDocMakeTargets: every `make X` in testing.md is a target of
+// the Makefile, and every test-like target is documented.
+func TestTestingDocMakeTargets(t *testing.T) {
+	mk, err := os.ReadFile(filepath.Join("..", "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^([a-z][a-z-]*):`).FindAllStringSubmatch(string(mk), -1) {
+		targets[m[1]] = true
+	}
+	doc := readTestingDoc(t)
+	for _, m := range regexp.MustCompile("`make ([a-z][a-z-]*)").FindAllStringSubmatch(doc, -1) {
+		if !targets[m[1]] {
+			t.Errorf("testing.md runs `make %s`, which the Makefile does not define", m[1])
+		}
+	}
+	for _, want := range []string{"test", "test-short", "test-browser", "fuzz", "bench", "interop-deps", "browser-deps"} {
+		if !targets[want] {
+			t.Errorf("Makefile has no %s target", want)
+		}
+		if !strings.Contains(doc, "`make "+want) {
+			t.Errorf("testing.md does not mention `make %s`", want)
+		}
+	}
+}

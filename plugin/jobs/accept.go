@@ -22,6 +22,14 @@ type AcceptOptions struct {
 	NoSchedule bool
 	// NoWait: return ErrNotFound at once instead of blocking.
 	NoWait bool
+	// Choose, when set, picks the job to accept instead of chance: it is
+	// given the due candidates (with Options.Tag, the earliest due job of
+	// each tag, up to 1024 tags; otherwise, or when no tagged job is due,
+	// up to 1024 due jobs in stime order) and returns the index of the one
+	// to take (an index out of range takes the first). It runs inside the
+	// accept transaction, which may be retried, so it must be quick and
+	// must not use the queue. Ignored with NoSchedule.
+	Choose func(candidates []Candidate) int
 }
 
 // pickBatch is how many due pending jobs Accept reads to pick one at random.
@@ -29,7 +37,8 @@ const pickBatch = 1024
 
 // Accept takes one due pending job of type typ, marks it running with a new
 // lock and returns it. Among up to 1024 due jobs it picks one at random (not
-// strict FIFO), so concurrent acceptors rarely collide. When none is due it
+// strict FIFO), so concurrent acceptors rarely collide, unless
+// opt.Choose picks. When none is due it
 // blocks until one is, woken by a watch on the type's pending counter (and a
 // timer for the next scheduled job), or until ctx ends (ctx.Err()).
 func (q *Queue) Accept(ctx context.Context, typ string, opt AcceptOptions) (*Job, error) {
@@ -54,7 +63,7 @@ func (q *Queue) Accept(ctx context.Context, typ string, opt AcceptOptions) (*Job
 		err = q.Transact(ctx, func(tx *Tx) error {
 			job, next = nil, -1
 			var err error
-			job, next, err = tx.accept(typ, maxS, opt.NoSchedule)
+			job, next, err = tx.accept(typ, maxS, opt)
 			return err
 		})
 		if err != nil || job != nil || opt.NoWait {
@@ -96,7 +105,7 @@ func (q *Queue) Accept(ctx context.Context, typ string, opt AcceptOptions) (*Job
 
 // accept picks and starts one due job; it returns the job, or nil and the
 // stime of the earliest pending job (-1 when none).
-func (tx *Tx) accept(typ string, maxS int64, noSchedule bool) (*Job, int64, error) {
+func (tx *Tx) accept(typ string, maxS int64, opt AcceptOptions) (*Job, int64, error) {
 	l := tx.q.l
 	// On FoundationDB, scan without read conflicts and add one only for the
 	// picked key, as couch_jobs does, so acceptors do not conflict on the
@@ -106,35 +115,38 @@ func (tx *Tx) accept(typ string, maxS int64, noSchedule bool) (*Job, int64, erro
 	if isSnap {
 		scan = snap.SnapshotRange
 	}
-	// Reservoir-sample one key among up to pickBatch due keys, copying only
-	// the keys that are (provisionally) chosen.
-	var key []byte
-	seen := 0
-	pick := func(k, _ []byte) error {
-		seen++
-		if seen == 1 || mrand.IntN(seen) == 0 {
-			key = append(key[:0], k...)
-		}
-		return nil
-	}
-	if noSchedule {
-		end := kv.PrefixEnd(l.pendingAt(typ, 0))
-		var rid [16]byte
-		rand.Read(rid[:])
-		if err := scan(l.pending(typ, 0, hex.EncodeToString(rid[:])), end, kv.RangeOptions{Limit: 1}, pick); err != nil {
+	var (
+		key    []byte // the picked pending entry
+		tagKey []byte // its tag index entry, when picked through the index
+	)
+	switch {
+	case opt.Choose != nil && !opt.NoSchedule:
+		var err error
+		key, tagKey, err = tx.choose(scan, typ, maxS, opt.Choose)
+		if err != nil {
 			return nil, -1, err
 		}
-		if seen == 0 {
-			if err := scan(l.pendingAt(typ, 0), end, kv.RangeOptions{Limit: 1}, pick); err != nil {
-				return nil, -1, err
+	case opt.NoSchedule:
+		var err error
+		if key, err = tx.pickRandom(scan, typ); err != nil {
+			return nil, -1, err
+		}
+	default:
+		// Reservoir-sample one key among up to pickBatch due keys, copying
+		// only the keys that are (provisionally) chosen.
+		seen := 0
+		err := scan(l.pendingType(typ), kv.PrefixEnd(l.pendingAt(typ, maxS)), kv.RangeOptions{Limit: pickBatch}, func(k, _ []byte) error {
+			seen++
+			if seen == 1 || mrand.IntN(seen) == 0 {
+				key = append(key[:0], k...)
 			}
-		}
-	} else {
-		if err := scan(l.pendingType(typ), kv.PrefixEnd(l.pendingAt(typ, maxS)), kv.RangeOptions{Limit: pickBatch}, pick); err != nil {
+			return nil
+		})
+		if err != nil {
 			return nil, -1, err
 		}
 	}
-	if seen == 0 {
+	if key == nil {
 		next := int64(-1)
 		begin := l.pendingType(typ)
 		err := tx.t.Range(begin, kv.PrefixEnd(begin), kv.RangeOptions{Limit: 1}, func(k, _ []byte) error {
@@ -156,8 +168,23 @@ func (tx *Tx) accept(typ string, maxS int64, noSchedule bool) (*Job, int64, erro
 	if err != nil || len(el) != 2 {
 		return nil, -1, errBadKey
 	}
-	id := el[1].(string)
-	tx.t.Clear(key)
+	stime, id := el[0].(int64), el[1].(string)
+	if tagKey != nil {
+		// Picked through the tag index: the entry may be stale (its job
+		// was removed by a queue that does not tag); drop it and retry.
+		v, err := tx.t.Get(key)
+		if err != nil {
+			return nil, -1, err
+		}
+		if v == nil {
+			tx.t.Clear(tagKey)
+			return tx.accept(typ, maxS, opt)
+		}
+		tx.t.Clear(tagKey)
+	}
+	if err := tx.clearPending(typ, stime, id); err != nil {
+		return nil, -1, err
+	}
 	r, err := tx.q.readRow(tx.t, typ, id)
 	if err != nil {
 		return nil, -1, err
@@ -166,7 +193,7 @@ func (tx *Tx) accept(typ string, maxS int64, noSchedule bool) (*Job, int64, erro
 		// A stale queue entry (cannot happen through this package's
 		// operations); dropping it is the repair. Retry the pick.
 		tx.q.log.Warn("dropped stale pending entry", "type", typ, "job_id", id)
-		return tx.accept(typ, maxS, noSchedule)
+		return tx.accept(typ, maxS, opt)
 	}
 	data, err := tx.q.readData(tx.t, typ, id, r)
 	if err != nil {
@@ -178,4 +205,26 @@ func (tx *Tx) accept(typ string, maxS int64, noSchedule bool) (*Job, int64, erro
 	tx.heartbeat(typ, id, r)
 	tx.writeRow(typ, id, r)
 	return &Job{Type: typ, ID: id, Data: data, lock: r.lock}, -1, nil
+}
+
+// scanFunc is a range read: the transaction's, or its snapshot one.
+type scanFunc func(begin, end []byte, opt kv.RangeOptions, fn func(k, v []byte) error) error
+
+// pickRandom returns the stime-0 pending key nearest after a random id (job
+// ids look random, so this picks one without scanning); nil when none.
+func (tx *Tx) pickRandom(scan scanFunc, typ string) ([]byte, error) {
+	l := tx.q.l
+	var key []byte
+	first := func(k, _ []byte) error {
+		key = append([]byte(nil), k...)
+		return nil
+	}
+	end := kv.PrefixEnd(l.pendingAt(typ, 0))
+	var rid [16]byte
+	rand.Read(rid[:])
+	if err := scan(l.pending(typ, 0, hex.EncodeToString(rid[:])), end, kv.RangeOptions{Limit: 1}, first); err != nil || key != nil {
+		return key, err
+	}
+	err := scan(l.pendingAt(typ, 0), end, kv.RangeOptions{Limit: 1}, first)
+	return key, err
 }

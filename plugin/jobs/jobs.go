@@ -75,6 +75,15 @@ type Options struct {
 	// EventRetention is how long transition-log entries are kept for
 	// subscribers; 0 means 10 min.
 	EventRetention time.Duration
+	// Tag, when set, names the group a pending job belongs to (for the
+	// replicator: its fair-share key). It is called with the job's data each
+	// time the job is enqueued, and the job is then also indexed under its
+	// tag, so Accept with AcceptOptions.Choose sees the earliest due job of
+	// every tag however many jobs other tags have pending. Every Queue
+	// writing the same store should use the same Tag; jobs enqueued without
+	// one are still accepted (after the tagged ones) and RebuildTagIndex
+	// indexes them.
+	Tag func(typ, id string, data []byte) string
 }
 
 // Queue is a couch_jobs queue on a kv.Store. It is safe for concurrent use.

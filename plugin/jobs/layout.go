@@ -10,7 +10,7 @@ import (
 // Key layout under the queue prefix P (after couch_jobs' FoundationDB layout):
 //
 //	P,1,Type,JobID        job row: state, resubmit, stime, lock, seq, data length, first data chunk
-//	P,2,Type,STime,JobID  ''                      pending queue ordered by stime (ms since epoch)
+//	P,2,Type,STime,JobID  tag entry or ''         pending queue ordered by stime (ms since epoch); value: packed tag when indexed by tag
 //	P,3,Type              int64 LE counter        bumped on every enqueue; watched by acceptors
 //	P,4,Type              versionstamp            set by every transaction touching the type; watched by notifiers
 //	P,5,Type              int64 timeout (ms)      activity timeout; its presence means the type exists
@@ -18,6 +18,7 @@ import (
 //	P,7,Type,JobID,N      data chunk N ≥ 1        job data beyond the first chunk
 //	P,8                   monitor lease           holder id and expiry
 //	P,9,Type,VS,N         JobID, state, time      transition log read by notifiers, trimmed by the monitor
+//	P,10,Type,Tag,STime,JobID ''                  pending queue grouped by tag (Options.Tag), for AcceptOptions.Choose
 const (
 	spaceJob       = 1
 	spacePending   = 2
@@ -28,6 +29,7 @@ const (
 	spaceChunk     = 7
 	spaceLease     = 8
 	spaceLog       = 9
+	spaceTagged    = 10
 )
 
 type layout struct{ prefix []byte }
@@ -56,6 +58,11 @@ func (l layout) activity(typ string, vs kv.Versionstamp, id string) []byte {
 }
 func (l layout) chunk(typ, id string, n int) []byte { return l.key(spaceChunk, typ, id, n) }
 func (l layout) chunks(typ, id string) []byte       { return l.key(spaceChunk, typ, id) }
+func (l layout) tagged(typ, tag string, stime int64, id string) []byte {
+	return l.key(spaceTagged, typ, tag, stime, id)
+}
+func (l layout) taggedType(typ string) []byte     { return l.key(spaceTagged, typ) }
+func (l layout) taggedTag(typ, tag string) []byte { return l.key(spaceTagged, typ, tag) }
 func (l layout) lease() []byte                      { return l.key(spaceLease) }
 func (l layout) logType(typ string) []byte          { return l.key(spaceLog, typ) }
 func (l layout) logAt(typ string, vs kv.Versionstamp) []byte {

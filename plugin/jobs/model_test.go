@@ -38,14 +38,34 @@ func TestModel(t *testing.T) {
 		seed = rand.Uint64()
 	}
 	t.Logf("seed %d (rerun with -jobs.seed=%d)", seed, seed)
-	backends(t, func(t *testing.T, s kv.Store) {
-		runModel(t, s, seed, *modelOps)
-	})
+	for _, tagged := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tagged=%v", tagged), func(t *testing.T) {
+			backends(t, func(t *testing.T, s kv.Store) {
+				runModel(t, s, seed, *modelOps, tagged)
+			})
+		})
+	}
 }
 
-func runModel(t *testing.T, s kv.Store, seed uint64, ops int) {
+// modelTag is the tag of a job in the tagged model run: the last byte of
+// its data, so re-adds and data updates move jobs between tags.
+func modelTag(_, _ string, data []byte) string {
+	if len(data) == 0 {
+		return ""
+	}
+	return string(data[len(data)-1:])
+}
+
+// runModel checks the queue against the model. tagged runs it with
+// Options.Tag and accepts through AcceptOptions.Choose, checking that the
+// candidates are exactly the earliest due job of every tag.
+func runModel(t *testing.T, s kv.Store, seed uint64, ops int, tagged bool) {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	q := newQueue(t, s, Options{})
+	opts := Options{}
+	if tagged {
+		opts.Tag = modelTag
+	}
+	q := newQueue(t, s, opts)
 	ctx := context.Background()
 	now := time.Now()
 	stimes := []time.Time{{}, now.Add(-time.Hour), now.Add(time.Hour)}
@@ -105,7 +125,18 @@ func runModel(t *testing.T, s kv.Store, seed uint64, ops int) {
 			}
 		case 3, 4: // accept
 			want := due()
-			j, err := q.Accept(ctx, typ, AcceptOptions{NoWait: true})
+			aopt := AcceptOptions{NoWait: true}
+			var chooseErr error
+			if tagged {
+				aopt.Choose = func(cands []Candidate) int {
+					chooseErr = checkCandidates(model, want, cands)
+					return rng.IntN(len(cands))
+				}
+			}
+			j, err := q.Accept(ctx, typ, aopt)
+			if chooseErr != nil {
+				t.Fatalf("step %d accept: %v", step, chooseErr)
+			}
 			if len(want) == 0 {
 				check(step, "accept", err, ErrNotFound)
 				continue
@@ -195,4 +226,30 @@ func runModel(t *testing.T, s kv.Store, seed uint64, ops int) {
 	if err != nil || seen != len(model) {
 		t.Fatalf("fold: %v; saw %d jobs, model has %d", err, seen, len(model))
 	}
+}
+
+// checkCandidates checks that cands holds, for every tag of the due jobs,
+// the due job of that tag with the earliest stime.
+func checkCandidates(model map[string]*mjob, due map[string]bool, cands []Candidate) error {
+	earliest := map[string]int64{}
+	for id := range due {
+		m := model[id]
+		tag := modelTag("", id, []byte(m.data))
+		if e, ok := earliest[tag]; !ok || m.stime < e {
+			earliest[tag] = m.stime
+		}
+	}
+	if len(cands) != len(earliest) {
+		return fmt.Errorf("%d candidates %+v, want one for each of %d tags", len(cands), cands, len(earliest))
+	}
+	for _, c := range cands {
+		m := model[c.ID]
+		if !due[c.ID] {
+			return fmt.Errorf("candidate %s is not due", c.ID)
+		}
+		if tag := modelTag("", c.ID, []byte(m.data)); c.Tag != tag || ms(c.STime) != m.stime || earliest[tag] != m.stime {
+			return fmt.Errorf("candidate %+v: model tag %q stime %d, earliest of tag %d", c, tag, m.stime, earliest[tag])
+		}
+	}
+	return nil
 }

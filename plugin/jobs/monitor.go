@@ -203,7 +203,9 @@ func (q *Queue) reenqueueStale(ctx context.Context, typ string, vs kv.Versionsta
 				if r == nil || r.state != rowRunning || r.seq != s.vs {
 					continue
 				}
-				tx.enqueue(typ, s.id, r, r.stime)
+				if err := tx.enqueue(typ, s.id, r, r.stime, nil); err != nil {
+					return err
+				}
 				tx.writeRow(typ, s.id, r)
 				n++
 			}

@@ -117,16 +117,20 @@ func (tx *Tx) writeRow(typ, id string, r *row) {
 	tx.t.Set(tx.q.l.job(typ, id), r.encode())
 }
 
-// enqueue makes r pending at stime and wakes acceptors.
-func (tx *Tx) enqueue(typ, id string, r *row, stime int64) {
+// enqueue makes r pending at stime and wakes acceptors. data is the job's
+// current data when the caller has it (nil: read it when tagging needs it).
+func (tx *Tx) enqueue(typ, id string, r *row, stime int64, data []byte) error {
 	r.state = rowPending
 	r.resubmit = false
 	r.lock = [16]byte{}
 	r.seq = kv.Versionstamp{}
 	r.stime = stime
-	tx.t.Set(tx.q.l.pending(typ, stime, id), nil)
+	if err := tx.setPending(typ, id, r, stime, data); err != nil {
+		return err
+	}
 	tx.t.Add(tx.q.l.counter(typ), 1)
 	tx.logEvent(typ, id, Pending)
+	return nil
 }
 
 // stopRunning drops r's activity entry.
@@ -184,15 +188,30 @@ func (tx *Tx) Add(typ, id string, data []byte, stime time.Time) error {
 		if err := tx.setData(typ, id, r, data); err != nil {
 			return err
 		}
-		tx.enqueue(typ, id, r, st)
+		if err := tx.enqueue(typ, id, r, st, data); err != nil {
+			return err
+		}
 	case r.state == rowPending:
 		if err := tx.setData(typ, id, r, data); err != nil {
 			return err
 		}
 		if r.stime != st {
-			tx.t.Clear(tx.q.l.pending(typ, r.stime, id))
-			tx.enqueue(typ, id, r, st)
+			if err := tx.clearPending(typ, r.stime, id); err != nil {
+				return err
+			}
+			if err := tx.enqueue(typ, id, r, st, data); err != nil {
+				return err
+			}
 		} else {
+			if tx.q.opts.Tag != nil {
+				// Same place in the queue; the tag may change with the data.
+				if err := tx.clearPending(typ, st, id); err != nil {
+					return err
+				}
+				if err := tx.setPending(typ, id, r, st, data); err != nil {
+					return err
+				}
+			}
 			tx.logEvent(typ, id, Pending)
 		}
 	default: // running
@@ -216,7 +235,9 @@ func (tx *Tx) Remove(typ, id string) error {
 	}
 	switch r.state {
 	case rowPending:
-		tx.t.Clear(tx.q.l.pending(typ, r.stime, id))
+		if err := tx.clearPending(typ, r.stime, id); err != nil {
+			return err
+		}
 	case rowRunning:
 		tx.stopRunning(typ, id, r)
 	}
@@ -268,7 +289,9 @@ func (tx *Tx) Finish(j *Job, data []byte) error {
 	}
 	tx.stopRunning(j.Type, j.ID, r)
 	if r.resubmit {
-		tx.enqueue(j.Type, j.ID, r, r.stime)
+		if err := tx.enqueue(j.Type, j.ID, r, r.stime, data); err != nil {
+			return err
+		}
 	} else {
 		r.state = rowFinished
 		r.lock = [16]byte{}
@@ -296,7 +319,9 @@ func (tx *Tx) Resubmit(j *Job, stime time.Time, data []byte) error {
 		}
 	}
 	tx.stopRunning(j.Type, j.ID, r)
-	tx.enqueue(j.Type, j.ID, r, ms(stime))
+	if err := tx.enqueue(j.Type, j.ID, r, ms(stime), data); err != nil {
+		return err
+	}
 	tx.writeRow(j.Type, j.ID, r)
 	if data != nil {
 		j.Data = data

@@ -63,8 +63,8 @@ func (l layout) tagged(typ, tag string, stime int64, id string) []byte {
 }
 func (l layout) taggedType(typ string) []byte     { return l.key(spaceTagged, typ) }
 func (l layout) taggedTag(typ, tag string) []byte { return l.key(spaceTagged, typ, tag) }
-func (l layout) lease() []byte                      { return l.key(spaceLease) }
-func (l layout) logType(typ string) []byte          { return l.key(spaceLog, typ) }
+func (l layout) lease() []byte                    { return l.key(spaceLease) }
+func (l layout) logType(typ string) []byte        { return l.key(spaceLog, typ) }
 func (l layout) logAt(typ string, vs kv.Versionstamp) []byte {
 	return l.key(spaceLog, typ, vsElem(vs))
 }

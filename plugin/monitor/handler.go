@@ -51,7 +51,7 @@ var (
 
 // WriteJSON writes v as a JSON response with the given status.
 func WriteJSON(w http.ResponseWriter, status int, v any) {
-	b := Marshal(v)
+	b := marshal(v)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	w.Write(append(b, '\n'))
@@ -107,11 +107,11 @@ func (h *Handler) serve(r *http.Request, admin bool) (any, error) {
 				}
 				return nil, err
 			}
-			return JobJSON(rec), nil
+			return jobJSON(rec), nil
 		}
 		return h.jobs(ctx, r.URL.Query())
 	case "docs":
-		db, docID, err := SplitDocsPath(rest)
+		db, docID, err := splitDocsPath(rest)
 		if err != nil {
 			return nil, err
 		}
@@ -150,7 +150,7 @@ func parseListParams(q url.Values) (listParams, error) {
 		*f.dst = n
 	}
 	if v, ok := q["states"]; ok && len(v) > 0 {
-		st, err := ParseStates(v[0])
+		st, err := parseStates(v[0])
 		if err != nil {
 			return p, err
 		}
@@ -164,8 +164,8 @@ func parseListParams(q url.Values) (listParams, error) {
 // crashing here; they are accepted and match nothing).
 var AllStates = []string{"initializing", "error", "pending", "running", "crashing", "completed", "failed"}
 
-// ParseStates parses a `states` filter: a comma list, case-insensitive.
-func ParseStates(v string) (map[string]bool, error) {
+// parseStates parses a `states` filter: a comma list, case-insensitive.
+func parseStates(v string) (map[string]bool, error) {
 	set := map[string]bool{}
 	var unknown []string
 	for _, s := range strings.Split(v, ",") {
@@ -234,7 +234,7 @@ func (h *Handler) jobs(ctx context.Context, q url.Values) (any, error) {
 	}
 	jobs := []json.RawMessage{}
 	for _, k := range page(all, p) {
-		jobs = append(jobs, JobJSON(k.rec))
+		jobs = append(jobs, jobJSON(k.rec))
 	}
 	return struct {
 		TotalRows int               `json:"total_rows"`
@@ -258,7 +258,7 @@ func (h *Handler) docs(ctx context.Context, db string, q url.Values) (any, error
 	}
 	docs := []json.RawMessage{}
 	for _, k := range page(all, p) {
-		docs = append(docs, DocJSON(k.rec))
+		docs = append(docs, docJSON(k.rec))
 	}
 	return struct {
 		TotalRows int               `json:"total_rows"`
@@ -276,7 +276,7 @@ func (h *Handler) doc(ctx context.Context, db, docID string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return DocJSON(rec), nil
+	return docJSON(rec), nil
 }
 
 // IsReplicatorDB reports whether a db name is a replicator db
@@ -285,10 +285,10 @@ func IsReplicatorDB(db string) bool {
 	return db == "_replicator" || strings.HasSuffix(db, "/_replicator")
 }
 
-// SplitDocsPath splits the escaped path after `/_scheduler/docs/` into a
+// splitDocsPath splits the escaped path after `/_scheduler/docs/` into a
 // replicator db name (which may contain `/`, raw or as %2F) and a doc id.
 // "" gives ("", ""): all dbs.
-func SplitDocsPath(rest string) (db, docID string, err error) {
+func splitDocsPath(rest string) (db, docID string, err error) {
 	rest = strings.TrimSuffix(rest, "/")
 	if rest == "" {
 		return "", "", nil
@@ -314,7 +314,7 @@ func SplitDocsPath(rest string) (db, docID string, err error) {
 func ActiveTasks(ctx context.Context, src Source) ([]json.RawMessage, error) {
 	var out []json.RawMessage
 	err := src.Fold(ctx, func(_ string, rec *jobdata.Record) error {
-		if t := ActiveTask(rec); t != nil {
+		if t := activeTask(rec); t != nil {
 			out = append(out, t)
 		}
 		return nil

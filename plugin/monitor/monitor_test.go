@@ -83,7 +83,7 @@ func TestShapes(t *testing.T) {
 		render func() json.RawMessage
 		want   string
 	}{
-		{"sample 13 completed doc", func() json.RawMessage { return DocJSON(recs["u1|oneshot"]) }, `{
+		{"sample 13 completed doc", func() json.RawMessage { return docJSON(recs["u1|oneshot"]) }, `{
   "database": "_replicator", "doc_id": "oneshot", "id": null,
   "source": "http://127.0.0.1:25984/src/", "target": "http://127.0.0.1:25984/tgt1/",
   "state": "completed", "error_count": 0,
@@ -95,7 +95,7 @@ func TestShapes(t *testing.T) {
     "revisions_checked": 10, "missing_revisions_found": 10, "docs_read": 10, "docs_written": 10,
     "changes_pending": null, "doc_write_failures": 0, "bulk_get_docs": 8, "bulk_get_attempts": 9,
     "checkpointed_source_seq": "9-g1AAAA…", "start_time": "2026-11-21T20:08:53Z"}`},
-		{"sample 15 running doc", func() json.RawMessage { return DocJSON(recs["u1|cont"]) }, `{
+		{"sample 15 running doc", func() json.RawMessage { return docJSON(recs["u1|cont"]) }, `{
   "database": "_replicator", "doc_id": "cont", "id": "b9691fedaee4243ba089bca27b0feb4d+continuous",
   "node": "couchdb@127.0.0.1", "source": "http://127.0.0.1:25984/src/", "target": "http://127.0.0.1:25984/tgt2/",
   "state": "running",
@@ -104,7 +104,7 @@ func TestShapes(t *testing.T) {
     "checkpointed_source_seq": "9-g1AAAA…", "source_seq": "9-g1AAAA…", "through_seq": "9-g1AAAA…"},
   "error_count": 0, "last_updated": "2026-11-21T20:08:53Z", "start_time": "2026-11-21T20:08:53Z",
   "source_proxy": null, "target_proxy": null}`},
-		{"sample 16 running job", func() json.RawMessage { return JobJSON(recs["u1|cont"]) }, `{
+		{"sample 16 running job", func() json.RawMessage { return jobJSON(recs["u1|cont"]) }, `{
   "database": "_replicator", "id": "b9691fedaee4243ba089bca27b0feb4d+continuous", "pid": "<0.2978.0>",
   "source": "http://127.0.0.1:25984/src/", "target": "http://127.0.0.1:25984/tgt2/", "user": null, "doc_id": "cont",
   "info": {"revisions_checked": 10, "missing_revisions_found": 10, "docs_read": 10, "docs_written": 10,
@@ -112,7 +112,7 @@ func TestShapes(t *testing.T) {
     "checkpointed_source_seq": "9-g1AAAA…", "source_seq": "9-g1AAAA…", "through_seq": "9-g1AAAA…"},
   "history": [{"timestamp": "2026-11-21T20:08:53Z", "type": "started"}, {"timestamp": "2026-11-21T20:08:53Z", "type": "added"}],
   "node": "couchdb@127.0.0.1", "start_time": "2026-11-21T20:08:53Z"}`},
-		{"sample 17 active task", func() json.RawMessage { return ActiveTask(recs["u1|cont"]) }, `{
+		{"sample 17 active task", func() json.RawMessage { return activeTask(recs["u1|cont"]) }, `{
     "node": "couchdb@127.0.0.1", "pid": "<0.2978.0>", "process_status": "waiting",
     "bulk_get_attempts": 9, "bulk_get_docs": 8, "changes_pending": 0, "checkpoint_interval": 1000,
     "checkpointed_source_seq": "9-g1AAAA…", "continuous": true, "database": "_replicator", "doc_id": "cont",
@@ -121,19 +121,19 @@ func TestShapes(t *testing.T) {
     "source": "http://127.0.0.1:25984/src/", "source_seq": "9-g1AAAA…", "started_on": 1795291733,
     "target": "http://127.0.0.1:25984/tgt2/", "through_seq": "9-g1AAAA…", "type": "replication",
     "updated_on": 1795291736, "user": null}`},
-		{"sample 18 failed duplicate doc", func() json.RawMessage { return DocJSON(recs["u1|dup"]) }, `{
+		{"sample 18 failed duplicate doc", func() json.RawMessage { return docJSON(recs["u1|dup"]) }, `{
   "database": "_replicator", "doc_id": "dup", "id": null,
   "source": "http://127.0.0.1:25984/src/", "target": "http://127.0.0.1:25984/tgt2/",
   "state": "failed", "error_count": 1,
   "info": {"error": "Replication ` + "`b9691fedaee4243ba089bca27b0feb4d+continuous`" + ` specified by document ` + "`dup`" + ` already started, triggered by document ` + "`cont`" + ` from db ` + "`_replicator`" + `"},
   "start_time": "2026-11-21T20:08:58Z", "last_updated": "2026-11-21T20:08:58Z"}`},
-		{"sample 19 crashing doc", func() json.RawMessage { return DocJSON(recs["u1|crash"]) }, `{
+		{"sample 19 crashing doc", func() json.RawMessage { return docJSON(recs["u1|crash"]) }, `{
   "database": "_replicator", "doc_id": "crash", "id": "ff6b656bcddc4f6b55c13e0dd168b83d",
   "node": "couchdb@127.0.0.1", "source": "http://127.0.0.1:25984/nosuchdb/", "target": "http://127.0.0.1:25984/tgt_extra/",
   "state": "crashing", "info": {"error": "db_not_found: could not open http://127.0.0.1:25984/nosuchdb/"},
   "error_count": 1, "last_updated": "2026-11-21T20:08:55Z", "start_time": "2026-11-21T20:08:53Z",
   "source_proxy": null, "target_proxy": null}`},
-		{"sample 20 crashing job", func() json.RawMessage { return JobJSON(recs["u1|crash"]) }, `{
+		{"sample 20 crashing job", func() json.RawMessage { return jobJSON(recs["u1|crash"]) }, `{
   "database": "_replicator", "id": "ff6b656bcddc4f6b55c13e0dd168b83d", "pid": null,
   "source": "http://127.0.0.1:25984/nosuchdb/", "target": "http://127.0.0.1:25984/tgt_extra/",
   "user": null, "doc_id": "crash", "info": null,
@@ -251,12 +251,12 @@ func TestSplitDocsPath(t *testing.T) {
 		{"a/b/_replicator/_design%2Fx", "a/b/_replicator", "_design/x"},
 	}
 	for _, tt := range tests {
-		db, doc, err := SplitDocsPath(tt.in)
+		db, doc, err := splitDocsPath(tt.in)
 		if err != nil || db != tt.db || doc != tt.doc {
-			t.Errorf("SplitDocsPath(%q) = %q, %q, %v; want %q, %q", tt.in, db, doc, err, tt.db, tt.doc)
+			t.Errorf("splitDocsPath(%q) = %q, %q, %v; want %q, %q", tt.in, db, doc, err, tt.db, tt.doc)
 		}
 	}
-	if _, _, err := SplitDocsPath("nodb/x"); err == nil {
+	if _, _, err := splitDocsPath("nodb/x"); err == nil {
 		t.Errorf("non-replicator path accepted")
 	}
 }

@@ -23,15 +23,15 @@ func (o *obj) add(key string, v any) *obj {
 	} else {
 		o.buf.WriteByte(',')
 	}
-	o.buf.Write(Marshal(key))
+	o.buf.Write(marshal(key))
 	o.buf.WriteByte(':')
-	o.buf.Write(Marshal(v))
+	o.buf.Write(marshal(v))
 	return o
 }
 
-// Marshal encodes v as compact JSON without HTML escaping (CouchDB writes
+// marshal encodes v as compact JSON without HTML escaping (CouchDB writes
 // `<0.1.0>` as is); a value that cannot be encoded becomes null.
-func Marshal(v any) []byte {
+func marshal(v any) []byte {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
@@ -140,8 +140,8 @@ func user(rec *jobdata.Record) string {
 	return rec.Rep.UserCtx.Name
 }
 
-// JobJSON renders one `_scheduler/jobs` entry (CouchDB 3.x shape).
-func JobJSON(rec *jobdata.Record) json.RawMessage {
+// jobJSON renders one `_scheduler/jobs` entry (CouchDB 3.x shape).
+func jobJSON(rec *jobdata.Record) json.RawMessage {
 	src, tgt, _, _ := endpoints(rec)
 	var info any
 	switch {
@@ -178,9 +178,9 @@ func JobJSON(rec *jobdata.Record) json.RawMessage {
 	return o.raw()
 }
 
-// DocJSON renders one `_scheduler/docs` entry (CouchDB 3.x shapes: the
+// docJSON renders one `_scheduler/docs` entry (CouchDB 3.x shapes: the
 // terminal states have their own, shorter form).
-func DocJSON(rec *jobdata.Record) json.RawMessage {
+func docJSON(rec *jobdata.Record) json.RawMessage {
 	src, tgt, srcProxy, tgtProxy := endpoints(rec)
 	var o obj
 	o.add("database", rec.DBName).add("doc_id", rec.DocID)
@@ -225,9 +225,9 @@ func DocJSON(rec *jobdata.Record) json.RawMessage {
 	return o.raw()
 }
 
-// ActiveTask renders the `_active_tasks` entry of a running job (CouchDB
+// activeTask renders the `_active_tasks` entry of a running job (CouchDB
 // 3.x shape and key order), or nil when the job is not running.
-func ActiveTask(rec *jobdata.Record) json.RawMessage {
+func activeTask(rec *jobdata.Record) json.RawMessage {
 	if rec.State != jobdata.Running || rec.Rep == nil {
 		return nil
 	}

@@ -51,7 +51,7 @@ func OptionsFromConfig(replicatorSection map[string]string) (Options, error) {
 	boolKey("use_checkpoints", &o.UseCheckpoints)
 	boolKey("use_bulk_get", &o.UseBulkGet)
 	if v := replicatorSection["socket_options"]; v != "" {
-		o.SocketOptions = FormatSocketOptions(ParseSocketOptions(v))
+		o.SocketOptions = formatSocketOptions(parseSocketOptions(v))
 	}
 	return o, errors.Join(errs...)
 }

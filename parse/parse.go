@@ -160,7 +160,7 @@ func parseRep(body []byte, user UserCtx, opts Options, request bool) (*Rep, *Err
 			if !ok {
 				e = newError(reasonSocketOptions)
 			} else {
-				rep.SocketOptions = FormatSocketOptions(ParseSocketOptions(s))
+				rep.SocketOptions = formatSocketOptions(parseSocketOptions(s))
 			}
 		case "user_ctx":
 			if !request {

@@ -117,7 +117,7 @@ func TestReplicationDocFields(t *testing.T) {
 			return r.WorkerProcesses == 4 && r.WorkerBatchSize == 500 && r.HTTPConnections == 20 &&
 				r.ConnectionTimeout == 30000 && r.RetriesPerRequest == 5 && r.CheckpointInterval == 30000 &&
 				r.UseCheckpoints && r.UseBulkGet && !r.Continuous && !r.CreateTarget && !r.WinningRevsOnly &&
-				r.SocketOptions == DefaultSocketOptions && r.Source.URL == "http://127.0.0.1:5984/src/" &&
+				r.SocketOptions == defaultSocketOptions && r.Source.URL == "http://127.0.0.1:5984/src/" &&
 				r.DocIDs == nil && r.Filter == "" && r.Selector == nil && r.QueryParams == nil
 		}},
 		{"continuous", `"continuous":true`, func(r *Rep) bool { return r.Continuous }},
@@ -312,7 +312,7 @@ func TestSocketOptions(t *testing.T) {
 		{"[{recbuf, -1}]", "[{recbuf, -1}]"},
 	}
 	for _, tt := range tests {
-		if got := FormatSocketOptions(ParseSocketOptions(tt.in)); got != tt.out {
+		if got := formatSocketOptions(parseSocketOptions(tt.in)); got != tt.out {
 			t.Errorf("%q -> %q, want %q", tt.in, got, tt.out)
 		}
 	}

@@ -62,24 +62,25 @@ func (u UserCtx) HasRole(role string) bool {
 }
 
 // IsAdmin reports whether the user is a server admin (role "_admin").
-func (u UserCtx) IsAdmin() bool { return u.HasRole(RoleAdmin) }
+func (u UserCtx) IsAdmin() bool { return u.HasRole(roleAdmin) }
 
 // IsReplicator reports whether the context is the replicator's own
 // (role "_replicator"); such writes skip validation.
-func (u UserCtx) IsReplicator() bool { return u.HasRole(RoleReplicator) }
+func (u UserCtx) IsReplicator() bool { return u.HasRole(roleReplicator) }
 
 // Role names CouchDB gives special meaning to in replicator databases.
 const (
-	// RoleAdmin is the server admin role.
-	RoleAdmin = "_admin"
-	// RoleReplicator is the role of the replicator's own writes.
-	RoleReplicator = "_replicator"
+	// roleAdmin is the server admin role.
+	roleAdmin = "_admin"
+	// roleReplicator is the role of the replicator's own writes.
+	roleReplicator = "_replicator"
 )
 
 // BasicAuth is the one basic-auth credential of an endpoint, after
 // CouchDB's precedence rules (auth.basic > URL userinfo > Authorization header).
 type BasicAuth struct {
 	Username string `json:"username"`
+	// Password is a secret: log Rep.Redacted or Endpoint.RedactedURL, never this.
 	Password string `json:"password"`
 }
 
@@ -118,9 +119,12 @@ func (e Endpoint) RedactedProxy() string {
 // `POST /_replicate` body, with config defaults applied. It is
 // JSON-serialisable and round-trips without loss (it is stored in job data).
 type Rep struct {
+	// Source and Target are the endpoints, credentials separated from URLs.
 	Source Endpoint `json:"source"`
 	Target Endpoint `json:"target"`
 
+	// Continuous, CreateTarget and Cancel are the request's flags of the
+	// same names; Cancel is only meaningful in a POST /_replicate body.
 	Continuous   bool `json:"continuous,omitempty"`
 	CreateTarget bool `json:"create_target,omitempty"`
 	Cancel       bool `json:"cancel,omitempty"`
@@ -142,6 +146,8 @@ type Rep struct {
 	// (spaces turned back into "+").
 	ID string `json:"id,omitempty"`
 
+	// The per-replication options, each named by its JSON field; values
+	// absent from the doc or body come from Options.
 	UseCheckpoints     bool   `json:"use_checkpoints"`
 	CheckpointInterval int    `json:"checkpoint_interval"` // ms
 	WorkerProcesses    int    `json:"worker_processes"`
@@ -221,8 +227,8 @@ type Options struct {
 	LocalHeaders map[string]string
 }
 
-// DefaultSocketOptions is CouchDB's default `socket_options` value.
-const DefaultSocketOptions = "[{keepalive, true}, {nodelay, false}]"
+// defaultSocketOptions is CouchDB's default `socket_options` value.
+const defaultSocketOptions = "[{keepalive, true}, {nodelay, false}]"
 
 // DefaultOptions returns CouchDB's built-in `[replicator]` defaults.
 func DefaultOptions() Options {
@@ -235,6 +241,6 @@ func DefaultOptions() Options {
 		CheckpointInterval: 30000,
 		UseCheckpoints:     true,
 		UseBulkGet:         true,
-		SocketOptions:      DefaultSocketOptions,
+		SocketOptions:      defaultSocketOptions,
 	}
 }

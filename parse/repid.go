@@ -14,7 +14,7 @@ import (
 // "+create_target" extensions. serverUUID is the server's `[couchdb] uuid`.
 // filterCode is the JavaScript source of a "ddoc/name" filter as stored in
 // the design doc (`filters.<name>`); it is trimmed as CouchDB trims it (see
-// TrimFilterCode), so passing already-trimmed code gives the same id. It is
+// trimFilterCode), so passing already-trimmed code gives the same id. It is
 // ignored for other filter types. `since_seq` does not change the id, as
 // observed on CouchDB 3.5.0.
 func ReplicationID(rep *Rep, serverUUID, filterCode string) RepID {
@@ -24,7 +24,7 @@ func ReplicationID(rep *Rep, serverUUID, filterCode string) RepID {
 // baseID hashes the id parts; uuid is a string (binary) or an etfCharList.
 func baseID(rep *Rep, uuid any, filterCode string) string {
 	parts := []any{uuid, endpointInfo(rep.Source), endpointInfo(rep.Target)}
-	parts = append(parts, filterParts(rep, TrimFilterCode(filterCode), false)...)
+	parts = append(parts, filterParts(rep, trimFilterCode(filterCode), false)...)
 	if rep.WinningRevsOnly {
 		parts = append(parts, "winning_revs_only")
 	}
@@ -152,11 +152,11 @@ func filterParts(rep *Rep, code string, transient bool) []any {
 	return []any{code, qp}
 }
 
-// TrimFilterCode trims a filter function's source exactly as CouchDB does
+// trimFilterCode trims a filter function's source exactly as CouchDB does
 // before hashing it (re:replace(Code, "^ *(.*?) *$", "\\1")): leading and
 // trailing spaces (only U+0020) are removed when the code is a single line
 // (a final newline is kept); code spanning several lines is left as is.
-func TrimFilterCode(code string) string {
+func trimFilterCode(code string) string {
 	body, nl := code, ""
 	if strings.HasSuffix(body, "\n") {
 		body, nl = body[:len(body)-1], "\n"

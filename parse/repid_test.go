@@ -152,7 +152,7 @@ func TestTrimFilterCode(t *testing.T) {
 		{"  function(){\n}  ", "  function(){\n}  "},
 	}
 	for _, tt := range tests {
-		if got := TrimFilterCode(tt.in); got != tt.out {
+		if got := trimFilterCode(tt.in); got != tt.out {
 			t.Errorf("%q -> %q, want %q", tt.in, got, tt.out)
 		}
 	}

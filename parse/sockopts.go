@@ -4,10 +4,10 @@ import (
 	"strings"
 )
 
-// SocketOption is one `{name, value}` entry of CouchDB's `socket_options`
+// socketOption is one `{name, value}` entry of CouchDB's `socket_options`
 // Erlang-term string, e.g. {Name: "keepalive", Value: "true"} or
 // {Name: "sndbuf", Value: "10000"}.
-type SocketOption struct {
+type socketOption struct {
 	Name  string
 	Value string
 }
@@ -18,13 +18,13 @@ var validSocketOptions = map[string]bool{
 	"priority": true, "recbuf": true, "sndbuf": true,
 }
 
-// ParseSocketOptions reads a `socket_options` string such as
+// parseSocketOptions reads a `socket_options` string such as
 // "[{keepalive, true}, {nodelay, false}]". Unknown option names are dropped
 // and a string that is not a list of {atom, atom|integer} tuples yields no
 // options, as in CouchDB.
-func ParseSocketOptions(s string) []SocketOption {
+func parseSocketOptions(s string) []socketOption {
 	p := termScanner{s: s}
-	var out []SocketOption
+	var out []socketOption
 	if !p.eat('[') {
 		return nil
 	}
@@ -49,7 +49,7 @@ func ParseSocketOptions(s string) []SocketOption {
 			return nil
 		}
 		if validSocketOptions[name] {
-			out = append(out, SocketOption{Name: name, Value: val})
+			out = append(out, socketOption{Name: name, Value: val})
 		}
 		if p.eat(']') {
 			return p.end(out)
@@ -60,8 +60,8 @@ func ParseSocketOptions(s string) []SocketOption {
 	}
 }
 
-// FormatSocketOptions writes options back in CouchDB's term syntax.
-func FormatSocketOptions(opts []SocketOption) string {
+// formatSocketOptions writes options back in CouchDB's term syntax.
+func formatSocketOptions(opts []socketOption) string {
 	parts := make([]string, len(opts))
 	for i, o := range opts {
 		parts[i] = "{" + o.Name + ", " + o.Value + "}"
@@ -90,14 +90,14 @@ func (p *termScanner) eat(c byte) bool {
 	return false
 }
 
-func (p *termScanner) end(out []SocketOption) []SocketOption {
+func (p *termScanner) end(out []socketOption) []socketOption {
 	p.eat('.') // a trailing full stop is allowed
 	p.skip()
 	if p.i != len(p.s) {
 		return nil
 	}
 	if out == nil {
-		out = []SocketOption{}
+		out = []socketOption{}
 	}
 	return out
 }

@@ -46,8 +46,8 @@ func (h Hook) Valid() bool {
 // UserCtx is CouchDB's user context of a request. Name "" means anonymous
 // and is encoded as JSON null.
 type UserCtx struct {
-	Name  string
-	Roles []string
+	Name  string   // the user's name; "" for anonymous
+	Roles []string // the user's roles, e.g. "_admin"
 }
 
 type userCtxJSON struct {
@@ -108,9 +108,9 @@ func (u UserCtx) IsSystem() bool { return u.IsAdmin() && u.HasRole(ReplicatorRol
 
 // Error is a CouchDB-shaped error: HTTP status + {"error":…, "reason":…}.
 type Error struct {
-	Status int
-	Err    string
-	Reason string
+	Status int    // HTTP status code, e.g. 403
+	Err    string // the "error" member, e.g. "forbidden"
+	Reason string // the "reason" member, shown to the user as-is
 }
 
 // Error formats e as "status error: reason".
@@ -151,8 +151,8 @@ func ServiceUnavailable(reason string) *Error {
 // including "/" ("*/_replicator" matches "a/_replicator" and "a/b/_replicator";
 // "*" matches every db).
 type Subscription struct {
-	Hook Hook
-	DB   string
+	Hook Hook   // the hook subscribed to
+	DB   string // db name or pattern
 }
 
 // Matches reports whether the db name matches the subscription's DB pattern.
@@ -184,8 +184,8 @@ func MatchDB(pattern, db string) bool {
 // or a prefix ending in "/*" ("/_scheduler/jobs/*" matches "/_scheduler/jobs"
 // and everything below it); Method "" matches any method.
 type Route struct {
-	Method string
-	Path   string
+	Method string // HTTP method, or "" for any
+	Path   string // escaped path: exact, or a prefix ending in "/*"
 }
 
 // Matches reports whether a request with method and escaped path is served by r.
@@ -202,55 +202,55 @@ func (r Route) Matches(method, path string) bool {
 // PluginInfo is what a plugin declares at handshake: its name and version,
 // the hooks it subscribes to and the HTTP routes it serves.
 type PluginInfo struct {
-	Name          string
-	Version       string
-	Subscriptions []Subscription
-	Routes        []Route
+	Name          string         // the plugin's name, unique in a server (e.g. "replicator")
+	Version       string         // shown by the server's plugin listing
+	Subscriptions []Subscription // hooks and the dbs they apply to
+	Routes        []Route        // HTTP endpoints the plugin serves
 }
 
 // DocWrite is an after_doc_write event. Doc is the winning revision's JSON
 // body including _id and _rev.
 type DocWrite struct {
-	DB      string
-	DBUUID  string
-	DocID   string
-	Rev     string
-	Seq     string
-	Deleted bool
-	Doc     []byte
+	DB      string // db name
+	DBUUID  string // the db's uuid: tells a re-created db from the old one
+	DocID   string // document id
+	Rev     string // the winning revision after the write
+	Seq     string // the db's update sequence of the write, as _changes shows it
+	Deleted bool   // the winning revision is a deletion
+	Doc     []byte // the winning revision's JSON body
 }
 
 // Change is one row of a _changes feed (style=all_docs: Revs are the leaf revs).
 type Change struct {
-	Seq     string
-	ID      string
-	Revs    []string
-	Deleted bool
+	Seq     string   // the row's update sequence
+	ID      string   // document id
+	Revs    []string // leaf revisions
+	Deleted bool     // the winning revision is a deletion
 }
 
 // ChangesPage is one page of a db's changes feed.
 type ChangesPage struct {
-	Results []Change
-	LastSeq string
-	Pending int64
+	Results []Change // rows in sequence order
+	LastSeq string   // the sequence to pass as since for the next page
+	Pending int64    // changes left after LastSeq
 }
 
 // DBInfo names a db and its identity.
 type DBInfo struct {
-	Name      string
-	UUID      string
-	UpdateSeq string
+	Name      string // db name
+	UUID      string // the db's uuid, new for every creation of the name
+	UpdateSeq string // the db's current update sequence
 }
 
 // ServerInfo describes the server a plugin runs in. UUID is the [couchdb]
 // uuid (32 hex), Node e.g. "nonode@nohost", URL the server's base URL for
 // local endpoints, e.g. "http://127.0.0.1:5984/".
 type ServerInfo struct {
-	UUID    string
-	Version string
-	Vendor  string
-	Node    string
-	URL     string
+	UUID    string // [couchdb] uuid
+	Version string // CouchDB version the server reports, e.g. "3.5.0"
+	Vendor  string // vendor name of `GET /`
+	Node    string // node name
+	URL     string // base URL for local endpoints
 }
 
 // Config is a server's ini configuration: section -> key -> value.

@@ -20,14 +20,18 @@ import (
 )
 
 // RepIDFunc computes a replication's id (fetching user filter code from the
-// source when needed); replicate.ComputeRepID fits.
+// source when needed); the plugin passes a closure over
+// replicate.ComputeRepID.
 type RepIDFunc func(ctx context.Context, rep *parse.Rep) (parse.RepID, error)
 
 // Config is what the frontend needs to run.
 type Config struct {
-	Queue    *jobs.Queue
+	// Queue holds the replication jobs and each replicator db's processed seq.
+	Queue *jobs.Queue
+	// Services reads replicator dbs (changes feeds, docs) and lists dbs.
 	Services hooks.Services
-	Logger   hclog.Logger
+	// Logger receives the frontend's logs (nil = none).
+	Logger hclog.Logger
 	// ServerUUID is the server's uuid (an input of transient job ids).
 	ServerUUID string
 	// LocalURL is the server's base URL: bare db names in POST /_replicate

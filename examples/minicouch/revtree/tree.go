@@ -36,8 +36,20 @@ func (p Path) Revs() []Rev {
 
 // Tree is a document's revision tree. The zero Tree is empty and ready to use.
 // A Tree is not safe for concurrent mutation.
+//
+// The nodes are kept in a slice ordered by rev (Rev.Compare): almost every
+// tree has a handful of revisions, and a sorted slice finds one with a binary
+// search without the allocations of a map and its per-node pointers, which
+// decoding, merging and choosing the winner paid on every document write and
+// read.
 type Tree struct {
-	nodes map[Rev]*Node
+	nodes []Node
+}
+
+// find returns the index of r in t.nodes and whether it is there (else the
+// index where it would be inserted).
+func (t *Tree) find(r Rev) (int, bool) {
+	return slices.BinarySearchFunc(t.nodes, r, func(n Node, r Rev) int { return n.Rev.Compare(r) })
 }
 
 // Len is the number of revisions in the tree.
@@ -45,41 +57,37 @@ func (t *Tree) Len() int { return len(t.nodes) }
 
 // Get returns the node for rev.
 func (t *Tree) Get(r Rev) (Node, bool) {
-	n, ok := t.nodes[r]
+	i, ok := t.find(r)
 	if !ok {
 		return Node{}, false
 	}
-	return *n, true
+	return t.nodes[i], true
 }
 
 // Contains reports whether rev is in the tree.
-func (t *Tree) Contains(r Rev) bool { _, ok := t.nodes[r]; return ok }
+func (t *Tree) Contains(r Rev) bool { _, ok := t.find(r); return ok }
 
 // Nodes returns every node, ordered by rev.
 func (t *Tree) Nodes() []Node {
-	out := make([]Node, 0, len(t.nodes))
-	for _, n := range t.nodes {
-		out = append(out, *n)
-	}
-	slices.SortFunc(out, func(a, b Node) int { return a.Rev.Compare(b.Rev) })
-	return out
+	return slices.Clone(t.nodes)
 }
 
 // SetBody records whether the store holds rev's body.
 func (t *Tree) SetBody(r Rev, has bool) {
-	if n, ok := t.nodes[r]; ok {
-		n.Body = has
+	if i, ok := t.find(r); ok {
+		t.nodes[i].Body = has
 	}
 }
 
 // Insert adds n as given (used when decoding a stored tree). An existing node
 // with the same rev is replaced.
 func (t *Tree) Insert(n Node) {
-	if t.nodes == nil {
-		t.nodes = make(map[Rev]*Node)
+	i, ok := t.find(n.Rev)
+	if ok {
+		t.nodes[i] = n
+		return
 	}
-	c := n
-	t.nodes[n.Rev] = &c
+	t.nodes = slices.Insert(t.nodes, i, n)
 }
 
 // Merge adds a revision path (newest first) to the tree. The newest revision
@@ -89,49 +97,90 @@ func (t *Tree) Insert(n Node) {
 // its body (CouchDB likewise prefers a stored revision over a missing one). When two paths disagree about a revision's
 // parent, the smaller parent rev wins, so merging is independent of order.
 func (t *Tree) Merge(p Path, deleted, body bool, seq uint64) bool {
-	revs := p.Revs()
-	if len(revs) == 0 || revs[len(revs)-1].Gen < 1 {
+	n := len(p.IDs)
+	if n == 0 || p.Start-(n-1) < 1 {
 		return false
 	}
-	if t.nodes == nil {
-		t.nodes = make(map[Rev]*Node)
+	// The revs of a path are distinct (each has its own generation), so
+	// new nodes are appended and the slice sorted once at the end; lookups
+	// only ever need the nodes that were there before.
+	old := len(t.nodes)
+	if cap(t.nodes) == 0 {
+		t.nodes = make([]Node, 0, n)
 	}
 	added := false
-	for i, r := range revs {
+	for i, id := range p.IDs {
+		r := Rev{Gen: p.Start - i, Hash: id}
 		var parent Rev
-		if i+1 < len(revs) {
-			parent = revs[i+1]
+		if i+1 < n {
+			parent = Rev{Gen: p.Start - i - 1, Hash: p.IDs[i+1]}
 		}
-		n, ok := t.nodes[r]
+		j, ok := slices.BinarySearchFunc(t.nodes[:old], r, func(n Node, r Rev) int { return n.Rev.Compare(r) })
 		if !ok {
-			n = &Node{Rev: r, Parent: parent, Seq: seq}
+			nn := Node{Rev: r, Parent: parent, Seq: seq}
 			if i == 0 {
-				n.Deleted, n.Body = deleted, body
+				nn.Deleted, nn.Body = deleted, body
 				added = true
 			}
-			t.nodes[r] = n
+			t.nodes = append(t.nodes, nn)
 			continue
 		}
-		if i == 0 && !n.Body && body {
+		e := &t.nodes[j]
+		if i == 0 && !e.Body && body {
 			// A bodiless placeholder (interior or stemmed) gets its revision.
-			n.Deleted, n.Body, n.Seq = deleted, true, seq
+			e.Deleted, e.Body, e.Seq = deleted, true, seq
 			added = true
 		}
-		if !parent.IsZero() && (n.Parent.IsZero() || parent.Compare(n.Parent) < 0) {
-			n.Parent = parent
+		if !parent.IsZero() && (e.Parent.IsZero() || parent.Compare(e.Parent) < 0) {
+			e.Parent = parent
 		}
+	}
+	if len(t.nodes) > old {
+		t.sort()
 	}
 	return added
 }
 
-// children maps each rev to whether it has a child in the tree.
-func (t *Tree) hasChild() map[Rev]bool {
-	m := make(map[Rev]bool, len(t.nodes))
-	for _, n := range t.nodes {
-		if !n.Parent.IsZero() {
-			if _, ok := t.nodes[n.Parent]; ok {
-				m[n.Parent] = true
-			}
+// sort orders the nodes by rev.
+func (t *Tree) sort() {
+	slices.SortFunc(t.nodes, func(a, b Node) int { return a.Rev.Compare(b.Rev) })
+}
+
+// childMarks records, per node index, whether the node has a child in the
+// tree; trees of up to 64 nodes need no allocation.
+type childMarks struct {
+	small uint64
+	big   []bool
+}
+
+func (m *childMarks) set(i int) {
+	if m.big != nil {
+		m.big[i] = true
+	} else {
+		m.small |= 1 << uint(i)
+	}
+}
+
+func (m *childMarks) has(i int) bool {
+	if m.big != nil {
+		return m.big[i]
+	}
+	return m.small&(1<<uint(i)) != 0
+}
+
+// hasChild marks each node that has a child in the tree.
+func (t *Tree) hasChild() childMarks {
+	var m childMarks
+	if len(t.nodes) > 64 {
+		m.big = make([]bool, len(t.nodes))
+	}
+	for i := range t.nodes {
+		par := t.nodes[i].Parent
+		if par.IsZero() {
+			continue
+		}
+		if j, ok := t.find(par); ok {
+			m.set(j)
 		}
 	}
 	return m
@@ -142,8 +191,8 @@ func (t *Tree) IsLeaf(r Rev) bool {
 	if !t.Contains(r) {
 		return false
 	}
-	for _, n := range t.nodes {
-		if n.Parent == r {
+	for i := range t.nodes {
+		if t.nodes[i].Parent == r {
 			return false
 		}
 	}
@@ -167,9 +216,9 @@ func winnerCompare(a, b Node) int {
 func (t *Tree) Leaves() []Node {
 	hc := t.hasChild()
 	var out []Node
-	for r, n := range t.nodes {
-		if !hc[r] {
-			out = append(out, *n)
+	for i := range t.nodes {
+		if !hc.has(i) {
+			out = append(out, t.nodes[i])
 		}
 	}
 	slices.SortFunc(out, func(a, b Node) int { return winnerCompare(b, a) })
@@ -181,12 +230,12 @@ func (t *Tree) Winner() (Node, bool) {
 	hc := t.hasChild()
 	var w Node
 	found := false
-	for r, n := range t.nodes {
-		if hc[r] {
+	for i := range t.nodes {
+		if hc.has(i) {
 			continue
 		}
-		if !found || winnerCompare(*n, w) > 0 {
-			w, found = *n, true
+		if !found || winnerCompare(t.nodes[i], w) > 0 {
+			w, found = t.nodes[i], true
 		}
 	}
 	return w, found
@@ -219,18 +268,18 @@ func (t *Tree) DeletedConflicts() []Rev {
 // Ancestry returns rev followed by its known ancestors, newest first; nil if
 // rev is not in the tree.
 func (t *Tree) Ancestry(r Rev) []Rev {
-	n, ok := t.nodes[r]
+	i, ok := t.find(r)
 	if !ok {
 		return nil
 	}
 	out := []Rev{r}
-	for !n.Parent.IsZero() {
-		p, ok := t.nodes[n.Parent]
+	for !t.nodes[i].Parent.IsZero() {
+		j, ok := t.find(t.nodes[i].Parent)
 		if !ok || len(out) > len(t.nodes) {
 			break
 		}
-		out = append(out, p.Rev)
-		n = p
+		out = append(out, t.nodes[j].Rev)
+		i = j
 	}
 	return out
 }
@@ -308,20 +357,21 @@ func (t *Tree) Stem(limit int) []Rev {
 		}
 	}
 	var removed []Rev
-	for r := range t.nodes {
-		if !keep[r] {
-			removed = append(removed, r)
-		}
-	}
-	for _, r := range removed {
-		delete(t.nodes, r)
-	}
+	kept := t.nodes[:0]
 	for _, n := range t.nodes {
-		if _, ok := t.nodes[n.Parent]; !ok {
-			n.Parent = Rev{}
+		if keep[n.Rev] {
+			kept = append(kept, n)
+		} else {
+			removed = append(removed, n.Rev)
 		}
 	}
-	slices.SortFunc(removed, Rev.Compare)
+	clear(t.nodes[len(kept):])
+	t.nodes = kept
+	for i := range t.nodes {
+		if !t.Contains(t.nodes[i].Parent) {
+			t.nodes[i].Parent = Rev{}
+		}
+	}
 	return removed
 }
 
@@ -334,19 +384,20 @@ func (t *Tree) PruneBodiless() []Rev {
 	var removed []Rev
 	for {
 		hc := t.hasChild()
-		var drop []Rev
-		for r, n := range t.nodes {
-			if !hc[r] && !n.Body {
-				drop = append(drop, r)
+		kept := t.nodes[:0]
+		n := len(removed)
+		for i, nd := range t.nodes {
+			if !hc.has(i) && !nd.Body {
+				removed = append(removed, nd.Rev)
+			} else {
+				kept = append(kept, nd)
 			}
 		}
-		if len(drop) == 0 {
+		if len(removed) == n {
 			break
 		}
-		for _, r := range drop {
-			delete(t.nodes, r)
-		}
-		removed = append(removed, drop...)
+		clear(t.nodes[len(kept):])
+		t.nodes = kept
 	}
 	slices.SortFunc(removed, Rev.Compare)
 	return removed

@@ -10,15 +10,15 @@ import (
 	"testing"
 )
 
-// Module is couchepi's module path.
-const Module = "github.com/couchepi/couchepi"
+// modulePath is couchepi's module path, the prefix of the *Pkg import paths.
+const modulePath = "github.com/couchepi/couchepi"
 
 // Import paths of the binaries tests run.
 const (
-	MinicouchPkg  = Module + "/examples/minicouch"
-	ReplicatorPkg = Module + "/plugin"
-	DocguardPkg   = Module + "/examples/docguard"
-	CouchrepPkg   = Module + "/plugin/couchrep"
+	MinicouchPkg  = modulePath + "/examples/minicouch"
+	ReplicatorPkg = modulePath + "/plugin"
+	DocguardPkg   = modulePath + "/examples/docguard"
+	CouchrepPkg   = modulePath + "/plugin/couchrep"
 )
 
 // Build names one binary: a package, its link flags and whether it is built

@@ -77,6 +77,7 @@ type logBuffer struct {
 	extra io.Writer
 }
 
+// Write appends p and copies it to extra.
 func (b *logBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -86,6 +87,7 @@ func (b *logBuffer) Write(p []byte) (int, error) {
 	return b.buf.Write(p)
 }
 
+// String returns everything written so far.
 func (b *logBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -71,7 +71,7 @@ func TestBinaryOnce(t *testing.T) {
 	if a != b {
 		t.Fatalf("two builds: %s %s", a, b)
 	}
-	if _, err := Binary(Build{Pkg: Module + "/no/such/pkg"}); err == nil {
+	if _, err := Binary(Build{Pkg: modulePath + "/no/such/pkg"}); err == nil {
 		t.Fatal("building a missing package succeeded")
 	}
 }

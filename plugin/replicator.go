@@ -113,7 +113,7 @@ func (p *replicator) Start(ctx context.Context, host hooks.Services) error {
 	if err != nil {
 		return fmt.Errorf("open job store %s: %w", path, err)
 	}
-	q, err := jobs.New(store, jobs.Options{Logger: p.log, Prefix: jobdata.QueuePrefix})
+	q, err := jobs.New(store, jobs.Options{Logger: p.log, Prefix: jobdata.QueuePrefix, Tag: jobdata.ShareTag})
 	if err != nil {
 		store.Close()
 		return err

@@ -28,7 +28,7 @@ func BenchmarkCycle100kPending(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer store.Close()
-	q, err := jobs.New(store, jobs.Options{Prefix: jobdata.QueuePrefix})
+	q, err := jobs.New(store, jobs.Options{Prefix: jobdata.QueuePrefix, Tag: jobdata.ShareTag})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func BenchmarkCycle100kPending(b *testing.B) {
 	}
 	b.StopTimer()
 	t0 := time.Now()
-	job, err := q.Accept(ctx, jobdata.JobType, jobs.AcceptOptions{NoWait: true})
+	job, err := q.Accept(ctx, jobdata.JobType, jobs.AcceptOptions{NoWait: true, Choose: s.choose})
 	if err != nil || job == nil {
 		b.Fatal(err)
 	}

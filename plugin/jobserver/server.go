@@ -113,6 +113,12 @@ func (s *Server) Start(ctx context.Context, reclaim bool) error {
 			return err
 		}
 	}
+	// Jobs enqueued by a process that did not index them by fair-share key.
+	if n, err := s.q.IndexPending(ctx, jobdata.JobType); err != nil {
+		return err
+	} else if n > 0 {
+		s.log.Info("indexed pending jobs by fair-share key", "jobs", n)
+	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.lastCycle = time.Now()
 	s.wg.Add(1)
@@ -337,7 +343,7 @@ func (s *Server) accept() {
 		cfg := s.config()
 		wait := 5*time.Second + rand.N(cfg.StartupJitter+1)
 		actx, cancel := context.WithTimeout(s.ctx, wait)
-		job, err := s.q.Accept(actx, jobdata.JobType, jobs.AcceptOptions{})
+		job, err := s.q.Accept(actx, jobdata.JobType, jobs.AcceptOptions{Choose: s.choose})
 		cancel()
 		if s.ctx.Err() != nil || errors.Is(err, jobs.ErrClosed) {
 			if job != nil {

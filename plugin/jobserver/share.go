@@ -74,5 +74,12 @@ func (s *Share) Priority(id, key string, numJobs int, cfg Config) float64 {
 	return s.increment(key, max(numJobs, 1), cfg)
 }
 
+// KeyPriority is the priority a new job of key starts with while running
+// jobs of key run: the increment of a running job (with at least one job
+// counted). It orders which pending job starts first.
+func (s *Share) KeyPriority(key string, running int, cfg Config) float64 {
+	return s.increment(key, max(running, 1), cfg)
+}
+
 // Usage returns a key's current usage (µs, decayed).
 func (s *Share) Usage(key string) float64 { return s.usage[key] }

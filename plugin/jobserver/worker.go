@@ -40,10 +40,7 @@ func newWorker(s *Server, job *jobs.Job) *worker {
 	w := &worker{s: s, job: job, started: time.Now()}
 	if rec, err := jobdata.Decode(job.Data); err == nil {
 		w.continuous = rec.Continuous()
-		w.key = rec.DBName
-		if rec.Transient() && rec.Rep != nil {
-			w.key = rec.Rep.UserCtx.Name
-		}
+		w.key = rec.ShareKey()
 	}
 	return w
 }

@@ -1,0 +1,55 @@
+package jobserver
+
+import (
+	"github.com/couchepi/couchepi/plugin/jobs"
+)
+
+// Choose is fair share's pick among due pending jobs (the candidates the
+// queue offers an acceptor; their Tag is the fair-share key, see
+// jobdata.ShareTag). It returns the index of the candidate to start:
+//
+//  1. lowest priority of its key: usage × running jobs / shares², the
+//     priority a new job of that key starts with (RFC 017), so a db that
+//     used more than its share waits;
+//  2. then fewest running jobs per share, so that while no key has usage
+//     yet (at start) slots fill in proportion to shares;
+//  3. then the oldest scheduled time, then the first offered.
+//
+// running counts the running jobs of each key.
+func Choose(cands []jobs.Candidate, share *Share, running map[string]int, cfg Config) int {
+	best := -1
+	var bestPrio, bestLoad float64
+	for i, c := range cands {
+		prio := share.KeyPriority(c.Tag, running[c.Tag], cfg)
+		load := float64(running[c.Tag]) / float64(cfg.SharesOf(c.Tag))
+		if best >= 0 {
+			switch {
+			case prio != bestPrio:
+				if prio > bestPrio {
+					continue
+				}
+			case load != bestLoad:
+				if load > bestLoad {
+					continue
+				}
+			case !c.STime.Before(cands[best].STime):
+				continue
+			}
+		}
+		best, bestPrio, bestLoad = i, prio, load
+	}
+	return max(best, 0)
+}
+
+// choose is the acceptors' AcceptOptions.Choose: Choose with the server's
+// fair-share state and running jobs.
+func (s *Server) choose(cands []jobs.Candidate) int {
+	cfg := s.config()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	running := make(map[string]int, len(cands))
+	for _, w := range s.workers {
+		running[w.key]++
+	}
+	return Choose(cands, s.share, running, cfg)
+}

@@ -6,7 +6,6 @@
 package docs
 
 import (
-	"os"
 	"reflect"
 	"regexp"
 	"strings"
@@ -25,7 +24,7 @@ func section(t *testing.T, doc, heading string) string {
 	t.Helper()
 	i := strings.Index(doc, "\n## "+heading)
 	if i < 0 {
-		t.Fatalf("replicator.md has no section %q", heading)
+		t.Fatalf("no section %q", heading)
 	}
 	rest := doc[i+4:]
 	if j := strings.Index(rest, "\n## "); j >= 0 {
@@ -61,14 +60,8 @@ func configRows(t *testing.T, text string) []configRow {
 	return rows
 }
 
-func readDoc(t *testing.T) string {
-	t.Helper()
-	b, err := os.ReadFile("replicator.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
+// readDoc returns replicator.md.
+func readDoc(t *testing.T) string { return readPage(t, "replicator.md") }
 
 func TestReplicatorConfigKeysAndDefaults(t *testing.T) {
 	rows := configRows(t, section(t, readDoc(t), "Configuration"))

@@ -52,19 +52,10 @@ func envNames(t *testing.T) map[string]string {
 	return names
 }
 
-func readTestingDoc(t *testing.T) string {
-	t.Helper()
-	b, err := os.ReadFile("testing.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
 // TestTestingDocNamesEveryEnvVar: every environment variable the code and
 // scripts read is in testing.md, and every one testing.md names is read.
 func TestTestingDocNamesEveryEnvVar(t *testing.T) {
-	doc := readTestingDoc(t)
+	doc := readPage(t, "testing.md")
 	names := envNames(t)
 	if len(names) < 10 {
 		t.Fatalf("found only %d environment variables: %v", len(names), names)
@@ -97,7 +88,7 @@ func TestTestingDocMakeTargets(t *testing.T) {
 	for _, m := range regexp.MustCompile(`(?m)^([a-z][a-z-]*):`).FindAllStringSubmatch(string(mk), -1) {
 		targets[m[1]] = true
 	}
-	doc := readTestingDoc(t)
+	doc := readPage(t, "testing.md")
 	for _, m := range regexp.MustCompile("`make ([a-z][a-z-]*)").FindAllStringSubmatch(doc, -1) {
 		if !targets[m[1]] {
 			t.Errorf("testing.md runs `make %s`, which the Makefile does not define", m[1])

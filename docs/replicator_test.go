@@ -124,3 +124,23 @@ func TestReplicatorStates(t *testing.T) {
 		}
 	}
 }
+
+// TestReplicatorConfigKeysAllDocumented: every `[replicator]` key jobserver
+// and parse read (found in their source) is in the Configuration section,
+// so a new key cannot ship undocumented.
+func TestReplicatorConfigKeysAllDocumented(t *testing.T) {
+	text := section(t, readDoc(t), "Configuration")
+	key := regexp.MustCompile(`(?:int|dur|float|bool)Key\((?:&[\w.]+, )?"([a-z_]+)"`)
+	found := 0
+	for _, file := range []string{"../plugin/jobserver/config.go", "../parse/options.go"} {
+		for _, m := range key.FindAllStringSubmatch(readPage(t, file), -1) {
+			found++
+			if !strings.Contains(text, "`"+m[1]+"`") {
+				t.Errorf("[replicator] %s is read by %s but not documented", m[1], file)
+			}
+		}
+	}
+	if found < 20 {
+		t.Fatalf("found only %d config keys in the source", found)
+	}
+}

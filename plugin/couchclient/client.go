@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/couchepi/couchepi/parse"
@@ -348,10 +347,10 @@ func (r *resettingReader) Close() error { return r.rc.Close() }
 // bufferBody replaces resp.Body with its whole content, read now.
 func bufferBody(resp *http.Response) error {
 	var buf *bytes.Buffer
-	if p, ok := bodyPool.Get().(*bytes.Buffer); ok {
-		buf = p
+	select {
+	case buf = <-freeBodies:
 		buf.Reset()
-	} else {
+	default:
 		buf = new(bytes.Buffer)
 	}
 	if n := resp.ContentLength; n > 0 && n < maxPresize {
@@ -372,11 +371,19 @@ func bufferBody(resp *http.Response) error {
 const maxPresize = 64 << 20
 
 // maxPooled is the largest buffer kept for reuse by Release.
-const maxPooled = 16 << 20
+const maxPooled = 8 << 20
 
-// bodyPool holds the buffers of released responses (*bytes.Buffer): a
-// replication reads hundreds of similar _bulk_get answers of ~0.5 MB each.
-var bodyPool sync.Pool
+// freeBodies holds the buffers of released responses: a replication reads
+// hundreds of similar _bulk_get answers of ~0.5 MB each, mostly chunked (no
+// Content-Length to presize from). A sync.Pool is emptied by every other
+// garbage collection, which at replication rates left most answers growing
+// a new buffer from 512 bytes by doubling (allocating and zeroing each step);
+// this list keeps up to maxFreeBodies buffers across collections.
+var freeBodies = make(chan *bytes.Buffer, maxFreeBodies)
+
+// maxFreeBodies bounds the buffers freeBodies keeps (at most
+// maxFreeBodies × maxPooled bytes).
+const maxFreeBodies = 16
 
 // bufferedBody is a response body read into memory by Do (Request.Buffer).
 type bufferedBody struct {
@@ -411,7 +418,10 @@ func Release(resp *http.Response) {
 	b.buf, b.data = nil, nil
 	b.Reader.Reset(nil)
 	if buf.Cap() <= maxPooled {
-		bodyPool.Put(buf)
+		select {
+		case freeBodies <- buf:
+		default:
+		}
 	}
 }
 

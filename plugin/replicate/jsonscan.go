@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"strings"
 )
 
 // The replicator passes documents through as raw JSON: it needs a few
@@ -105,6 +106,18 @@ func skipValue(b []byte, i int) (int, error) {
 // starts; fn returns the index after the value (skipValue, or after
 // descending into it). members returns the index after the object.
 func members(b []byte, i int, fn func(key string, v int) (int, error)) (int, error) {
+	return rawMembers(b, i, func(raw []byte, v int) (int, error) {
+		key, err := decodeKey(raw)
+		if err != nil {
+			return 0, err
+		}
+		return fn(key, v)
+	})
+}
+
+// rawMembers is members with each key given as its raw JSON string,
+// quotes included, undecoded (no allocation per key).
+func rawMembers(b []byte, i int, fn func(raw []byte, v int) (int, error)) (int, error) {
 	i = skipWS(b, i)
 	if i >= len(b) || b[i] != '{' {
 		return 0, errMalformed
@@ -121,15 +134,12 @@ func members(b []byte, i int, fn func(key string, v int) (int, error)) (int, err
 		if err != nil {
 			return 0, err
 		}
-		key, err := decodeKey(b[i:ke])
-		if err != nil {
-			return 0, err
-		}
+		raw := b[i:ke]
 		i = skipWS(b, ke)
 		if i >= len(b) || b[i] != ':' {
 			return 0, errMalformed
 		}
-		if i, err = fn(key, skipWS(b, i+1)); err != nil {
+		if i, err = fn(raw, skipWS(b, i+1)); err != nil {
 			return 0, err
 		}
 		i = skipWS(b, i)
@@ -200,6 +210,37 @@ type bulkGetResult struct {
 type bulkGetDoc struct {
 	OK    json.RawMessage
 	Error json.RawMessage
+	// HasAtts reports that OK has a non-empty _attachments object (the
+	// doc is then fetched on its own, attachments and all).
+	HasAtts bool
+}
+
+// scanDoc walks the doc object at b[i] and returns the index after it and
+// whether it has a top-level _attachments member whose value is a
+// non-empty object. Keys are matched as encoding/json matches a field
+// name (case-insensitively); with repeated members any non-empty one
+// counts, which at worst sends a doc down the slower per-doc path.
+func scanDoc(b []byte, i int) (int, bool, error) {
+	atts := false
+	end, err := rawMembers(b, i, func(raw []byte, v int) (int, error) {
+		if !atts && v < len(b) && b[v] == '{' && isAttachmentsKey(raw) {
+			k := skipWS(b, v+1)
+			atts = k < len(b) && b[k] != '}'
+		}
+		return skipValue(b, v)
+	})
+	return end, atts, err
+}
+
+// isAttachmentsKey reports whether the raw JSON string raw names
+// _attachments, as encoding/json would match it to that field.
+func isAttachmentsKey(raw []byte) bool {
+	const name = "_attachments"
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return bytes.EqualFold(raw[1:len(raw)-1], []byte(name))
+	}
+	key, err := decodeKey(raw)
+	return err == nil && strings.EqualFold(key, name)
 }
 
 // parseBulkGet reads a `_bulk_get` JSON response, each byte once. The docs
@@ -211,14 +252,19 @@ func parseBulkGet(body []byte) ([]bulkGetResult, error) {
 	doc := func(v int) (int, error) {
 		var d bulkGetDoc
 		end, err := members(body, v, func(key string, v int) (int, error) {
+			if key == "ok" && v < len(body) && body[v] == '{' {
+				end, atts, err := scanDoc(body, v)
+				if err != nil {
+					return 0, err
+				}
+				d.OK, d.HasAtts = body[v:end], atts
+				return end, nil
+			}
 			end, err := skipValue(body, v)
 			if err != nil {
 				return 0, err
 			}
-			switch {
-			case key == "ok" && body[v] == '{':
-				d.OK = body[v:end]
-			case key == "error":
+			if key == "error" {
 				d.Error = body[v:end]
 			}
 			return end, nil

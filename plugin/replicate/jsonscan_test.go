@@ -34,6 +34,16 @@ func TestParseBulkGet(t *testing.T) {
 		{name: "escaped quotes and backslashes", body: `{"results":[{"id":"a\\","docs":[{"ok":{"s":"\\\"}"}}]}]}`,
 			want: []bulkGetResult{{ID: `a\`, Docs: []bulkGetDoc{{OK: json.RawMessage(`{"s":"\\\"}"}`)}}}}},
 		{name: "missing comma", body: `{"results":[{"id":"a"} {"id":"b"}]}`, err: true},
+		{name: "attachments", body: `{"results":[{"id":"a","docs":[{"ok":{"_id":"a","_attachments": {"f":{"stub":true}}}},{"ok":{"_attachments":{ }}},{"ok":{"x":{"_attachments":{"f":1}}}},{"ok":{"_Attachments":{"f":1}}},{"ok":{"\u005fattachments":{"f":1}}},{"ok":{"_attachments":null}}]}]}`,
+			want: []bulkGetResult{{ID: "a", Docs: []bulkGetDoc{
+				{OK: json.RawMessage(`{"_id":"a","_attachments": {"f":{"stub":true}}}`), HasAtts: true},
+				{OK: json.RawMessage(`{"_attachments":{ }}`)},
+				{OK: json.RawMessage(`{"x":{"_attachments":{"f":1}}}`)},
+				{OK: json.RawMessage(`{"_Attachments":{"f":1}}`), HasAtts: true},
+				{OK: json.RawMessage(`{"\u005fattachments":{"f":1}}`), HasAtts: true},
+				{OK: json.RawMessage(`{"_attachments":null}`)},
+			}}}},
+		{name: "ends inside ok", body: `{"results":[{"docs":[{"ok":{"_attachments":{`, err: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -86,6 +96,7 @@ func TestParseBulkGetMatchesEncodingJSON(t *testing.T) {
 func FuzzParseBulkGet(f *testing.F) {
 	f.Add([]byte(`{"results":[{"id":"a","docs":[{"ok":{"_id":"a"}}]}]}`))
 	f.Add([]byte(`{"results":[{"id":"a\"","docs":[{"error":{}}]}]}`))
+	f.Add([]byte(`{"results":[{"id":"a","docs":[{"ok":{"_id":"a","_attachments":{"f":{}}}}]}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		got, err := parseBulkGet(b)
 		var want struct {
@@ -98,6 +109,13 @@ func FuzzParseBulkGet(f *testing.F) {
 		}
 		if len(got) != len(want.Results) {
 			t.Fatalf("%d results, encoding/json %d", len(got), len(want.Results))
+		}
+		for _, r := range got {
+			for _, d := range r.Docs {
+				if d.OK != nil && json.Valid(d.OK) && !d.HasAtts && hasAttachments(d.OK) {
+					t.Fatalf("HasAtts false for %s, which has attachments", d.OK)
+				}
+			}
 		}
 	})
 }

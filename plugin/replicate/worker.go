@@ -238,7 +238,7 @@ func (r *run) bulkGet(ctx context.Context, revs []missingRev, w *bulkWriter, hel
 	got := 0
 	for i, m := range revs {
 		ok := i < len(results) && results[i].ID == m.id && len(results[i].Docs) == 1 &&
-			results[i].Docs[0].OK != nil && !hasAttachments(results[i].Docs[0].OK)
+			results[i].Docs[0].OK != nil && !results[i].Docs[0].HasAtts
 		if !ok {
 			rest = append(rest, m)
 			continue

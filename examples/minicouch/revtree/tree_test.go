@@ -1,6 +1,7 @@
 package revtree
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -329,5 +330,57 @@ func TestPruneBodiless(t *testing.T) {
 	}
 	if got := strs(nodeRevs(tr.Leaves())); !slices.Equal(got, []string{"3-c"}) {
 		t.Fatalf("leaves after prune: %v", got)
+	}
+}
+
+// TestDecodeUnordered checks that encodings whose nodes are not in rev order
+// or repeat a rev decode to a tree in rev order, the last of repeated revs
+// winning, with parents named by index resolved before reordering.
+func TestDecodeUnordered(t *testing.T) {
+	type enc struct {
+		gen    int
+		hash   string
+		parent int // index+1 in the encoding, 0 = root
+		seq    uint64
+	}
+	encode := func(ns []enc) []byte {
+		b := binary.AppendUvarint(nil, uint64(len(ns)))
+		for _, n := range ns {
+			b = binary.AppendUvarint(b, uint64(n.gen))
+			b = binary.AppendUvarint(b, uint64(len(n.hash)))
+			b = append(b, n.hash...)
+			b = binary.AppendUvarint(b, uint64(n.parent))
+			b = append(b, flagBody)
+			b = binary.AppendUvarint(b, n.seq)
+		}
+		return b
+	}
+	tests := []struct {
+		name string
+		in   []enc
+		want []Node
+	}{
+		{"ordered", []enc{{1, "a", 0, 1}, {2, "b", 1, 2}},
+			[]Node{{Rev: Rev{1, "a"}, Body: true, Seq: 1}, {Rev: Rev{2, "b"}, Parent: Rev{1, "a"}, Body: true, Seq: 2}}},
+		{"reversed", []enc{{2, "b", 2, 2}, {1, "a", 0, 1}},
+			[]Node{{Rev: Rev{1, "a"}, Body: true, Seq: 1}, {Rev: Rev{2, "b"}, Parent: Rev{1, "a"}, Body: true, Seq: 2}}},
+		{"repeat, last wins", []enc{{1, "a", 0, 1}, {2, "b", 1, 2}, {1, "a", 0, 7}},
+			[]Node{{Rev: Rev{1, "a"}, Body: true, Seq: 7}, {Rev: Rev{2, "b"}, Parent: Rev{1, "a"}, Body: true, Seq: 2}}},
+		{"adjacent repeat, last wins", []enc{{1, "a", 0, 1}, {1, "a", 0, 3}},
+			[]Node{{Rev: Rev{1, "a"}, Body: true, Seq: 3}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tr, _, err := Decode(encode(tc.in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := tr.Nodes(); !slices.Equal(got, tc.want) {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+			if w, _ := tr.Winner(); w.Rev != tc.want[len(tc.want)-1].Rev {
+				t.Fatalf("winner %v", w.Rev)
+			}
+		})
 	}
 }

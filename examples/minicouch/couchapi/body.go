@@ -57,7 +57,18 @@ func readBody(r *http.Request) ([]byte, *hooks.Error) {
 	if r.Body == nil {
 		return nil, nil
 	}
-	b, err := io.ReadAll(r.Body)
+	var b []byte
+	var err error
+	if n := r.ContentLength; n > 0 && n <= maxPresizedBody {
+		// One allocation of the declared size (io.ReadAll grows from
+		// 512 bytes by copying: ~20 allocations for a 0.5 MB _bulk_docs).
+		// The extra MinRead bytes let the read see EOF without growing.
+		buf := bytes.NewBuffer(make([]byte, 0, n+bytes.MinRead))
+		_, err = buf.ReadFrom(r.Body)
+		b = buf.Bytes()
+	} else {
+		b, err = io.ReadAll(r.Body)
+	}
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -67,6 +78,10 @@ func readBody(r *http.Request) ([]byte, *hooks.Error) {
 	}
 	return b, nil
 }
+
+// maxPresizedBody bounds the buffer readBody allocates up front from a
+// request's Content-Length (a larger body grows as it arrives).
+const maxPresizedBody = 64 << 20
 
 // validJSON reports whether b is one valid UTF-8 JSON value.
 func validJSON(b []byte) bool {

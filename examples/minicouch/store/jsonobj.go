@@ -14,6 +14,18 @@ var errNotObject = errors.New("not a JSON object")
 // document order, with the decoded key, the raw key (quoted) and the raw
 // value. obj must be valid JSON (checked by the caller with json.Valid).
 func eachMember(obj []byte, fn func(key string, rawKey, val []byte) error) error {
+	return eachRawMember(obj, func(rawKey, val []byte) error {
+		key, err := decodeKey(rawKey)
+		if err != nil {
+			return err
+		}
+		return fn(key, rawKey, val)
+	})
+}
+
+// eachRawMember is eachMember without decoding the keys: fn gets the raw
+// key (quoted) and the raw value.
+func eachRawMember(obj []byte, fn func(rawKey, val []byte) error) error {
 	i := jsonscan.SkipSpace(obj, 0)
 	if i >= len(obj) || obj[i] != '{' {
 		return errNotObject
@@ -26,15 +38,11 @@ func eachMember(obj []byte, fn func(key string, rawKey, val []byte) error) error
 		ks := i
 		ke := jsonscan.SkipString(obj, i)
 		rawKey := obj[ks:ke]
-		key, err := decodeKey(rawKey)
-		if err != nil {
-			return err
-		}
 		i = jsonscan.SkipSpace(obj, ke)
 		i = jsonscan.SkipSpace(obj, i+1) // ':'
 		vs := i
 		ve := jsonscan.SkipValue(obj, i)
-		if err := fn(key, rawKey, obj[vs:ve]); err != nil {
+		if err := fn(rawKey, obj[vs:ve]); err != nil {
 			return err
 		}
 		i = jsonscan.SkipSpace(obj, ve)

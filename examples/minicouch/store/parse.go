@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -74,8 +75,19 @@ func ParseValidDoc(raw []byte) (*Doc, error) {
 	d := &Doc{}
 	body := make([]byte, 0, len(raw))
 	body = append(body, '{')
-	err := eachMember(raw, func(key string, rawKey, val []byte) error {
-		if !strings.HasPrefix(key, "_") || replicationMembers[key] {
+	err := eachRawMember(raw, func(rawKey, val []byte) error {
+		// Keys are compared as bytes (no string per member); only a key
+		// with escapes is decoded. A key starts with "_" only when its
+		// first byte is "_" or starts an escape.
+		k := rawKey[1 : len(rawKey)-1]
+		if len(k) > 0 && (k[0] == '_' || k[0] == '\\') && bytes.IndexByte(k, '\\') >= 0 {
+			key, err := decodeKey(rawKey)
+			if err != nil {
+				return err
+			}
+			k = []byte(key)
+		}
+		if len(k) == 0 || k[0] != '_' || replicationMembers[string(k)] {
 			if len(body) > 1 {
 				body = append(body, ',')
 			}
@@ -84,7 +96,7 @@ func ParseValidDoc(raw []byte) (*Doc, error) {
 			body = append(body, val...)
 			return nil
 		}
-		switch key {
+		switch string(k) {
 		case "_id":
 			id, err := jsonString(val)
 			if err != nil {
@@ -132,7 +144,7 @@ func ParseValidDoc(raw []byte) (*Doc, error) {
 			d.Attachments = atts
 		case "_revs_info", "_conflicts", "_deleted_conflicts", "_local_seq":
 		default:
-			return DocValidation("Bad special document member: " + key)
+			return DocValidation("Bad special document member: " + string(k))
 		}
 		return nil
 	})
@@ -164,8 +176,13 @@ func parseRevisions(val []byte) (*Revisions, error) {
 		return nil, DocValidation("Bad special document member: _revisions")
 	}
 	var start, ids []byte
-	eachMember(val, func(key string, _, v []byte) error {
-		switch key {
+	eachRawMember(val, func(rawKey, v []byte) error {
+		k := rawKey[1 : len(rawKey)-1]
+		if bytes.IndexByte(k, '\\') >= 0 {
+			key, _ := decodeKey(rawKey)
+			k = []byte(key)
+		}
+		switch string(k) {
 		case "start":
 			start = v
 		case "ids":

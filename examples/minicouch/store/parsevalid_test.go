@@ -48,3 +48,42 @@ func TestParseValidDocMatchesParseDoc(t *testing.T) {
 		t.Error("ParseDoc accepted invalid JSON")
 	}
 }
+
+// TestParseValidDocKeys checks how member keys are told apart without
+// decoding them: escapes that spell a special member name count as that
+// member, other keys stay in the body as written.
+func TestParseValidDocKeys(t *testing.T) {
+	tests := []struct {
+		name, in string
+		id, rev  string
+		revs     *Revisions
+		body     string
+		err      string
+	}{
+		{name: "plain", in: `{"_id":"a","_rev":"1-x","v":1}`, id: "a", rev: "1-x", body: `{"v":1}`},
+		{name: "escaped _id", in: `{"\u005fid":"a","v":1}`, id: "a", body: `{"v":1}`},
+		{name: "escape inside _rev", in: `{"_id":"a","_r\u0065v":"2-y"}`, id: "a", rev: "2-y", body: `{}`},
+		{name: "escaped ordinary key stays raw", in: `{"_id":"a","\u0041b":1,"":2}`, id: "a", body: `{"\u0041b":1,"":2}`},
+		{name: "replication member kept", in: `{"_id":"a","_replication_state":"completed"}`, id: "a", body: `{"_replication_state":"completed"}`},
+		{name: "escaped revisions keys", in: `{"_id":"a","_revisions":{"st\u0061rt":2,"ids":["b","a"]}}`, id: "a", rev: "2-b",
+			revs: &Revisions{Start: 2, IDs: []string{"b", "a"}}, body: `{}`},
+		{name: "unknown special", in: `{"_id":"a","_b\u006fgus":1}`, err: "Bad special document member: _bogus"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := ParseValidDoc([]byte(tc.in))
+			if tc.err != "" {
+				if err == nil || err.(*Error).Reason != tc.err {
+					t.Fatalf("err = %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.ID != tc.id || d.Rev != tc.rev || string(d.Body) != tc.body || !reflect.DeepEqual(d.Revisions, tc.revs) {
+				t.Fatalf("got id %q rev %q revisions %+v body %s", d.ID, d.Rev, d.Revisions, d.Body)
+			}
+		})
+	}
+}

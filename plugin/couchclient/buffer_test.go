@@ -33,7 +33,7 @@ func TestBufferedBodies(t *testing.T) {
 	c := p.Endpoint(parse.Endpoint{URL: srv.URL + "/db/"}, nil)
 	ctx := context.Background()
 	get := func(q string) *http.Response {
-		resp, err := c.Do(ctx, &Request{Method: http.MethodGet, Path: "x", Query: q, Buffer: true})
+		resp, err := c.Do(ctx, &Request{Method: http.MethodGet, Path: "x", Query: q, Buffer: true, Reuse: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,6 +67,18 @@ func TestBufferedBodies(t *testing.T) {
 		t.Fatal("a held buffer changed while other answers were released")
 	}
 	Release(keptResp)
+	// A buffered answer without Reuse leaves the recycled buffers alone.
+	free := len(freeBodies)
+	if free == 0 {
+		t.Fatal("released buffers were not kept for reuse")
+	}
+	plain, err := c.Do(ctx, &Request{Method: http.MethodGet, Path: "x", Query: "c=f&fill=xy", Buffer: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data, err := Bytes(plain); err != nil || string(data) != "ff" || len(freeBodies) != free {
+		t.Fatalf("buffered without Reuse: %q %v, %d free buffers, want %d", data, err, len(freeBodies), free)
+	}
 	// An unbuffered response: Bytes reads it, Release ignores it.
 	resp, err := c.Do(ctx, &Request{Method: http.MethodGet, Path: "x", Query: "c=e&fill=xyz"})
 	if err != nil {

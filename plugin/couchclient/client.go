@@ -121,6 +121,12 @@ type Request struct {
 	// connection cut mid-body is retried like any connection error. For small
 	// JSON answers only; feeds and attachments stream.
 	Buffer bool
+	// Reuse lets a buffered body be read into memory recycled from
+	// responses given back with Release. Set it only when the response
+	// will be released: memory taken by a response that never is, is lost
+	// to later ones (_bulk_docs answers and the like would drain the
+	// recycled _bulk_get buffers).
+	Reuse bool
 	// NoRetry sends the request once (still honouring the rate limiter and 429s).
 	NoRetry bool
 }
@@ -161,7 +167,7 @@ func (c *Client) Do(ctx context.Context, r *Request) (*http.Response, error) {
 		resp, err := c.once(ctx, r, rawURL)
 		c.pool.stats.countResponse(err)
 		if err == nil && r.Buffer && resp.StatusCode != http.StatusTooManyRequests {
-			err = bufferBody(resp)
+			err = bufferBody(resp, r.Reuse)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -344,13 +350,18 @@ func (r *resettingReader) Read(p []byte) (int, error) {
 
 func (r *resettingReader) Close() error { return r.rc.Close() }
 
-// bufferBody replaces resp.Body with its whole content, read now.
-func bufferBody(resp *http.Response) error {
+// bufferBody replaces resp.Body with its whole content, read now, into a
+// recycled buffer when reuse is set and one is free.
+func bufferBody(resp *http.Response, reuse bool) error {
 	var buf *bytes.Buffer
-	select {
-	case buf = <-freeBodies:
-		buf.Reset()
-	default:
+	if reuse {
+		select {
+		case buf = <-freeBodies:
+			buf.Reset()
+		default:
+		}
+	}
+	if buf == nil {
 		buf = new(bytes.Buffer)
 	}
 	if n := resp.ContentLength; n > 0 && n < maxPresize {

@@ -200,7 +200,7 @@ func (r *run) bulkGet(ctx context.Context, revs []missingRev, w *bulkWriter, hel
 	}
 	body, _ := json.Marshal(map[string]any{"docs": reqs, "latest": true, "revs": true, "attachments": false})
 	r.stats.bulkGetAttempts.Add(int64(len(revs)))
-	resp, err := r.src.Do(ctx, &couchclient.Request{Buffer: true,
+	resp, err := r.src.Do(ctx, &couchclient.Request{Buffer: true, Reuse: true,
 		Method: http.MethodPost, Path: "_bulk_get", Query: "latest=true&revs=true&attachments=false", Body: body,
 		Header: http.Header{"Content-Type": {"application/json"}},
 	})

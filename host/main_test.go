@@ -27,8 +27,16 @@ func TestMain(m *testing.M) {
 		return
 	}
 	var err error
-	docguardV1, err = minicouchtest.Binary(minicouchtest.Build{Pkg: minicouchtest.DocguardPkg})
-	if err == nil {
+	if pre := os.Getenv(prebuiltDocguardEnv); pre != "" {
+		// A/B runs of sdk changes: the benchmark drives a docguard built
+		// from another tree.
+		docguardV1 = pre
+	} else {
+		docguardV1, err = minicouchtest.Binary(minicouchtest.Build{Pkg: minicouchtest.DocguardPkg})
+	}
+	if pre := os.Getenv(prebuiltDocguardEnv + "_V2"); pre != "" {
+		docguardV2 = pre
+	} else if err == nil {
 		docguardV2, err = minicouchtest.Binary(minicouchtest.Build{Pkg: minicouchtest.DocguardPkg, LDFlags: "-X main.version=v2"})
 	}
 	if err != nil {
@@ -38,6 +46,12 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(minicouchtest.Main(m))
 }
+
+// prebuiltDocguardEnv names a prebuilt docguard binary to load instead of
+// building examples/docguard from this tree, so A/B runs of sdk changes can
+// drive docguards built from different trees; prebuiltDocguardEnv+"_V2"
+// does the same for v2 (built with -ldflags "-X main.version=v2").
+const prebuiltDocguardEnv = "COUCHEPI_TEST_DOCGUARD"
 
 // childHostEnv makes the test binary run as a server embedding the host
 // (for the parent-death test): it loads the plugin named by the variable,

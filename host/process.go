@@ -27,6 +27,14 @@ import (
 // are streamed in small chunks and never come near it.
 const maxMsgSize = 256 << 20
 
+// windowSize is the fixed HTTP/2 flow-control window of the host's side of
+// a plugin connection (per stream and per connection). Any explicit window
+// turns off gRPC's bandwidth-delay estimator, which otherwise sends a PING
+// round after nearly every hook call's data: one more write and wake-up on
+// each side per call, on a local socket that needs no estimating. The sdk
+// sets the same window on the plugin's side.
+const windowSize = 4 << 20
+
 // instance is one plugin process.
 type instance struct {
 	m      *managed
@@ -124,8 +132,10 @@ func (h *Host) launch(ctx context.Context, m *managed, spec Spec) (*instance, er
 		SyncStdout:       log.StandardWriter(&hclog.StandardLoggerOptions{ForceLevel: hclog.Info}),
 		SyncStderr:       log.StandardWriter(&hclog.StandardLoggerOptions{InferLevels: true}),
 		StartTimeout:     time.Minute,
-		GRPCDialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(
-			grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize))},
+		GRPCDialOptions: []grpc.DialOption{
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize)),
+			grpc.WithInitialWindowSize(windowSize), grpc.WithInitialConnWindowSize(windowSize),
+		},
 	})
 	inst := &instance{m: m, client: client, path: path, sum: sum,
 		exited: make(chan struct{}), retired: make(chan struct{}), suspect: make(chan struct{}, 1)}

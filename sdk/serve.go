@@ -3,6 +3,7 @@ package sdk
 import (
 	"context"
 	"os"
+	"runtime"
 
 	pb "github.com/couchepi/couchepi/hooks/hookspb"
 	"github.com/couchepi/couchepi/hooks/wire"
@@ -14,6 +15,26 @@ import (
 // maxMsgSize bounds one gRPC message (a doc in a hook call or an event
 // batch); HTTP bodies are streamed in small chunks and never hit it.
 const maxMsgSize = 256 << 20
+
+// windowSize is the fixed HTTP/2 flow-control window of the plugin's side of
+// the connection (per stream and per connection). Any explicit window turns
+// off gRPC's bandwidth-delay estimator, which otherwise sends a PING round
+// after nearly every hook call's data: one more write and wake-up on each
+// side per call, for a link (a local unix socket) that needs no estimating.
+// The host sets the same window on its side.
+const windowSize = 4 << 20
+
+// newGRPCServer builds the plugin's gRPC server from go-plugin's options
+// (TLS): message limits, fixed windows, and one stream worker per P, so a
+// hook call runs on a goroutine whose stack has already grown instead of a
+// new one per call.
+func newGRPCServer(opts []grpc.ServerOption) *grpc.Server {
+	opts = append(opts,
+		grpc.MaxRecvMsgSize(maxMsgSize), grpc.MaxSendMsgSize(maxMsgSize),
+		grpc.InitialWindowSize(windowSize), grpc.InitialConnWindowSize(windowSize),
+		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))))
+	return grpc.NewServer(opts...)
+}
 
 // Logger returns the plugin's logger: JSON lines on stderr, which the host
 // re-logs through its own hclog.Logger under the plugin's name.
@@ -42,11 +63,8 @@ func Serve(p Plugin) {
 		VersionedPlugins: map[int]plugin.PluginSet{
 			wire.Protocol: {wire.PluginKey: &grpcPlugin{impl: p}},
 		},
-		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
-			opts = append(opts, grpc.MaxRecvMsgSize(maxMsgSize), grpc.MaxSendMsgSize(maxMsgSize))
-			return grpc.NewServer(opts...)
-		},
-		Logger: logger.Named("go-plugin"),
+		GRPCServer: newGRPCServer,
+		Logger:     logger.Named("go-plugin"),
 	})
 }
 

@@ -188,13 +188,13 @@ func parseChangeRow(row []byte) (change, error) {
 	if len(row) == 0 || row[0] != '{' {
 		return c, errRowNotObject
 	}
-	_, err := members(row, 0, func(key string, v int) (int, error) {
+	_, err := members(row, 0, func(key []byte, v int) (int, error) {
 		end, err := skipValue(row, v)
 		if err != nil {
 			return 0, err
 		}
 		val := row[v:end]
-		switch key {
+		switch string(key) {
 		case "seq":
 			c.Seq = append([]byte(nil), val...)
 		case "id":
@@ -212,9 +212,9 @@ func parseChangeRow(row []byte) (change, error) {
 			c.Changes = c.Changes[:0]
 			_, err = elements(val, 0, func(e int) (int, error) {
 				var rev string
-				end, err := members(val, e, func(key string, v int) (int, error) {
+				end, err := members(val, e, func(key []byte, v int) (int, error) {
 					end, err := skipValue(val, v)
-					if err == nil && key == "rev" && val[v] == '"' {
+					if err == nil && string(key) == "rev" && val[v] == '"' {
 						rev, err = decodeKey(val[v:end])
 					}
 					return end, err

@@ -105,11 +105,19 @@ func skipValue(b []byte, i int) (int, error) {
 // calling fn with each member's decoded key and the index where its value
 // starts; fn returns the index after the value (skipValue, or after
 // descending into it). members returns the index after the object.
-func members(b []byte, i int, fn func(key string, v int) (int, error)) (int, error) {
+//
+// The key is only valid during the call: it is the unquoted bytes of b
+// when the key has no escapes (so comparing it, as string(key) == "id",
+// allocates nothing), else a decoded copy.
+func members(b []byte, i int, fn func(key []byte, v int) (int, error)) (int, error) {
 	return rawMembers(b, i, func(raw []byte, v int) (int, error) {
-		key, err := decodeKey(raw)
-		if err != nil {
-			return 0, err
+		key := raw[1 : len(raw)-1]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			s, err := decodeKey(raw)
+			if err != nil {
+				return 0, err
+			}
+			key = []byte(s)
 		}
 		return fn(key, v)
 	})
@@ -251,8 +259,8 @@ func parseBulkGet(body []byte) ([]bulkGetResult, error) {
 	var out []bulkGetResult
 	doc := func(v int) (int, error) {
 		var d bulkGetDoc
-		end, err := members(body, v, func(key string, v int) (int, error) {
-			if key == "ok" && v < len(body) && body[v] == '{' {
+		end, err := members(body, v, func(key []byte, v int) (int, error) {
+			if string(key) == "ok" && v < len(body) && body[v] == '{' {
 				end, atts, err := scanDoc(body, v)
 				if err != nil {
 					return 0, err
@@ -264,7 +272,7 @@ func parseBulkGet(body []byte) ([]bulkGetResult, error) {
 			if err != nil {
 				return 0, err
 			}
-			if key == "error" {
+			if string(key) == "error" {
 				d.Error = body[v:end]
 			}
 			return end, nil
@@ -274,8 +282,8 @@ func parseBulkGet(body []byte) ([]bulkGetResult, error) {
 	}
 	result := func(v int) (int, error) {
 		out = append(out, bulkGetResult{})
-		return members(body, v, func(key string, v int) (int, error) {
-			switch key {
+		return members(body, v, func(key []byte, v int) (int, error) {
+			switch string(key) {
 			case "id":
 				if v >= len(body) || body[v] != '"' {
 					break
@@ -292,8 +300,8 @@ func parseBulkGet(body []byte) ([]bulkGetResult, error) {
 			return skipValue(body, v)
 		})
 	}
-	end, err := members(body, 0, func(key string, v int) (int, error) {
-		if key != "results" {
+	end, err := members(body, 0, func(key []byte, v int) (int, error) {
+		if string(key) != "results" {
 			return skipValue(body, v)
 		}
 		out = out[:0] // the last of duplicate members counts, as in encoding/json

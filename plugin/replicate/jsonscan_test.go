@@ -43,6 +43,8 @@ func TestParseBulkGet(t *testing.T) {
 				{OK: json.RawMessage(`{"\u005fattachments":{"f":1}}`), HasAtts: true},
 				{OK: json.RawMessage(`{"_attachments":null}`)},
 			}}}},
+		{name: "escaped keys", body: `{"r\u0065sults":[{"\u0069d":"a","d\u006fcs":[{"\u006fk":{"_id":"a"}},{"err\u006fr":{"x":1}}]}]}`,
+			want: []bulkGetResult{{ID: "a", Docs: []bulkGetDoc{{OK: json.RawMessage(`{"_id":"a"}`)}, {Error: json.RawMessage(`{"x":1}`)}}}}},
 		{name: "ends inside ok", body: `{"results":[{"docs":[{"ok":{"_attachments":{`, err: true},
 	}
 	for _, tc := range tests {

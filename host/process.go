@@ -35,6 +35,16 @@ const maxMsgSize = 256 << 20
 // sets the same window on the plugin's side.
 const windowSize = 4 << 20
 
+// pluginDialOptions are the host's options for the connection to a plugin
+// process, on top of go-plugin's (TLS, dialer): message limits and fixed
+// windows.
+func pluginDialOptions() []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize)),
+		grpc.WithInitialWindowSize(windowSize), grpc.WithInitialConnWindowSize(windowSize),
+	}
+}
+
 // instance is one plugin process.
 type instance struct {
 	m      *managed
@@ -132,10 +142,7 @@ func (h *Host) launch(ctx context.Context, m *managed, spec Spec) (*instance, er
 		SyncStdout:       log.StandardWriter(&hclog.StandardLoggerOptions{ForceLevel: hclog.Info}),
 		SyncStderr:       log.StandardWriter(&hclog.StandardLoggerOptions{InferLevels: true}),
 		StartTimeout:     time.Minute,
-		GRPCDialOptions: []grpc.DialOption{
-			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize)),
-			grpc.WithInitialWindowSize(windowSize), grpc.WithInitialConnWindowSize(windowSize),
-		},
+		GRPCDialOptions:  pluginDialOptions(),
 	})
 	inst := &instance{m: m, client: client, path: path, sum: sum,
 		exited: make(chan struct{}), retired: make(chan struct{}), suspect: make(chan struct{}, 1)}

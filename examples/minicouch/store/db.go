@@ -135,9 +135,10 @@ func (db *DB) bucket(tx *bolt.Tx) (*bolt.Bucket, error) {
 }
 
 // Fill factors of a database's buckets in write transactions. bbolt splits
-// a page at FillPercent (default 0.5), so pages of 1 KB revision bodies
-// held two bodies, and every commit wrote (pwrite) and later freed twice
-// the pages the data needs. The seqs bucket only ever gets keys above all
+// a page at FillPercent (default 0.5), so pages were left about half full
+// (a 16 KiB page took ~7 revision bodies of 1 KB instead of ~13), and every
+// commit wrote (pwrite) and later freed nearly twice the pages the data
+// needs. The seqs bucket only ever gets keys above all
 // others (new update seqs), the classic append-only case for a full split;
 // docs and revs get keys anywhere, but bbolt rewrites every touched page at
 // commit anyway, so fuller pages mean fewer pages to write, not more work.

@@ -27,13 +27,17 @@ import (
 // are streamed in small chunks and never come near it.
 const maxMsgSize = 256 << 20
 
-// windowSize is the fixed HTTP/2 flow-control window of the host's side of
-// a plugin connection (per stream and per connection). Any explicit window
-// turns off gRPC's bandwidth-delay estimator, which otherwise sends a PING
-// round after nearly every hook call's data: one more write and wake-up on
-// each side per call, on a local socket that needs no estimating. The sdk
-// sets the same window on the plugin's side.
-const windowSize = 4 << 20
+// windowSize and connWindowSize are the fixed HTTP/2 flow-control windows
+// (per stream, per connection) of the host's side of a plugin connection. Any
+// explicit window turns off gRPC's bandwidth-delay estimator, which otherwise
+// sends a PING round after nearly every hook call's data: one more write,
+// read and wake-up on each side per call, on a local socket that needs no
+// estimating. A stream (say a slow HTTP client's response) buffers at most
+// windowSize. The sdk sets the same windows on the plugin's side.
+const (
+	windowSize     = 1 << 20
+	connWindowSize = 4 << 20
+)
 
 // pluginDialOptions are the host's options for the connection to a plugin
 // process, on top of go-plugin's (TLS, dialer): message limits and fixed
@@ -41,7 +45,7 @@ const windowSize = 4 << 20
 func pluginDialOptions() []grpc.DialOption {
 	return []grpc.DialOption{
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize)),
-		grpc.WithInitialWindowSize(windowSize), grpc.WithInitialConnWindowSize(windowSize),
+		grpc.WithInitialWindowSize(windowSize), grpc.WithInitialConnWindowSize(connWindowSize),
 	}
 }
 

@@ -82,7 +82,7 @@ func TestPluginConnSendsNoBDPPings(t *testing.T) {
 			}
 			// The server side has fixed windows too (as the sdk's has), so
 			// every PING seen comes from the client's own estimator.
-			srv := grpc.NewServer(grpc.InitialWindowSize(windowSize), grpc.InitialConnWindowSize(windowSize))
+			srv := grpc.NewServer(grpc.InitialWindowSize(windowSize), grpc.InitialConnWindowSize(connWindowSize))
 			pb.RegisterPluginServer(srv, echoPlugin{})
 			go srv.Serve(ln)
 			defer srv.Stop()

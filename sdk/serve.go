@@ -16,13 +16,17 @@ import (
 // batch); HTTP bodies are streamed in small chunks and never hit it.
 const maxMsgSize = 256 << 20
 
-// windowSize is the fixed HTTP/2 flow-control window of the plugin's side of
-// the connection (per stream and per connection). Any explicit window turns
-// off gRPC's bandwidth-delay estimator, which otherwise sends a PING round
-// after nearly every hook call's data: one more write and wake-up on each
-// side per call, for a link (a local unix socket) that needs no estimating.
-// The host sets the same window on its side.
-const windowSize = 4 << 20
+// windowSize and connWindowSize are the fixed HTTP/2 flow-control windows
+// (per stream, per connection) of the plugin's side of its connection to the
+// host. Any explicit window turns off gRPC's bandwidth-delay estimator, which
+// otherwise sends a PING round after nearly every hook call's data: one more
+// write, read and wake-up on each side per call, on a local socket that needs
+// no estimating. A stream (say a slow HTTP client's response) buffers at most
+// windowSize. The host sets the same windows on its side.
+const (
+	windowSize     = 1 << 20
+	connWindowSize = 4 << 20
+)
 
 // newGRPCServer builds the plugin's gRPC server from go-plugin's options
 // (TLS): message limits, fixed windows, and one stream worker per P, so a
@@ -31,7 +35,7 @@ const windowSize = 4 << 20
 func newGRPCServer(opts []grpc.ServerOption) *grpc.Server {
 	opts = append(opts,
 		grpc.MaxRecvMsgSize(maxMsgSize), grpc.MaxSendMsgSize(maxMsgSize),
-		grpc.InitialWindowSize(windowSize), grpc.InitialConnWindowSize(windowSize),
+		grpc.InitialWindowSize(windowSize), grpc.InitialConnWindowSize(connWindowSize),
 		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))))
 	return grpc.NewServer(opts...)
 }

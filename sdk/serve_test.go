@@ -95,7 +95,7 @@ func TestServerSendsNoBDPPings(t *testing.T) {
 			// The client side has fixed windows too (as the host has), so
 			// every PING seen comes from the server's own estimator.
 			conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
-				grpc.WithInitialWindowSize(windowSize), grpc.WithInitialConnWindowSize(windowSize))
+				grpc.WithInitialWindowSize(windowSize), grpc.WithInitialConnWindowSize(connWindowSize))
 			if err != nil {
 				t.Fatal(err)
 			}

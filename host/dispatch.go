@@ -62,21 +62,15 @@ func (h *Host) callDocHook(ctx context.Context, m *managed, hook hooks.Hook, db 
 			break
 		}
 		cctx, cancel := context.WithTimeout(ctx, h.cfg.HookTimeout)
-		var reply *pb.DocHookReply
-		var err error
-		if hook == hooks.BeforeDocUpdate {
-			reply, err = inst.rpc.BeforeDocUpdate(cctx, req)
-		} else {
-			reply, err = inst.rpc.AfterDocRead(cctx, req)
-		}
+		out, ce, err := inst.docHook(cctx, hook, req)
 		// The plugin's side of the deadline may fire a hair before ours.
 		timedOut := cctx.Err() == context.DeadlineExceeded || status.Code(err) == codes.DeadlineExceeded
 		cancel()
-		if err == nil {
-			return reply.GetDoc(), resultOK, nil
-		}
-		if ce := wire.FromStatus(err); ce != nil {
+		if ce != nil {
 			return nil, resultRejected, ce
+		}
+		if err == nil {
+			return out, resultOK, nil
 		}
 		if ctx.Err() != nil {
 			return nil, resultUnavailable, hooks.ServiceUnavailable(fmt.Sprintf("request ended before plugin %s answered %s for %s", m.name, hook, db))

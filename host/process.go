@@ -66,12 +66,25 @@ type instance struct {
 	suspect    chan struct{} // a caller saw a transport error: check health now
 	killOnce   sync.Once
 	started    atomic.Bool // Start succeeded: events may be delivered
+
+	// Sync hooks travel on reused DocHooks streams, all ended by
+	// stopStreams when the instance is retired; unaryHooks is set for a
+	// plugin that does not implement DocHooks.
+	hookStreams chan *hookStream
+	streamCtx   context.Context
+	stopStreams context.CancelFunc
+	unaryHooks  atomic.Bool
 }
 
 func (i *instance) isStarted() bool { return i.started.Load() }
 
 // retire marks the instance as deliberately stopped, so its exit is not a crash.
-func (i *instance) retire() { i.retireOnce.Do(func() { close(i.retired) }) }
+func (i *instance) retire() {
+	i.retireOnce.Do(func() {
+		close(i.retired)
+		i.stopStreams()
+	})
+}
 
 // kill ends the process: graceful close, then SIGKILL after 2s.
 func (i *instance) kill() {
@@ -149,7 +162,9 @@ func (h *Host) launch(ctx context.Context, m *managed, spec Spec) (*instance, er
 		GRPCDialOptions:  pluginDialOptions(),
 	})
 	inst := &instance{m: m, client: client, path: path, sum: sum,
-		exited: make(chan struct{}), retired: make(chan struct{}), suspect: make(chan struct{}, 1)}
+		exited: make(chan struct{}), retired: make(chan struct{}), suspect: make(chan struct{}, 1),
+		hookStreams: make(chan *hookStream, idleHookStreams)}
+	inst.streamCtx, inst.stopStreams = context.WithCancel(context.Background())
 	if err := h.spawn(inst); err != nil {
 		return nil, fmt.Errorf("plugin %s: %w", path, err)
 	}

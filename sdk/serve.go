@@ -3,7 +3,6 @@ package sdk
 import (
 	"context"
 	"os"
-	"runtime"
 
 	pb "github.com/couchepi/couchepi/hooks/hookspb"
 	"github.com/couchepi/couchepi/hooks/wire"
@@ -29,14 +28,11 @@ const (
 )
 
 // newGRPCServer builds the plugin's gRPC server from go-plugin's options
-// (TLS): message limits, fixed windows, and one stream worker per P, so a
-// hook call runs on a goroutine whose stack has already grown instead of a
-// new one per call.
+// (TLS): message limits and fixed windows.
 func newGRPCServer(opts []grpc.ServerOption) *grpc.Server {
 	opts = append(opts,
 		grpc.MaxRecvMsgSize(maxMsgSize), grpc.MaxSendMsgSize(maxMsgSize),
-		grpc.InitialWindowSize(windowSize), grpc.InitialConnWindowSize(connWindowSize),
-		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))))
+		grpc.InitialWindowSize(windowSize), grpc.InitialConnWindowSize(connWindowSize))
 	return grpc.NewServer(opts...)
 }
 

@@ -594,6 +594,124 @@ func (x *DocHookReply) GetDoc() []byte {
 	return nil
 }
 
+// DocHookCall is one synchronous document hook call on a DocHooks stream.
+type DocHookCall struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// hook is "before_doc_update" or "after_doc_read".
+	Hook    string          `protobuf:"bytes,1,opt,name=hook,proto3" json:"hook,omitempty"`
+	Request *DocHookRequest `protobuf:"bytes,2,opt,name=request,proto3" json:"request,omitempty"`
+	// timeout_micros is how long the host waits for the answer; 0 = no limit.
+	TimeoutMicros int64 `protobuf:"varint,3,opt,name=timeout_micros,json=timeoutMicros,proto3" json:"timeout_micros,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DocHookCall) Reset() {
+	*x = DocHookCall{}
+	mi := &file_hooks_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DocHookCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DocHookCall) ProtoMessage() {}
+
+func (x *DocHookCall) ProtoReflect() protoreflect.Message {
+	mi := &file_hooks_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DocHookCall.ProtoReflect.Descriptor instead.
+func (*DocHookCall) Descriptor() ([]byte, []int) {
+	return file_hooks_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *DocHookCall) GetHook() string {
+	if x != nil {
+		return x.Hook
+	}
+	return ""
+}
+
+func (x *DocHookCall) GetRequest() *DocHookRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+func (x *DocHookCall) GetTimeoutMicros() int64 {
+	if x != nil {
+		return x.TimeoutMicros
+	}
+	return 0
+}
+
+// DocHookResult answers one DocHookCall: the (possibly changed) document,
+// or the plugin's CouchDB error (a rejection). A plugin that cannot answer
+// at all ends the stream with a gRPC status instead.
+type DocHookResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Doc           []byte                 `protobuf:"bytes,1,opt,name=doc,proto3" json:"doc,omitempty"`
+	Error         *CouchError            `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DocHookResult) Reset() {
+	*x = DocHookResult{}
+	mi := &file_hooks_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DocHookResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DocHookResult) ProtoMessage() {}
+
+func (x *DocHookResult) ProtoReflect() protoreflect.Message {
+	mi := &file_hooks_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DocHookResult.ProtoReflect.Descriptor instead.
+func (*DocHookResult) Descriptor() ([]byte, []int) {
+	return file_hooks_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *DocHookResult) GetDoc() []byte {
+	if x != nil {
+		return x.Doc
+	}
+	return nil
+}
+
+func (x *DocHookResult) GetError() *CouchError {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 // Event is one asynchronous after_* event.
 type Event struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -611,7 +729,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_hooks_proto_msgTypes[11]
+	mi := &file_hooks_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -623,7 +741,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_hooks_proto_msgTypes[11]
+	mi := &file_hooks_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -636,7 +754,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_hooks_proto_rawDescGZIP(), []int{11}
+	return file_hooks_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Event) GetHook() string {
@@ -705,7 +823,7 @@ type DeliverRequest struct {
 
 func (x *DeliverRequest) Reset() {
 	*x = DeliverRequest{}
-	mi := &file_hooks_proto_msgTypes[12]
+	mi := &file_hooks_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -717,7 +835,7 @@ func (x *DeliverRequest) String() string {
 func (*DeliverRequest) ProtoMessage() {}
 
 func (x *DeliverRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hooks_proto_msgTypes[12]
+	mi := &file_hooks_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -730,7 +848,7 @@ func (x *DeliverRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliverRequest.ProtoReflect.Descriptor instead.
 func (*DeliverRequest) Descriptor() ([]byte, []int) {
-	return file_hooks_proto_rawDescGZIP(), []int{12}
+	return file_hooks_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeliverRequest) GetEvents() []*Event {
@@ -751,7 +869,7 @@ type DeliverReply struct {
 
 func (x *DeliverReply) Reset() {
 	*x = DeliverReply{}
-	mi := &file_hooks_proto_msgTypes[13]
+	mi := &file_hooks_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -763,7 +881,7 @@ func (x *DeliverReply) String() string {
 func (*DeliverReply) ProtoMessage() {}
 
 func (x *DeliverReply) ProtoReflect() protoreflect.Message {
-	mi := &file_hooks_proto_msgTypes[13]
+	mi := &file_hooks_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -776,7 +894,7 @@ func (x *DeliverReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliverReply.ProtoReflect.Descriptor instead.
 func (*DeliverReply) Descriptor() ([]byte, []int) {
-	return file_hooks_proto_rawDescGZIP(), []int{13}
+	return file_hooks_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeliverReply) GetCatchUp() []string {
@@ -796,7 +914,7 @@ type CatchUpRequest struct {
 
 func (x *CatchUpRequest) Reset() {
 	*x = CatchUpRequest{}
-	mi := &file_hooks_proto_msgTypes[14]
+	mi := &file_hooks_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -808,7 +926,7 @@ func (x *CatchUpRequest) String() string {
 func (*CatchUpRequest) ProtoMessage() {}
 
 func (x *CatchUpRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hooks_proto_msgTypes[14]
+	mi := &file_hooks_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -821,7 +939,7 @@ func (x *CatchUpRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatchUpRequest.ProtoReflect.Descriptor instead.
 func (*CatchUpRequest) Descriptor() ([]byte, []int) {
-	return file_hooks_proto_rawDescGZIP(), []int{14}
+	return file_hooks_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CatchUpRequest) GetDb() string {
@@ -841,7 +959,7 @@ type ActiveTasksReply struct {
 
 func (x *ActiveTasksReply) Reset() {
 	*x = ActiveTasksReply{}
-	mi := &file_hooks_proto_msgTypes[15]
+	mi := &file_hooks_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -853,7 +971,7 @@ func (x *ActiveTasksReply) String() string {
 func (*ActiveTasksReply) ProtoMessage() {}
 
 func (x *ActiveTasksReply) ProtoReflect() protoreflect.Message {
-	mi := &file_hooks_proto_msgTypes[15]
+	mi := &file_hooks_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -866,7 +984,7 @@ func (x *ActiveTasksReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActiveTasksReply.ProtoReflect.Descriptor instead.
 func (*ActiveTasksReply) Descriptor() ([]byte, []int) {
-	return file_hooks_proto_rawDescGZIP(), []int{15}
+	return file_hooks_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ActiveTasksReply) GetTasks() [][]byte {
@@ -888,7 +1006,7 @@ type MetricsReply struct {
 
 func (x *MetricsReply) Reset() {
 	*x = MetricsReply{}
-	mi := &file_hooks_proto_msgTypes[16]
+	mi := &file_hooks_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -900,7 +1018,7 @@ func (x *MetricsReply) String() string {
 func (*MetricsReply) ProtoMessage() {}
 
 func (x *MetricsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_hooks_proto_msgTypes[16]
+	mi := &file_hooks_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -913,7 +1031,7 @@ func (x *MetricsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricsReply.ProtoReflect.Descriptor instead.
 func (*MetricsReply) Descriptor() ([]byte, []int) {
-	return file_hooks_proto_rawDescGZIP(), []int{16}
+	return file_hooks_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *MetricsReply) GetFamilies() [][]byte {
@@ -934,7 +1052,7 @@ type Header struct {
 
 func (x *Header) Reset() {
 	*x = Header{}
-	mi := &file_hooks_proto_msgTypes[17]
+	mi := &file_hooks_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -946,7 +1064,7 @@ func (x *Header) String() string {
 func (*Header) ProtoMessage() {}
 
 func (x *Header) ProtoReflect() protoreflect.Message {
-	mi := &file_hooks_proto_msgTypes[17]
+	mi := &file_hooks_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -959,7 +1077,7 @@ func (x *Header) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Header.ProtoReflect.Descriptor instead.
 func (*Header) Descriptor() ([]byte, []int) {
-	return file_hooks_proto_rawDescGZIP(), []int{17}
+	return file_hooks_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Header) GetName() string {
@@ -993,7 +1111,7 @@ type HTTPRequestHead struct {
 
 func (x *HTTPRequestHead) Reset() {
 	*x = HTTPRequestHead{}
-	mi := &file_hooks_proto_msgTypes[18]
+	mi := &file_hooks_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1005,7 +1123,7 @@ func (x *HTTPRequestHead) String() string {
 func (*HTTPRequestHead) ProtoMessage() {}
 
 func (x *HTTPRequestHead) ProtoReflect() protoreflect.Message {
-	mi := &file_hooks_proto_msgTypes[18]
+	mi := &file_hooks_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1018,7 +1136,7 @@ func (x *HTTPRequestHead) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPRequestHead.ProtoReflect.Descriptor instead.
 func (*HTTPRequestHead) Descriptor() ([]byte, []int) {
-	return file_hooks_proto_rawDescGZIP(), []int{18}
+	return file_hooks_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *HTTPRequestHead) GetMethod() string {
@@ -1088,7 +1206,7 @@ type HTTPRequestPart struct {
 
 func (x *HTTPRequestPart) Reset() {
 	*x = HTTPRequestPart{}
-	mi := &file_hooks_proto_msgTypes[19]
+	mi := &file_hooks_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1100,7 +1218,7 @@ func (x *HTTPRequestPart) String() string {
 func (*HTTPRequestPart) ProtoMessage() {}
 
 func (x *HTTPRequestPart) ProtoReflect() protoreflect.Message {
-	mi := &file_hooks_proto_msgTypes[19]
+	mi := &file_hooks_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1113,7 +1231,7 @@ func (x *HTTPRequestPart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPRequestPart.ProtoReflect.Descriptor instead.
 func (*HTTPRequestPart) Descriptor() ([]byte, []int) {
-	return file_hooks_proto_rawDescGZIP(), []int{19}
+	return file_hooks_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *HTTPRequestPart) GetHead() *HTTPRequestHead {
@@ -1141,7 +1259,7 @@ type HTTPResponseHead struct {
 
 func (x *HTTPResponseHead) Reset() {
 	*x = HTTPResponseHead{}
-	mi := &file_hooks_proto_msgTypes[20]
+	mi := &file_hooks_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1153,7 +1271,7 @@ func (x *HTTPResponseHead) String() string {
 func (*HTTPResponseHead) ProtoMessage() {}
 
 func (x *HTTPResponseHead) ProtoReflect() protoreflect.Message {
-	mi := &file_hooks_proto_msgTypes[20]
+	mi := &file_hooks_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1166,7 +1284,7 @@ func (x *HTTPResponseHead) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPResponseHead.ProtoReflect.Descriptor instead.
 func (*HTTPResponseHead) Descriptor() ([]byte, []int) {
-	return file_hooks_proto_rawDescGZIP(), []int{20}
+	return file_hooks_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *HTTPResponseHead) GetStatus() int32 {
@@ -1195,7 +1313,7 @@ type HTTPResponsePart struct {
 
 func (x *HTTPResponsePart) Reset() {
 	*x = HTTPResponsePart{}
-	mi := &file_hooks_proto_msgTypes[21]
+	mi := &file_hooks_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1207,7 +1325,7 @@ func (x *HTTPResponsePart) String() string {
 func (*HTTPResponsePart) ProtoMessage() {}
 
 func (x *HTTPResponsePart) ProtoReflect() protoreflect.Message {
-	mi := &file_hooks_proto_msgTypes[21]
+	mi := &file_hooks_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1220,7 +1338,7 @@ func (x *HTTPResponsePart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPResponsePart.ProtoReflect.Descriptor instead.
 func (*HTTPResponsePart) Descriptor() ([]byte, []int) {
-	return file_hooks_proto_rawDescGZIP(), []int{21}
+	return file_hooks_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *HTTPResponsePart) GetHead() *HTTPResponseHead {
@@ -1251,7 +1369,7 @@ type ServerInfoReply struct {
 
 func (x *ServerInfoReply) Reset() {
 	*x = ServerInfoReply{}
-	mi := &file_hooks_proto_msgTypes[22]
+	mi := &file_hooks_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1263,7 +1381,7 @@ func (x *ServerInfoReply) String() string {
 func (*ServerInfoReply) ProtoMessage() {}
 
 func (x *ServerInfoReply) ProtoReflect() protoreflect.Message {
-	mi := &file_hooks_proto_msgTypes[22]
+	mi := &file_hooks_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1276,7 +1394,7 @@ func (x *ServerInfoReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerInfoReply.ProtoReflect.Descriptor instead.
 func (*ServerInfoReply) Descriptor() ([]byte, []int) {
-	return file_hooks_proto_rawDescGZIP(), []int{22}
+	return file_hooks_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ServerInfoReply) GetUuid() string {
@@ -1326,7 +1444,7 @@ type DBInfo struct {
 
 func (x *DBInfo) Reset() {
 	*x = DBInfo{}
-	mi := &file_hooks_proto_msgTypes[23]
+	mi := &file_hooks_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1338,7 +1456,7 @@ func (x *DBInfo) String() string {
 func (*DBInfo) ProtoMessage() {}
 
 func (x *DBInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_hooks_proto_msgTypes[23]
+	mi := &file_hooks_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1351,7 +1469,7 @@ func (x *DBInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DBInfo.ProtoReflect.Descriptor instead.
 func (*DBInfo) Descriptor() ([]byte, []int) {
-	return file_hooks_proto_rawDescGZIP(), []int{23}
+	return file_hooks_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DBInfo) GetName() string {
@@ -1385,7 +1503,7 @@ type ListDBsReply struct {
 
 func (x *ListDBsReply) Reset() {
 	*x = ListDBsReply{}
-	mi := &file_hooks_proto_msgTypes[24]
+	mi := &file_hooks_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1397,7 +1515,7 @@ func (x *ListDBsReply) String() string {
 func (*ListDBsReply) ProtoMessage() {}
 
 func (x *ListDBsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_hooks_proto_msgTypes[24]
+	mi := &file_hooks_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1410,7 +1528,7 @@ func (x *ListDBsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDBsReply.ProtoReflect.Descriptor instead.
 func (*ListDBsReply) Descriptor() ([]byte, []int) {
-	return file_hooks_proto_rawDescGZIP(), []int{24}
+	return file_hooks_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListDBsReply) GetDbs() []*DBInfo {
@@ -1432,7 +1550,7 @@ type ChangesRequest struct {
 
 func (x *ChangesRequest) Reset() {
 	*x = ChangesRequest{}
-	mi := &file_hooks_proto_msgTypes[25]
+	mi := &file_hooks_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1444,7 +1562,7 @@ func (x *ChangesRequest) String() string {
 func (*ChangesRequest) ProtoMessage() {}
 
 func (x *ChangesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hooks_proto_msgTypes[25]
+	mi := &file_hooks_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1457,7 +1575,7 @@ func (x *ChangesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangesRequest.ProtoReflect.Descriptor instead.
 func (*ChangesRequest) Descriptor() ([]byte, []int) {
-	return file_hooks_proto_rawDescGZIP(), []int{25}
+	return file_hooks_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ChangesRequest) GetDb() string {
@@ -1494,7 +1612,7 @@ type Change struct {
 
 func (x *Change) Reset() {
 	*x = Change{}
-	mi := &file_hooks_proto_msgTypes[26]
+	mi := &file_hooks_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1506,7 +1624,7 @@ func (x *Change) String() string {
 func (*Change) ProtoMessage() {}
 
 func (x *Change) ProtoReflect() protoreflect.Message {
-	mi := &file_hooks_proto_msgTypes[26]
+	mi := &file_hooks_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1519,7 +1637,7 @@ func (x *Change) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Change.ProtoReflect.Descriptor instead.
 func (*Change) Descriptor() ([]byte, []int) {
-	return file_hooks_proto_rawDescGZIP(), []int{26}
+	return file_hooks_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Change) GetSeq() string {
@@ -1562,7 +1680,7 @@ type ChangesReply struct {
 
 func (x *ChangesReply) Reset() {
 	*x = ChangesReply{}
-	mi := &file_hooks_proto_msgTypes[27]
+	mi := &file_hooks_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1574,7 +1692,7 @@ func (x *ChangesReply) String() string {
 func (*ChangesReply) ProtoMessage() {}
 
 func (x *ChangesReply) ProtoReflect() protoreflect.Message {
-	mi := &file_hooks_proto_msgTypes[27]
+	mi := &file_hooks_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1587,7 +1705,7 @@ func (x *ChangesReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangesReply.ProtoReflect.Descriptor instead.
 func (*ChangesReply) Descriptor() ([]byte, []int) {
-	return file_hooks_proto_rawDescGZIP(), []int{27}
+	return file_hooks_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ChangesReply) GetResults() []*Change {
@@ -1622,7 +1740,7 @@ type GetDocRequest struct {
 
 func (x *GetDocRequest) Reset() {
 	*x = GetDocRequest{}
-	mi := &file_hooks_proto_msgTypes[28]
+	mi := &file_hooks_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1634,7 +1752,7 @@ func (x *GetDocRequest) String() string {
 func (*GetDocRequest) ProtoMessage() {}
 
 func (x *GetDocRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hooks_proto_msgTypes[28]
+	mi := &file_hooks_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1647,7 +1765,7 @@ func (x *GetDocRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDocRequest.ProtoReflect.Descriptor instead.
 func (*GetDocRequest) Descriptor() ([]byte, []int) {
-	return file_hooks_proto_rawDescGZIP(), []int{28}
+	return file_hooks_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetDocRequest) GetDb() string {
@@ -1674,7 +1792,7 @@ type DocReply struct {
 
 func (x *DocReply) Reset() {
 	*x = DocReply{}
-	mi := &file_hooks_proto_msgTypes[29]
+	mi := &file_hooks_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1686,7 +1804,7 @@ func (x *DocReply) String() string {
 func (*DocReply) ProtoMessage() {}
 
 func (x *DocReply) ProtoReflect() protoreflect.Message {
-	mi := &file_hooks_proto_msgTypes[29]
+	mi := &file_hooks_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1699,7 +1817,7 @@ func (x *DocReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DocReply.ProtoReflect.Descriptor instead.
 func (*DocReply) Descriptor() ([]byte, []int) {
-	return file_hooks_proto_rawDescGZIP(), []int{29}
+	return file_hooks_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DocReply) GetDoc() []byte {
@@ -1720,7 +1838,7 @@ type UpdateDocRequest struct {
 
 func (x *UpdateDocRequest) Reset() {
 	*x = UpdateDocRequest{}
-	mi := &file_hooks_proto_msgTypes[30]
+	mi := &file_hooks_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1732,7 +1850,7 @@ func (x *UpdateDocRequest) String() string {
 func (*UpdateDocRequest) ProtoMessage() {}
 
 func (x *UpdateDocRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hooks_proto_msgTypes[30]
+	mi := &file_hooks_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1745,7 +1863,7 @@ func (x *UpdateDocRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateDocRequest.ProtoReflect.Descriptor instead.
 func (*UpdateDocRequest) Descriptor() ([]byte, []int) {
-	return file_hooks_proto_rawDescGZIP(), []int{30}
+	return file_hooks_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *UpdateDocRequest) GetDb() string {
@@ -1772,7 +1890,7 @@ type UpdateDocReply struct {
 
 func (x *UpdateDocReply) Reset() {
 	*x = UpdateDocReply{}
-	mi := &file_hooks_proto_msgTypes[31]
+	mi := &file_hooks_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1784,7 +1902,7 @@ func (x *UpdateDocReply) String() string {
 func (*UpdateDocReply) ProtoMessage() {}
 
 func (x *UpdateDocReply) ProtoReflect() protoreflect.Message {
-	mi := &file_hooks_proto_msgTypes[31]
+	mi := &file_hooks_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1797,7 +1915,7 @@ func (x *UpdateDocReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateDocReply.ProtoReflect.Descriptor instead.
 func (*UpdateDocReply) Descriptor() ([]byte, []int) {
-	return file_hooks_proto_rawDescGZIP(), []int{31}
+	return file_hooks_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *UpdateDocReply) GetRev() string {
@@ -1850,7 +1968,14 @@ const file_hooks_proto_rawDesc = "" +
 	"\x03doc\x18\x02 \x01(\fR\x03doc\x12.\n" +
 	"\x04user\x18\x03 \x01(\v2\x1a.couchepi.hooks.v1.UserCtxR\x04user\" \n" +
 	"\fDocHookReply\x12\x10\n" +
-	"\x03doc\x18\x01 \x01(\fR\x03doc\"\xab\x01\n" +
+	"\x03doc\x18\x01 \x01(\fR\x03doc\"\x85\x01\n" +
+	"\vDocHookCall\x12\x12\n" +
+	"\x04hook\x18\x01 \x01(\tR\x04hook\x12;\n" +
+	"\arequest\x18\x02 \x01(\v2!.couchepi.hooks.v1.DocHookRequestR\arequest\x12%\n" +
+	"\x0etimeout_micros\x18\x03 \x01(\x03R\rtimeoutMicros\"V\n" +
+	"\rDocHookResult\x12\x10\n" +
+	"\x03doc\x18\x01 \x01(\fR\x03doc\x123\n" +
+	"\x05error\x18\x02 \x01(\v2\x1d.couchepi.hooks.v1.CouchErrorR\x05error\"\xab\x01\n" +
 	"\x05Event\x12\x12\n" +
 	"\x04hook\x18\x01 \x01(\tR\x04hook\x12\x0e\n" +
 	"\x02db\x18\x02 \x01(\tR\x02db\x12\x17\n" +
@@ -1927,7 +2052,7 @@ const file_hooks_proto_rawDesc = "" +
 	"\x02db\x18\x01 \x01(\tR\x02db\x12\x10\n" +
 	"\x03doc\x18\x02 \x01(\fR\x03doc\"\"\n" +
 	"\x0eUpdateDocReply\x12\x10\n" +
-	"\x03rev\x18\x01 \x01(\tR\x03rev2\x86\a\n" +
+	"\x03rev\x18\x01 \x01(\tR\x03rev2\xd8\a\n" +
 	"\x06Plugin\x12B\n" +
 	"\aGetInfo\x12\x18.couchepi.hooks.v1.Empty\x1a\x1d.couchepi.hooks.v1.PluginInfo\x12J\n" +
 	"\tConfigure\x12#.couchepi.hooks.v1.ConfigureRequest\x1a\x18.couchepi.hooks.v1.Empty\x12B\n" +
@@ -1940,7 +2065,8 @@ const file_hooks_proto_rawDesc = "" +
 	"\aCatchUp\x12!.couchepi.hooks.v1.CatchUpRequest\x1a\x18.couchepi.hooks.v1.Empty\x12L\n" +
 	"\vActiveTasks\x12\x18.couchepi.hooks.v1.Empty\x1a#.couchepi.hooks.v1.ActiveTasksReply\x12X\n" +
 	"\tServeHTTP\x12\".couchepi.hooks.v1.HTTPRequestPart\x1a#.couchepi.hooks.v1.HTTPResponsePart(\x010\x01\x12D\n" +
-	"\aMetrics\x12\x18.couchepi.hooks.v1.Empty\x1a\x1f.couchepi.hooks.v1.MetricsReply2\x8d\x03\n" +
+	"\aMetrics\x12\x18.couchepi.hooks.v1.Empty\x1a\x1f.couchepi.hooks.v1.MetricsReply\x12P\n" +
+	"\bDocHooks\x12\x1e.couchepi.hooks.v1.DocHookCall\x1a .couchepi.hooks.v1.DocHookResult(\x010\x012\x8d\x03\n" +
 	"\fHostServices\x12J\n" +
 	"\n" +
 	"ServerInfo\x12\x18.couchepi.hooks.v1.Empty\x1a\".couchepi.hooks.v1.ServerInfoReply\x12D\n" +
@@ -1961,7 +2087,7 @@ func file_hooks_proto_rawDescGZIP() []byte {
 	return file_hooks_proto_rawDescData
 }
 
-var file_hooks_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_hooks_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_hooks_proto_goTypes = []any{
 	(*Empty)(nil),            // 0: couchepi.hooks.v1.Empty
 	(*CouchError)(nil),       // 1: couchepi.hooks.v1.CouchError
@@ -1974,84 +2100,90 @@ var file_hooks_proto_goTypes = []any{
 	(*StartRequest)(nil),     // 8: couchepi.hooks.v1.StartRequest
 	(*DocHookRequest)(nil),   // 9: couchepi.hooks.v1.DocHookRequest
 	(*DocHookReply)(nil),     // 10: couchepi.hooks.v1.DocHookReply
-	(*Event)(nil),            // 11: couchepi.hooks.v1.Event
-	(*DeliverRequest)(nil),   // 12: couchepi.hooks.v1.DeliverRequest
-	(*DeliverReply)(nil),     // 13: couchepi.hooks.v1.DeliverReply
-	(*CatchUpRequest)(nil),   // 14: couchepi.hooks.v1.CatchUpRequest
-	(*ActiveTasksReply)(nil), // 15: couchepi.hooks.v1.ActiveTasksReply
-	(*MetricsReply)(nil),     // 16: couchepi.hooks.v1.MetricsReply
-	(*Header)(nil),           // 17: couchepi.hooks.v1.Header
-	(*HTTPRequestHead)(nil),  // 18: couchepi.hooks.v1.HTTPRequestHead
-	(*HTTPRequestPart)(nil),  // 19: couchepi.hooks.v1.HTTPRequestPart
-	(*HTTPResponseHead)(nil), // 20: couchepi.hooks.v1.HTTPResponseHead
-	(*HTTPResponsePart)(nil), // 21: couchepi.hooks.v1.HTTPResponsePart
-	(*ServerInfoReply)(nil),  // 22: couchepi.hooks.v1.ServerInfoReply
-	(*DBInfo)(nil),           // 23: couchepi.hooks.v1.DBInfo
-	(*ListDBsReply)(nil),     // 24: couchepi.hooks.v1.ListDBsReply
-	(*ChangesRequest)(nil),   // 25: couchepi.hooks.v1.ChangesRequest
-	(*Change)(nil),           // 26: couchepi.hooks.v1.Change
-	(*ChangesReply)(nil),     // 27: couchepi.hooks.v1.ChangesReply
-	(*GetDocRequest)(nil),    // 28: couchepi.hooks.v1.GetDocRequest
-	(*DocReply)(nil),         // 29: couchepi.hooks.v1.DocReply
-	(*UpdateDocRequest)(nil), // 30: couchepi.hooks.v1.UpdateDocRequest
-	(*UpdateDocReply)(nil),   // 31: couchepi.hooks.v1.UpdateDocReply
-	nil,                      // 32: couchepi.hooks.v1.Section.ValuesEntry
-	nil,                      // 33: couchepi.hooks.v1.ConfigureRequest.SectionsEntry
+	(*DocHookCall)(nil),      // 11: couchepi.hooks.v1.DocHookCall
+	(*DocHookResult)(nil),    // 12: couchepi.hooks.v1.DocHookResult
+	(*Event)(nil),            // 13: couchepi.hooks.v1.Event
+	(*DeliverRequest)(nil),   // 14: couchepi.hooks.v1.DeliverRequest
+	(*DeliverReply)(nil),     // 15: couchepi.hooks.v1.DeliverReply
+	(*CatchUpRequest)(nil),   // 16: couchepi.hooks.v1.CatchUpRequest
+	(*ActiveTasksReply)(nil), // 17: couchepi.hooks.v1.ActiveTasksReply
+	(*MetricsReply)(nil),     // 18: couchepi.hooks.v1.MetricsReply
+	(*Header)(nil),           // 19: couchepi.hooks.v1.Header
+	(*HTTPRequestHead)(nil),  // 20: couchepi.hooks.v1.HTTPRequestHead
+	(*HTTPRequestPart)(nil),  // 21: couchepi.hooks.v1.HTTPRequestPart
+	(*HTTPResponseHead)(nil), // 22: couchepi.hooks.v1.HTTPResponseHead
+	(*HTTPResponsePart)(nil), // 23: couchepi.hooks.v1.HTTPResponsePart
+	(*ServerInfoReply)(nil),  // 24: couchepi.hooks.v1.ServerInfoReply
+	(*DBInfo)(nil),           // 25: couchepi.hooks.v1.DBInfo
+	(*ListDBsReply)(nil),     // 26: couchepi.hooks.v1.ListDBsReply
+	(*ChangesRequest)(nil),   // 27: couchepi.hooks.v1.ChangesRequest
+	(*Change)(nil),           // 28: couchepi.hooks.v1.Change
+	(*ChangesReply)(nil),     // 29: couchepi.hooks.v1.ChangesReply
+	(*GetDocRequest)(nil),    // 30: couchepi.hooks.v1.GetDocRequest
+	(*DocReply)(nil),         // 31: couchepi.hooks.v1.DocReply
+	(*UpdateDocRequest)(nil), // 32: couchepi.hooks.v1.UpdateDocRequest
+	(*UpdateDocReply)(nil),   // 33: couchepi.hooks.v1.UpdateDocReply
+	nil,                      // 34: couchepi.hooks.v1.Section.ValuesEntry
+	nil,                      // 35: couchepi.hooks.v1.ConfigureRequest.SectionsEntry
 }
 var file_hooks_proto_depIdxs = []int32{
 	3,  // 0: couchepi.hooks.v1.PluginInfo.subscriptions:type_name -> couchepi.hooks.v1.Subscription
 	4,  // 1: couchepi.hooks.v1.PluginInfo.routes:type_name -> couchepi.hooks.v1.Route
-	32, // 2: couchepi.hooks.v1.Section.values:type_name -> couchepi.hooks.v1.Section.ValuesEntry
-	33, // 3: couchepi.hooks.v1.ConfigureRequest.sections:type_name -> couchepi.hooks.v1.ConfigureRequest.SectionsEntry
+	34, // 2: couchepi.hooks.v1.Section.values:type_name -> couchepi.hooks.v1.Section.ValuesEntry
+	35, // 3: couchepi.hooks.v1.ConfigureRequest.sections:type_name -> couchepi.hooks.v1.ConfigureRequest.SectionsEntry
 	2,  // 4: couchepi.hooks.v1.DocHookRequest.user:type_name -> couchepi.hooks.v1.UserCtx
-	11, // 5: couchepi.hooks.v1.DeliverRequest.events:type_name -> couchepi.hooks.v1.Event
-	17, // 6: couchepi.hooks.v1.HTTPRequestHead.headers:type_name -> couchepi.hooks.v1.Header
-	2,  // 7: couchepi.hooks.v1.HTTPRequestHead.user:type_name -> couchepi.hooks.v1.UserCtx
-	18, // 8: couchepi.hooks.v1.HTTPRequestPart.head:type_name -> couchepi.hooks.v1.HTTPRequestHead
-	17, // 9: couchepi.hooks.v1.HTTPResponseHead.headers:type_name -> couchepi.hooks.v1.Header
-	20, // 10: couchepi.hooks.v1.HTTPResponsePart.head:type_name -> couchepi.hooks.v1.HTTPResponseHead
-	23, // 11: couchepi.hooks.v1.ListDBsReply.dbs:type_name -> couchepi.hooks.v1.DBInfo
-	26, // 12: couchepi.hooks.v1.ChangesReply.results:type_name -> couchepi.hooks.v1.Change
-	6,  // 13: couchepi.hooks.v1.ConfigureRequest.SectionsEntry.value:type_name -> couchepi.hooks.v1.Section
-	0,  // 14: couchepi.hooks.v1.Plugin.GetInfo:input_type -> couchepi.hooks.v1.Empty
-	7,  // 15: couchepi.hooks.v1.Plugin.Configure:input_type -> couchepi.hooks.v1.ConfigureRequest
-	8,  // 16: couchepi.hooks.v1.Plugin.Start:input_type -> couchepi.hooks.v1.StartRequest
-	0,  // 17: couchepi.hooks.v1.Plugin.Stop:input_type -> couchepi.hooks.v1.Empty
-	0,  // 18: couchepi.hooks.v1.Plugin.Health:input_type -> couchepi.hooks.v1.Empty
-	9,  // 19: couchepi.hooks.v1.Plugin.BeforeDocUpdate:input_type -> couchepi.hooks.v1.DocHookRequest
-	9,  // 20: couchepi.hooks.v1.Plugin.AfterDocRead:input_type -> couchepi.hooks.v1.DocHookRequest
-	12, // 21: couchepi.hooks.v1.Plugin.Deliver:input_type -> couchepi.hooks.v1.DeliverRequest
-	14, // 22: couchepi.hooks.v1.Plugin.CatchUp:input_type -> couchepi.hooks.v1.CatchUpRequest
-	0,  // 23: couchepi.hooks.v1.Plugin.ActiveTasks:input_type -> couchepi.hooks.v1.Empty
-	19, // 24: couchepi.hooks.v1.Plugin.ServeHTTP:input_type -> couchepi.hooks.v1.HTTPRequestPart
-	0,  // 25: couchepi.hooks.v1.Plugin.Metrics:input_type -> couchepi.hooks.v1.Empty
-	0,  // 26: couchepi.hooks.v1.HostServices.ServerInfo:input_type -> couchepi.hooks.v1.Empty
-	0,  // 27: couchepi.hooks.v1.HostServices.ListDBs:input_type -> couchepi.hooks.v1.Empty
-	25, // 28: couchepi.hooks.v1.HostServices.Changes:input_type -> couchepi.hooks.v1.ChangesRequest
-	28, // 29: couchepi.hooks.v1.HostServices.GetDoc:input_type -> couchepi.hooks.v1.GetDocRequest
-	30, // 30: couchepi.hooks.v1.HostServices.UpdateDoc:input_type -> couchepi.hooks.v1.UpdateDocRequest
-	5,  // 31: couchepi.hooks.v1.Plugin.GetInfo:output_type -> couchepi.hooks.v1.PluginInfo
-	0,  // 32: couchepi.hooks.v1.Plugin.Configure:output_type -> couchepi.hooks.v1.Empty
-	0,  // 33: couchepi.hooks.v1.Plugin.Start:output_type -> couchepi.hooks.v1.Empty
-	0,  // 34: couchepi.hooks.v1.Plugin.Stop:output_type -> couchepi.hooks.v1.Empty
-	0,  // 35: couchepi.hooks.v1.Plugin.Health:output_type -> couchepi.hooks.v1.Empty
-	10, // 36: couchepi.hooks.v1.Plugin.BeforeDocUpdate:output_type -> couchepi.hooks.v1.DocHookReply
-	10, // 37: couchepi.hooks.v1.Plugin.AfterDocRead:output_type -> couchepi.hooks.v1.DocHookReply
-	13, // 38: couchepi.hooks.v1.Plugin.Deliver:output_type -> couchepi.hooks.v1.DeliverReply
-	0,  // 39: couchepi.hooks.v1.Plugin.CatchUp:output_type -> couchepi.hooks.v1.Empty
-	15, // 40: couchepi.hooks.v1.Plugin.ActiveTasks:output_type -> couchepi.hooks.v1.ActiveTasksReply
-	21, // 41: couchepi.hooks.v1.Plugin.ServeHTTP:output_type -> couchepi.hooks.v1.HTTPResponsePart
-	16, // 42: couchepi.hooks.v1.Plugin.Metrics:output_type -> couchepi.hooks.v1.MetricsReply
-	22, // 43: couchepi.hooks.v1.HostServices.ServerInfo:output_type -> couchepi.hooks.v1.ServerInfoReply
-	24, // 44: couchepi.hooks.v1.HostServices.ListDBs:output_type -> couchepi.hooks.v1.ListDBsReply
-	27, // 45: couchepi.hooks.v1.HostServices.Changes:output_type -> couchepi.hooks.v1.ChangesReply
-	29, // 46: couchepi.hooks.v1.HostServices.GetDoc:output_type -> couchepi.hooks.v1.DocReply
-	31, // 47: couchepi.hooks.v1.HostServices.UpdateDoc:output_type -> couchepi.hooks.v1.UpdateDocReply
-	31, // [31:48] is the sub-list for method output_type
-	14, // [14:31] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	9,  // 5: couchepi.hooks.v1.DocHookCall.request:type_name -> couchepi.hooks.v1.DocHookRequest
+	1,  // 6: couchepi.hooks.v1.DocHookResult.error:type_name -> couchepi.hooks.v1.CouchError
+	13, // 7: couchepi.hooks.v1.DeliverRequest.events:type_name -> couchepi.hooks.v1.Event
+	19, // 8: couchepi.hooks.v1.HTTPRequestHead.headers:type_name -> couchepi.hooks.v1.Header
+	2,  // 9: couchepi.hooks.v1.HTTPRequestHead.user:type_name -> couchepi.hooks.v1.UserCtx
+	20, // 10: couchepi.hooks.v1.HTTPRequestPart.head:type_name -> couchepi.hooks.v1.HTTPRequestHead
+	19, // 11: couchepi.hooks.v1.HTTPResponseHead.headers:type_name -> couchepi.hooks.v1.Header
+	22, // 12: couchepi.hooks.v1.HTTPResponsePart.head:type_name -> couchepi.hooks.v1.HTTPResponseHead
+	25, // 13: couchepi.hooks.v1.ListDBsReply.dbs:type_name -> couchepi.hooks.v1.DBInfo
+	28, // 14: couchepi.hooks.v1.ChangesReply.results:type_name -> couchepi.hooks.v1.Change
+	6,  // 15: couchepi.hooks.v1.ConfigureRequest.SectionsEntry.value:type_name -> couchepi.hooks.v1.Section
+	0,  // 16: couchepi.hooks.v1.Plugin.GetInfo:input_type -> couchepi.hooks.v1.Empty
+	7,  // 17: couchepi.hooks.v1.Plugin.Configure:input_type -> couchepi.hooks.v1.ConfigureRequest
+	8,  // 18: couchepi.hooks.v1.Plugin.Start:input_type -> couchepi.hooks.v1.StartRequest
+	0,  // 19: couchepi.hooks.v1.Plugin.Stop:input_type -> couchepi.hooks.v1.Empty
+	0,  // 20: couchepi.hooks.v1.Plugin.Health:input_type -> couchepi.hooks.v1.Empty
+	9,  // 21: couchepi.hooks.v1.Plugin.BeforeDocUpdate:input_type -> couchepi.hooks.v1.DocHookRequest
+	9,  // 22: couchepi.hooks.v1.Plugin.AfterDocRead:input_type -> couchepi.hooks.v1.DocHookRequest
+	14, // 23: couchepi.hooks.v1.Plugin.Deliver:input_type -> couchepi.hooks.v1.DeliverRequest
+	16, // 24: couchepi.hooks.v1.Plugin.CatchUp:input_type -> couchepi.hooks.v1.CatchUpRequest
+	0,  // 25: couchepi.hooks.v1.Plugin.ActiveTasks:input_type -> couchepi.hooks.v1.Empty
+	21, // 26: couchepi.hooks.v1.Plugin.ServeHTTP:input_type -> couchepi.hooks.v1.HTTPRequestPart
+	0,  // 27: couchepi.hooks.v1.Plugin.Metrics:input_type -> couchepi.hooks.v1.Empty
+	11, // 28: couchepi.hooks.v1.Plugin.DocHooks:input_type -> couchepi.hooks.v1.DocHookCall
+	0,  // 29: couchepi.hooks.v1.HostServices.ServerInfo:input_type -> couchepi.hooks.v1.Empty
+	0,  // 30: couchepi.hooks.v1.HostServices.ListDBs:input_type -> couchepi.hooks.v1.Empty
+	27, // 31: couchepi.hooks.v1.HostServices.Changes:input_type -> couchepi.hooks.v1.ChangesRequest
+	30, // 32: couchepi.hooks.v1.HostServices.GetDoc:input_type -> couchepi.hooks.v1.GetDocRequest
+	32, // 33: couchepi.hooks.v1.HostServices.UpdateDoc:input_type -> couchepi.hooks.v1.UpdateDocRequest
+	5,  // 34: couchepi.hooks.v1.Plugin.GetInfo:output_type -> couchepi.hooks.v1.PluginInfo
+	0,  // 35: couchepi.hooks.v1.Plugin.Configure:output_type -> couchepi.hooks.v1.Empty
+	0,  // 36: couchepi.hooks.v1.Plugin.Start:output_type -> couchepi.hooks.v1.Empty
+	0,  // 37: couchepi.hooks.v1.Plugin.Stop:output_type -> couchepi.hooks.v1.Empty
+	0,  // 38: couchepi.hooks.v1.Plugin.Health:output_type -> couchepi.hooks.v1.Empty
+	10, // 39: couchepi.hooks.v1.Plugin.BeforeDocUpdate:output_type -> couchepi.hooks.v1.DocHookReply
+	10, // 40: couchepi.hooks.v1.Plugin.AfterDocRead:output_type -> couchepi.hooks.v1.DocHookReply
+	15, // 41: couchepi.hooks.v1.Plugin.Deliver:output_type -> couchepi.hooks.v1.DeliverReply
+	0,  // 42: couchepi.hooks.v1.Plugin.CatchUp:output_type -> couchepi.hooks.v1.Empty
+	17, // 43: couchepi.hooks.v1.Plugin.ActiveTasks:output_type -> couchepi.hooks.v1.ActiveTasksReply
+	23, // 44: couchepi.hooks.v1.Plugin.ServeHTTP:output_type -> couchepi.hooks.v1.HTTPResponsePart
+	18, // 45: couchepi.hooks.v1.Plugin.Metrics:output_type -> couchepi.hooks.v1.MetricsReply
+	12, // 46: couchepi.hooks.v1.Plugin.DocHooks:output_type -> couchepi.hooks.v1.DocHookResult
+	24, // 47: couchepi.hooks.v1.HostServices.ServerInfo:output_type -> couchepi.hooks.v1.ServerInfoReply
+	26, // 48: couchepi.hooks.v1.HostServices.ListDBs:output_type -> couchepi.hooks.v1.ListDBsReply
+	29, // 49: couchepi.hooks.v1.HostServices.Changes:output_type -> couchepi.hooks.v1.ChangesReply
+	31, // 50: couchepi.hooks.v1.HostServices.GetDoc:output_type -> couchepi.hooks.v1.DocReply
+	33, // 51: couchepi.hooks.v1.HostServices.UpdateDoc:output_type -> couchepi.hooks.v1.UpdateDocReply
+	34, // [34:52] is the sub-list for method output_type
+	16, // [16:34] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_hooks_proto_init() }
@@ -2065,7 +2197,7 @@ func file_hooks_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hooks_proto_rawDesc), len(file_hooks_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   34,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -36,6 +36,7 @@ const (
 	Plugin_ActiveTasks_FullMethodName     = "/couchepi.hooks.v1.Plugin/ActiveTasks"
 	Plugin_ServeHTTP_FullMethodName       = "/couchepi.hooks.v1.Plugin/ServeHTTP"
 	Plugin_Metrics_FullMethodName         = "/couchepi.hooks.v1.Plugin/Metrics"
+	Plugin_DocHooks_FullMethodName        = "/couchepi.hooks.v1.Plugin/DocHooks"
 )
 
 // PluginClient is the client API for Plugin service.
@@ -56,6 +57,12 @@ type PluginClient interface {
 	ActiveTasks(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*ActiveTasksReply, error)
 	ServeHTTP(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[HTTPRequestPart, HTTPResponsePart], error)
 	Metrics(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*MetricsReply, error)
+	// DocHooks carries before_doc_update and after_doc_read calls one after
+	// another on a long-lived stream (one call in flight per stream), the
+	// same as the unary calls but without a new HTTP/2 stream, headers and
+	// trailers per call. The host falls back to the unary calls for a plugin
+	// that does not implement it.
+	DocHooks(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[DocHookCall, DocHookResult], error)
 }
 
 type pluginClient struct {
@@ -189,6 +196,19 @@ func (c *pluginClient) Metrics(ctx context.Context, in *Empty, opts ...grpc.Call
 	return out, nil
 }
 
+func (c *pluginClient) DocHooks(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[DocHookCall, DocHookResult], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Plugin_ServiceDesc.Streams[1], Plugin_DocHooks_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[DocHookCall, DocHookResult]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Plugin_DocHooksClient = grpc.BidiStreamingClient[DocHookCall, DocHookResult]
+
 // PluginServer is the server API for Plugin service.
 // All implementations must embed UnimplementedPluginServer
 // for forward compatibility.
@@ -207,6 +227,12 @@ type PluginServer interface {
 	ActiveTasks(context.Context, *Empty) (*ActiveTasksReply, error)
 	ServeHTTP(grpc.BidiStreamingServer[HTTPRequestPart, HTTPResponsePart]) error
 	Metrics(context.Context, *Empty) (*MetricsReply, error)
+	// DocHooks carries before_doc_update and after_doc_read calls one after
+	// another on a long-lived stream (one call in flight per stream), the
+	// same as the unary calls but without a new HTTP/2 stream, headers and
+	// trailers per call. The host falls back to the unary calls for a plugin
+	// that does not implement it.
+	DocHooks(grpc.BidiStreamingServer[DocHookCall, DocHookResult]) error
 	mustEmbedUnimplementedPluginServer()
 }
 
@@ -252,6 +278,9 @@ func (UnimplementedPluginServer) ServeHTTP(grpc.BidiStreamingServer[HTTPRequestP
 }
 func (UnimplementedPluginServer) Metrics(context.Context, *Empty) (*MetricsReply, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Metrics not implemented")
+}
+func (UnimplementedPluginServer) DocHooks(grpc.BidiStreamingServer[DocHookCall, DocHookResult]) error {
+	return status.Errorf(codes.Unimplemented, "method DocHooks not implemented")
 }
 func (UnimplementedPluginServer) mustEmbedUnimplementedPluginServer() {}
 func (UnimplementedPluginServer) testEmbeddedByValue()                {}
@@ -479,6 +508,13 @@ func _Plugin_Metrics_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Plugin_DocHooks_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(PluginServer).DocHooks(&grpc.GenericServerStream[DocHookCall, DocHookResult]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Plugin_DocHooksServer = grpc.BidiStreamingServer[DocHookCall, DocHookResult]
+
 // Plugin_ServiceDesc is the grpc.ServiceDesc for Plugin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -535,6 +571,12 @@ var Plugin_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "ServeHTTP",
 			Handler:       _Plugin_ServeHTTP_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "DocHooks",
+			Handler:       _Plugin_DocHooks_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
 		},

@@ -17,13 +17,13 @@ import (
 // because its code is part of the id.
 func ComputeRepID(ctx context.Context, rep *parse.Rep, serverUUID string, pool *couchclient.Pool) (parse.RepID, error) {
 	code := ""
-	if ddoc, name, ok := userFilter(rep.Filter); ok {
+	if ddocID, name, ok := parse.FilterDDoc(rep.Filter); ok {
 		if pool == nil {
 			pool = couchclient.NewPool(couchclient.PoolOptions{})
 			defer pool.Close()
 		}
 		var err error
-		code, err = fetchFilterCode(ctx, pool.Endpoint(rep.Source, rep), ddoc, name)
+		code, err = fetchFilterCode(ctx, pool.Endpoint(rep.Source, rep), ddocID, name)
 		if err != nil {
 			return parse.RepID{}, err
 		}
@@ -31,19 +31,12 @@ func ComputeRepID(ctx context.Context, rep *parse.Rep, serverUUID string, pool *
 	return parse.ReplicationID(rep, serverUUID, code), nil
 }
 
-// userFilter splits "ddoc/name" (not a "_" builtin).
-func userFilter(f string) (string, string, bool) {
-	if f == "" || strings.HasPrefix(f, "_") {
-		return "", "", false
-	}
-	ddoc, name, ok := strings.Cut(f, "/")
-	return ddoc, name, ok && ddoc != "" && name != ""
-}
-
-func fetchFilterCode(ctx context.Context, src *couchclient.Client, ddoc, name string) (string, error) {
-	path := "_design/" + url.PathEscape(ddoc)
+// fetchFilterCode reads filters.<name> of design doc ddocID ("_design/x")
+// from the source.
+func fetchFilterCode(ctx context.Context, src *couchclient.Client, ddocID, name string) (string, error) {
+	path := "_design/" + url.PathEscape(strings.TrimPrefix(ddocID, "_design/"))
 	fail := func(why string) error {
-		return newError("filter_fetch_error", fmt.Sprintf("Couldn't open document `_design/%s` from source database `%s`: %s", ddoc, src.RedactedURL(), why), true)
+		return newError("filter_fetch_error", fmt.Sprintf("Couldn't open document `%s` from source database `%s`: %s", ddocID, src.RedactedURL(), why), true)
 	}
 	resp, err := src.Do(ctx, &couchclient.Request{Buffer: true, Method: http.MethodGet, Path: path})
 	if err != nil {
@@ -61,7 +54,7 @@ func fetchFilterCode(ctx context.Context, src *couchclient.Client, ddoc, name st
 	}
 	var code string
 	if raw, ok := doc.Filters[name]; !ok || json.Unmarshal(raw, &code) != nil {
-		return "", newError("filter_fetch_error", fmt.Sprintf("Could not find filter function `%s` in design document `_design/%s` of source database `%s`", name, ddoc, src.RedactedURL()), true)
+		return "", newError("filter_fetch_error", fmt.Sprintf("Could not find filter function `%s` in design document `%s` of source database `%s`", name, ddocID, src.RedactedURL()), true)
 	}
 	return strings.TrimSpace(code), nil
 }

@@ -23,29 +23,13 @@ import (
 	"google.golang.org/grpc"
 )
 
-// maxMsgSize bounds one gRPC message (a doc or an event batch); HTTP bodies
-// are streamed in small chunks and never come near it.
-const maxMsgSize = 256 << 20
-
-// windowSize and connWindowSize are the fixed HTTP/2 flow-control windows
-// (per stream, per connection) of the host's side of a plugin connection. Any
-// explicit window turns off gRPC's bandwidth-delay estimator, which otherwise
-// sends a PING round after nearly every hook call's data: one more write,
-// read and wake-up on each side per call, on a local socket that needs no
-// estimating. A stream (say a slow HTTP client's response) buffers at most
-// windowSize. The sdk sets the same windows on the plugin's side.
-const (
-	windowSize     = 1 << 20
-	connWindowSize = 4 << 20
-)
-
 // pluginDialOptions are the host's options for the connection to a plugin
 // process, on top of go-plugin's (TLS, dialer): message limits and fixed
 // windows.
 func pluginDialOptions() []grpc.DialOption {
 	return []grpc.DialOption{
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize)),
-		grpc.WithInitialWindowSize(windowSize), grpc.WithInitialConnWindowSize(connWindowSize),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(wire.MaxMsgSize), grpc.MaxCallSendMsgSize(wire.MaxMsgSize)),
+		grpc.WithInitialWindowSize(wire.WindowSize), grpc.WithInitialConnWindowSize(wire.ConnWindowSize),
 	}
 }
 
@@ -219,7 +203,7 @@ func (h *Host) configure(ctx context.Context, inst *instance, cfg hooks.Config) 
 func (h *Host) startInstance(ctx context.Context, inst *instance) error {
 	id := inst.broker.NextId()
 	go inst.broker.AcceptAndServe(id, func(opts []grpc.ServerOption) *grpc.Server {
-		opts = append(opts, grpc.MaxRecvMsgSize(maxMsgSize), grpc.MaxSendMsgSize(maxMsgSize))
+		opts = append(opts, grpc.MaxRecvMsgSize(wire.MaxMsgSize), grpc.MaxSendMsgSize(wire.MaxMsgSize))
 		s := grpc.NewServer(opts...)
 		pb.RegisterHostServicesServer(s, &servicesServer{svc: h.cfg.Services})
 		return s

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	pb "github.com/couchepi/couchepi/hooks/hookspb"
+	"github.com/couchepi/couchepi/hooks/wire"
 	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -82,7 +83,7 @@ func TestPluginConnSendsNoBDPPings(t *testing.T) {
 			}
 			// The server side has fixed windows too (as the sdk's has), so
 			// every PING seen comes from the client's own estimator.
-			srv := grpc.NewServer(grpc.InitialWindowSize(windowSize), grpc.InitialConnWindowSize(connWindowSize))
+			srv := grpc.NewServer(grpc.InitialWindowSize(wire.WindowSize), grpc.InitialConnWindowSize(wire.ConnWindowSize))
 			pb.RegisterPluginServer(srv, echoPlugin{})
 			go srv.Serve(ln)
 			defer srv.Stop()

@@ -11,28 +11,12 @@ import (
 	"google.golang.org/grpc"
 )
 
-// maxMsgSize bounds one gRPC message (a doc in a hook call or an event
-// batch); HTTP bodies are streamed in small chunks and never hit it.
-const maxMsgSize = 256 << 20
-
-// windowSize and connWindowSize are the fixed HTTP/2 flow-control windows
-// (per stream, per connection) of the plugin's side of its connection to the
-// host. Any explicit window turns off gRPC's bandwidth-delay estimator, which
-// otherwise sends a PING round after nearly every hook call's data: one more
-// write, read and wake-up on each side per call, on a local socket that needs
-// no estimating. A stream (say a slow HTTP client's response) buffers at most
-// windowSize. The host sets the same windows on its side.
-const (
-	windowSize     = 1 << 20
-	connWindowSize = 4 << 20
-)
-
 // newGRPCServer builds the plugin's gRPC server from go-plugin's options
 // (TLS): message limits and fixed windows.
 func newGRPCServer(opts []grpc.ServerOption) *grpc.Server {
 	opts = append(opts,
-		grpc.MaxRecvMsgSize(maxMsgSize), grpc.MaxSendMsgSize(maxMsgSize),
-		grpc.InitialWindowSize(windowSize), grpc.InitialConnWindowSize(connWindowSize))
+		grpc.MaxRecvMsgSize(wire.MaxMsgSize), grpc.MaxSendMsgSize(wire.MaxMsgSize),
+		grpc.InitialWindowSize(wire.WindowSize), grpc.InitialConnWindowSize(wire.ConnWindowSize))
 	return grpc.NewServer(opts...)
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	pb "github.com/couchepi/couchepi/hooks/hookspb"
+	"github.com/couchepi/couchepi/hooks/wire"
 	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -95,7 +96,7 @@ func TestServerSendsNoBDPPings(t *testing.T) {
 			// The client side has fixed windows too (as the host has), so
 			// every PING seen comes from the server's own estimator.
 			conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
-				grpc.WithInitialWindowSize(windowSize), grpc.WithInitialConnWindowSize(connWindowSize))
+				grpc.WithInitialWindowSize(wire.WindowSize), grpc.WithInitialConnWindowSize(wire.ConnWindowSize))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -221,6 +221,23 @@ func ChangesFromPB(m *pb.ChangesReply) hooks.ChangesPage {
 	return p
 }
 
+// MaxMsgSize bounds one gRPC message either way on a plugin connection (a
+// doc in a hook call or an event batch); HTTP bodies are streamed in small
+// chunks and never come near it.
+const MaxMsgSize = 256 << 20
+
+// WindowSize and ConnWindowSize are the fixed HTTP/2 flow-control windows
+// (per stream, per connection) that both sides of a plugin connection set.
+// Any explicit window turns off gRPC's bandwidth-delay estimator, which
+// otherwise sends a PING round after nearly every hook call's data: one more
+// write, read and wake-up on each side per call, on a local socket that needs
+// no estimating. A stream (say a slow HTTP client's response) buffers at most
+// WindowSize.
+const (
+	WindowSize     = 1 << 20
+	ConnWindowSize = 4 << 20
+)
+
 // Protocol is the couchepi plugin protocol version negotiated by go-plugin.
 const Protocol = 1
 

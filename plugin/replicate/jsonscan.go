@@ -207,6 +207,14 @@ func decodeKey(raw []byte) (string, error) {
 	return s, err
 }
 
+// keyIs reports whether the decoded member name key selects the field
+// name, matched as encoding/json matches it: exactly, or else
+// case-insensitively (CouchDB sends lower case; the fold keeps the
+// scanner's reading of any response the same as encoding/json's).
+func keyIs(key []byte, name string) bool {
+	return string(key) == name || strings.EqualFold(string(key), name)
+}
+
 // bulkGetResult is one entry of a `_bulk_get` response: the id asked for
 // and, per revision, the doc (ok) or the error object, both raw JSON.
 type bulkGetResult struct {
@@ -260,7 +268,7 @@ func parseBulkGet(body []byte) ([]bulkGetResult, error) {
 	doc := func(v int) (int, error) {
 		var d bulkGetDoc
 		end, err := members(body, v, func(key []byte, v int) (int, error) {
-			if string(key) == "ok" && v < len(body) && body[v] == '{' {
+			if keyIs(key, "ok") && v < len(body) && body[v] == '{' {
 				end, atts, err := scanDoc(body, v)
 				if err != nil {
 					return 0, err
@@ -272,7 +280,7 @@ func parseBulkGet(body []byte) ([]bulkGetResult, error) {
 			if err != nil {
 				return 0, err
 			}
-			if string(key) == "error" {
+			if keyIs(key, "error") {
 				d.Error = body[v:end]
 			}
 			return end, nil
@@ -283,25 +291,23 @@ func parseBulkGet(body []byte) ([]bulkGetResult, error) {
 	result := func(v int) (int, error) {
 		out = append(out, bulkGetResult{})
 		return members(body, v, func(key []byte, v int) (int, error) {
-			switch string(key) {
-			case "id":
-				if v >= len(body) || body[v] != '"' {
-					break
-				}
+			switch {
+			case keyIs(key, "id") && v < len(body) && body[v] == '"':
 				end, err := skipString(body, v)
 				if err != nil {
 					return 0, err
 				}
 				out[len(out)-1].ID, err = decodeKey(body[v:end])
 				return end, err
-			case "docs":
+			case keyIs(key, "docs"):
+				out[len(out)-1].Docs = out[len(out)-1].Docs[:0] // the last member counts
 				return elements(body, v, doc)
 			}
 			return skipValue(body, v)
 		})
 	}
 	end, err := members(body, 0, func(key []byte, v int) (int, error) {
-		if string(key) != "results" {
+		if !keyIs(key, "results") {
 			return skipValue(body, v)
 		}
 		out = out[:0] // the last of duplicate members counts, as in encoding/json

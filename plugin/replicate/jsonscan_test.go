@@ -65,6 +65,9 @@ func TestParseBulkGetMatchesEncodingJSON(t *testing.T) {
 	bodies := []string{
 		`{"results":[{"id":"d1","docs":[{"ok":{"_id":"d1","_rev":"2-a","_revisions":{"start":2,"ids":["a","b"]},"v":"\\\"q\\\\"}}]}]}`,
 		"{\n  \"results\": [\n    {\"id\": \"\u00e9\", \"docs\": [ {\"ok\": {\"_id\":\"\u00e9\"} } ] }\n  ]\n}",
+		// encoding/json matches member names case-insensitively.
+		`{"Results":[{"ID":"d1","Docs":[{"OK":{"_id":"d1"}}]}]}`,
+		`{"results":[{"id":"d1","docs":[{"ok":{"_id":"x"}}],"docs":[{"ok":{"_id":"d1"}}]}]}`,
 	}
 	for _, body := range bodies {
 		var want struct {

@@ -250,21 +250,32 @@ func (tx *Tx) Remove(typ, id string) error {
 	return nil
 }
 
+// release checks that j's runner still holds the job, replaces its data
+// unless data is nil, and drops its activity entry; the caller decides
+// what the job becomes (heartbeat, finished, pending) and writes the row.
+func (tx *Tx) release(j *Job, data []byte) (*row, error) {
+	r, err := tx.owned(j)
+	if err != nil {
+		return nil, err
+	}
+	if data != nil {
+		if err := tx.setData(j.Type, j.ID, r, data); err != nil {
+			return nil, err
+		}
+	}
+	tx.stopRunning(j.Type, j.ID, r)
+	return r, nil
+}
+
 // Update is the runner's heartbeat: it proves the runner is alive (the
 // activity monitor leaves the job alone for another type timeout) and
 // replaces the data unless data is nil. ErrHalt when the lock was lost.
 // j.Resubmit reports whether the job was re-added meanwhile.
 func (tx *Tx) Update(j *Job, data []byte) error {
-	r, err := tx.owned(j)
+	r, err := tx.release(j, data)
 	if err != nil {
 		return err
 	}
-	if data != nil {
-		if err := tx.setData(j.Type, j.ID, r, data); err != nil {
-			return err
-		}
-	}
-	tx.stopRunning(j.Type, j.ID, r)
 	tx.heartbeat(j.Type, j.ID, r)
 	tx.writeRow(j.Type, j.ID, r)
 	j.Resubmit = r.resubmit
@@ -278,16 +289,10 @@ func (tx *Tx) Update(j *Job, data []byte) error {
 // the stime of the re-add) if it was re-added while running. data replaces
 // the job's data unless nil. ErrHalt when the lock was lost.
 func (tx *Tx) Finish(j *Job, data []byte) error {
-	r, err := tx.owned(j)
+	r, err := tx.release(j, data)
 	if err != nil {
 		return err
 	}
-	if data != nil {
-		if err := tx.setData(j.Type, j.ID, r, data); err != nil {
-			return err
-		}
-	}
-	tx.stopRunning(j.Type, j.ID, r)
 	if r.resubmit {
 		if err := tx.enqueue(j.Type, j.ID, r, r.stime, data); err != nil {
 			return err
@@ -309,16 +314,10 @@ func (tx *Tx) Finish(j *Job, data []byte) error {
 // soon as possible) and releases it; data replaces the job's data unless
 // nil. ErrHalt when the lock was lost.
 func (tx *Tx) Resubmit(j *Job, stime time.Time, data []byte) error {
-	r, err := tx.owned(j)
+	r, err := tx.release(j, data)
 	if err != nil {
 		return err
 	}
-	if data != nil {
-		if err := tx.setData(j.Type, j.ID, r, data); err != nil {
-			return err
-		}
-	}
-	tx.stopRunning(j.Type, j.ID, r)
 	if err := tx.enqueue(j.Type, j.ID, r, ms(stime), data); err != nil {
 		return err
 	}

@@ -11,6 +11,8 @@ import (
 // A bad value keeps the default for that key and is reported in the
 // returned error (all bad keys, joined), so a caller may log and go on.
 // LocalURL and LocalHeaders are not config values and stay empty.
+// The TLS keys are read as given; files are opened by their user
+// (couchclient.Pool.Configure), which reports unreadable ones.
 func OptionsFromConfig(replicatorSection map[string]string) (Options, error) {
 	o := DefaultOptions()
 	var errs []error
@@ -48,10 +50,51 @@ func OptionsFromConfig(replicatorSection map[string]string) (Options, error) {
 	intKey("connection_timeout", &o.ConnectionTimeout, 1)
 	intKey("retries_per_request", &o.RetriesPerRequest, 0)
 	intKey("checkpoint_interval", &o.CheckpointInterval, 1)
+	// infinityKey reads a positive integer that may also be "infinity"
+	// (stored as 0, CouchDB's default for these keys).
+	infinityKey := func(key string, dst *int) {
+		v, ok := replicatorSection[key]
+		if !ok || v == "" {
+			return
+		}
+		if v == "infinity" {
+			*dst = 0
+			return
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			errs = append(errs, newError("[replicator] "+reasonPositiveOrInfinity(key)))
+			return
+		}
+		*dst = n
+	}
 	boolKey("use_checkpoints", &o.UseCheckpoints)
 	boolKey("use_bulk_get", &o.UseBulkGet)
 	if v := replicatorSection["socket_options"]; v != "" {
 		o.SocketOptions = formatSocketOptions(parseSocketOptions(v))
 	}
+	infinityKey("max_document_id_length", &o.MaxDocumentIDLength)
+	infinityKey("request_timeout", &o.RequestTimeout)
+	intKey("missing_doc_retry_msec", &o.MissingDocRetryMsec, 1)
+	boolKey("verify_ssl_certificates", &o.VerifySSLCertificates)
+	depth := -1
+	intKey("ssl_certificate_max_depth", &depth, 0)
+	if depth >= 0 {
+		o.SSLCertificateMaxDepth = &depth
+	}
+	o.SSLTrustedCertificatesFile = replicatorSection["ssl_trusted_certificates_file"]
+	o.CertFile = replicatorSection["cert_file"]
+	o.KeyFile = replicatorSection["key_file"]
+	o.Password = replicatorSection["password"]
+	if (o.CertFile == "") != (o.KeyFile == "") {
+		errs = append(errs, newError("[replicator] `cert_file` and `key_file` must be set together"))
+		o.CertFile, o.KeyFile = "", ""
+	}
 	return o, errors.Join(errs...)
+}
+
+// reasonPositiveOrInfinity is the reason of a bad value of a key that takes
+// a positive integer or "infinity".
+func reasonPositiveOrInfinity(name string) string {
+	return "`" + name + "` must be a positive integer or `infinity`"
 }

@@ -218,6 +218,37 @@ type Options struct {
 	UseBulkGet         bool   // use_bulk_get, default true
 	SocketOptions      string // socket_options, default "[{keepalive, true}, {nodelay, false}]"
 
+	// MaxDocumentIDLength is max_document_id_length in bytes: longer ids in
+	// the source's changes feed are skipped and counted as doc_write_failures.
+	// 0 is CouchDB's default, infinity (no limit).
+	MaxDocumentIDLength int
+	// RequestTimeout is request_timeout in ms, the overall deadline of each
+	// request except _changes feeds; 0 is CouchDB's default, infinity.
+	RequestTimeout int
+	// MissingDocRetryMsec is missing_doc_retry_msec, the wait before a
+	// revision the source or target unexpectedly lacks is fetched again;
+	// 0 is the default, 2000.
+	MissingDocRetryMsec int
+
+	// VerifySSLCertificates is verify_ssl_certificates, default false (as in
+	// CouchDB 3.x: https peers are not verified unless this is true).
+	VerifySSLCertificates bool
+	// SSLTrustedCertificatesFile is ssl_trusted_certificates_file, a PEM CA
+	// bundle ("" = the system's roots).
+	SSLTrustedCertificatesFile string
+	// SSLCertificateMaxDepth is ssl_certificate_max_depth: the most
+	// intermediate certificates a verified peer chain may hold; nil is the
+	// default, 3 (0 is a valid depth, so unset needs its own value). Read it
+	// with CertificateMaxDepth.
+	SSLCertificateMaxDepth *int
+	// CertFile and KeyFile are cert_file and key_file, a PEM client
+	// certificate and its key ("" = none).
+	CertFile string
+	KeyFile  string
+	// Password is `password`, the passphrase of an encrypted KeyFile.
+	// It is a secret: never log it.
+	Password string
+
 	// LocalURL is the server's own base URL (e.g. "http://127.0.0.1:5984/");
 	// POST /_replicate rewrites bare db names to LocalURL + url.PathEscape(name).
 	// "" makes bare names invalid, as in `_replicator` docs.
@@ -243,4 +274,28 @@ func DefaultOptions() Options {
 		UseBulkGet:         true,
 		SocketOptions:      defaultSocketOptions,
 	}
+}
+
+// Defaults of the `[replicator]` keys whose Options field is zero when unset.
+const (
+	// DefaultMissingDocRetryMsec is missing_doc_retry_msec's default.
+	DefaultMissingDocRetryMsec = 2000
+	// DefaultSSLCertificateMaxDepth is ssl_certificate_max_depth's default.
+	DefaultSSLCertificateMaxDepth = 3
+)
+
+// MissingDocRetry is missing_doc_retry_msec in ms, the default when unset.
+func (o Options) MissingDocRetry() int {
+	if o.MissingDocRetryMsec > 0 {
+		return o.MissingDocRetryMsec
+	}
+	return DefaultMissingDocRetryMsec
+}
+
+// CertificateMaxDepth is ssl_certificate_max_depth, the default when unset.
+func (o Options) CertificateMaxDepth() int {
+	if o.SSLCertificateMaxDepth != nil {
+		return *o.SSLCertificateMaxDepth
+	}
+	return DefaultSSLCertificateMaxDepth
 }

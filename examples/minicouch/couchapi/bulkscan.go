@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"strings"
 
-	"github.com/couchepi/couchepi/examples/minicouch/jsonscan"
+	"github.com/couchepi/couchepi/internal/jsonscan"
 )
 
 // splitBulkDocs finds the docs array and new_edits of a _bulk_docs body that

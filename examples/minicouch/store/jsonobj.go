@@ -1,68 +1,18 @@
 package store
 
-import (
-	"encoding/json"
-	"errors"
-
-	"github.com/couchepi/couchepi/examples/minicouch/jsonscan"
-)
-
-// errNotObject is returned by eachMember for JSON that is not an object.
-var errNotObject = errors.New("not a JSON object")
+import "github.com/couchepi/couchepi/internal/jsonscan"
 
 // eachMember calls fn for each top-level member of the JSON object obj, in
 // document order, with the decoded key, the raw key (quoted) and the raw
 // value. obj must be valid JSON (checked by the caller with json.Valid).
 func eachMember(obj []byte, fn func(key string, rawKey, val []byte) error) error {
-	return eachRawMember(obj, func(rawKey, val []byte) error {
-		key, err := decodeKey(rawKey)
+	return jsonscan.Members(obj, func(rawKey, val []byte) error {
+		key, err := jsonscan.Unquote(rawKey)
 		if err != nil {
 			return err
 		}
 		return fn(key, rawKey, val)
 	})
-}
-
-// eachRawMember is eachMember without decoding the keys: fn gets the raw
-// key (quoted) and the raw value.
-func eachRawMember(obj []byte, fn func(rawKey, val []byte) error) error {
-	i := jsonscan.SkipSpace(obj, 0)
-	if i >= len(obj) || obj[i] != '{' {
-		return errNotObject
-	}
-	i = jsonscan.SkipSpace(obj, i+1)
-	if i < len(obj) && obj[i] == '}' {
-		return nil
-	}
-	for i < len(obj) {
-		ks := i
-		ke := jsonscan.SkipString(obj, i)
-		rawKey := obj[ks:ke]
-		i = jsonscan.SkipSpace(obj, ke)
-		i = jsonscan.SkipSpace(obj, i+1) // ':'
-		vs := i
-		ve := jsonscan.SkipValue(obj, i)
-		if err := fn(rawKey, obj[vs:ve]); err != nil {
-			return err
-		}
-		i = jsonscan.SkipSpace(obj, ve)
-		if i >= len(obj) || obj[i] == '}' {
-			return nil
-		}
-		i = jsonscan.SkipSpace(obj, i+1) // ','
-	}
-	return nil
-}
-
-func decodeKey(raw []byte) (string, error) {
-	for _, c := range raw[1 : len(raw)-1] {
-		if c == '\\' {
-			var s string
-			err := json.Unmarshal(raw, &s)
-			return s, err
-		}
-	}
-	return string(raw[1 : len(raw)-1]), nil
 }
 
 // compactValid returns the valid JSON value b without insignificant

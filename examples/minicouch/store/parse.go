@@ -11,7 +11,7 @@ import (
 
 	"github.com/couchepi/couchepi/examples/minicouch/revtree"
 
-	"github.com/couchepi/couchepi/examples/minicouch/jsonscan"
+	"github.com/couchepi/couchepi/internal/jsonscan"
 )
 
 // LocalPrefix starts the ids of _local documents.
@@ -75,13 +75,13 @@ func ParseValidDoc(raw []byte) (*Doc, error) {
 	d := &Doc{}
 	body := make([]byte, 0, len(raw))
 	body = append(body, '{')
-	err := eachRawMember(raw, func(rawKey, val []byte) error {
+	err := jsonscan.Members(raw, func(rawKey, val []byte) error {
 		// Keys are compared as bytes (no string per member); only a key
 		// with escapes is decoded. A key starts with "_" only when its
 		// first byte is "_" or starts an escape.
 		k := rawKey[1 : len(rawKey)-1]
 		if len(k) > 0 && (k[0] == '_' || k[0] == '\\') && bytes.IndexByte(k, '\\') >= 0 {
-			key, err := decodeKey(rawKey)
+			key, err := jsonscan.Unquote(rawKey)
 			if err != nil {
 				return err
 			}
@@ -148,7 +148,7 @@ func ParseValidDoc(raw []byte) (*Doc, error) {
 		}
 		return nil
 	})
-	if err == errNotObject {
+	if err == jsonscan.ErrNotObject {
 		return nil, BadRequest("Document must be a JSON object")
 	}
 	if err != nil {
@@ -163,7 +163,7 @@ func jsonString(val []byte) (string, error) {
 	if len(val) == 0 || val[0] != '"' {
 		return "", errNotString
 	}
-	return decodeKey(val)
+	return jsonscan.Unquote(val)
 }
 
 // errNotString is jsonString's error for a value that is not a string.
@@ -176,10 +176,10 @@ func parseRevisions(val []byte) (*Revisions, error) {
 		return nil, DocValidation("Bad special document member: _revisions")
 	}
 	var start, ids []byte
-	eachRawMember(val, func(rawKey, v []byte) error {
+	jsonscan.Members(val, func(rawKey, v []byte) error {
 		k := rawKey[1 : len(rawKey)-1]
 		if bytes.IndexByte(k, '\\') >= 0 {
-			key, _ := decodeKey(rawKey)
+			key, _ := jsonscan.Unquote(rawKey)
 			k = []byte(key)
 		}
 		switch string(k) {
@@ -205,7 +205,7 @@ func parseRevisions(val []byte) (*Revisions, error) {
 		if id[0] != '"' {
 			return nil, DocValidation("RevId isn't a string")
 		}
-		s, err := decodeKey(id)
+		s, err := jsonscan.Unquote(id)
 		if err != nil {
 			return nil, DocValidation("RevId isn't a string")
 		}
@@ -271,7 +271,7 @@ func parseAttachments(val []byte) ([]Attachment, error) {
 		atts = append(atts, a)
 		return nil
 	})
-	if err == errNotObject {
+	if err == jsonscan.ErrNotObject {
 		return nil, BadRequest("_attachments must be an object")
 	}
 	return atts, err

@@ -8,7 +8,7 @@ import (
 	"io"
 	"strconv"
 
-	"github.com/couchepi/couchepi/examples/minicouch/jsonscan"
+	"github.com/couchepi/couchepi/internal/jsonscan"
 )
 
 // MarshalJSON renders the revision as CouchDB does (_id, _rev, body

@@ -2,6 +2,7 @@ package jsonscan
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -57,4 +58,47 @@ func FuzzSkipValue(f *testing.F) {
 			t.Fatalf("SkipValue(%q) stopped at %d, trailing %q", s, end, b[end:])
 		}
 	})
+}
+
+func TestMembers(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []string // key=value pairs, raw
+		err  error
+	}{
+		{`{}`, nil, nil},
+		{` { "a" : 1 , "b":{"c":[1,"}"]} ,"d\"":"x"} `, []string{`"a"=1`, `"b"={"c":[1,"}"]}`, `"d\""="x"`}, nil},
+		{`[1]`, nil, ErrNotObject},
+		{``, nil, ErrNotObject},
+	}
+	for _, tt := range tests {
+		var got []string
+		err := Members([]byte(tt.in), func(k, v []byte) error {
+			got = append(got, string(k)+"="+string(v))
+			return nil
+		})
+		if err != tt.err || strings.Join(got, " ") != strings.Join(tt.want, " ") {
+			t.Errorf("Members(%q) = %q, %v; want %q, %v", tt.in, got, err, tt.want, tt.err)
+		}
+	}
+}
+
+func TestUnquote(t *testing.T) {
+	tests := []struct {
+		in, want string
+		ok       bool
+	}{
+		{`"abc"`, "abc", true},
+		{`""`, "", true},
+		{`"a\"b\u00e9"`, `a"bé`, true},
+		{`"a\x"`, "", false},
+		{`abc`, "", false},
+		{`"`, "", false},
+	}
+	for _, tt := range tests {
+		got, err := Unquote([]byte(tt.in))
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("Unquote(%q) = %q, %v; want %q, ok=%v", tt.in, got, err, tt.want, tt.ok)
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/couchepi/couchepi/parse"
@@ -31,10 +32,18 @@ type Client struct {
 	headers http.Header
 	timeout time.Duration
 	retries int
+	conns   int
 	sem     chan struct{}
-	hc      *http.Client
+	hcs     atomic.Pointer[clientTransport]
 	auth    *session
 	log     hclog.Logger
+}
+
+// clientTransport is a client's HTTP client on the pool's transport of one
+// generation of TLS settings.
+type clientTransport struct {
+	gen uint64
+	hc  *http.Client
 }
 
 // Endpoint returns the client of one endpoint of rep (rep supplies
@@ -58,6 +67,7 @@ func (p *Pool) Endpoint(ep parse.Endpoint, rep *parse.Rep) *Client {
 		redBase: ep.RedactedURL(),
 		timeout: time.Duration(timeoutMS) * time.Millisecond,
 		retries: retries,
+		conns:   conns,
 		sem:     make(chan struct{}, conns),
 		log:     p.log.With("endpoint", ep.RedactedURL()),
 	}
@@ -72,15 +82,27 @@ func (p *Pool) Endpoint(ep parse.Endpoint, rep *parse.Rep) *Client {
 		c.headers.Set(k, v)
 	}
 	if c.baseErr == nil {
-		tr, err := p.transport(c.base, ep.Proxy, conns)
-		if err != nil {
+		if _, err := c.httpClient(); err != nil {
 			c.baseErr = err
-		} else {
-			c.hc = &http.Client{Transport: tr, CheckRedirect: checkRedirect}
 		}
 	}
 	c.auth = newSession(c)
 	return c
+}
+
+// httpClient returns the client on the pool's current transport for the
+// endpoint, switching to a new one after the pool's TLS settings changed.
+func (c *Client) httpClient() (*http.Client, error) {
+	if t := c.hcs.Load(); t != nil && t.gen == c.pool.gen.Load() {
+		return t.hc, nil
+	}
+	tr, gen, err := c.pool.transport(c.base, c.ep.Proxy, c.conns)
+	if err != nil {
+		return nil, err
+	}
+	hc := &http.Client{Transport: tr, CheckRedirect: checkRedirect}
+	c.hcs.Store(&clientTransport{gen: gen, hc: hc})
+	return hc, nil
 }
 
 // checkRedirect follows up to 10 redirects keeping the original headers (credentials included).
@@ -129,12 +151,17 @@ type Request struct {
 	Reuse bool
 	// NoRetry sends the request once (still honouring the rate limiter and 429s).
 	NoRetry bool
+	// Feed marks a long-lived _changes feed request: request_timeout does
+	// not apply to it (connection_timeout still does).
+	Feed bool
 }
 
 // Do sends r with CouchDB's replicator rules: rate limiter wait, auth, retries
 // of 408/5xx/connection failures, 429 back-off, session refresh on 401/403.
 // Any status the rules do not retry is returned to the caller, who must close the body.
-// The body is watched by the inactivity timeout (connection_timeout).
+// The body is watched by the inactivity timeout (connection_timeout), and the
+// whole request, body included, by request_timeout unless it is a Feed; a
+// request that runs out of either is retried like any connection failure.
 func (c *Client) Do(ctx context.Context, r *Request) (*http.Response, error) {
 	if c.baseErr != nil {
 		return nil, &Error{Kind: "http_request_failed", Method: r.Method, URL: c.redBase + r.Path, Reason: c.baseErr.Error()}
@@ -232,11 +259,25 @@ func (c *Client) once(ctx context.Context, r *Request, rawURL string) (*http.Res
 	}
 	rctx, cancel := context.WithCancelCause(ctx)
 	wd := newWatchdog(c.timeout, cancel)
-	fail := func(err error) (*http.Response, error) {
+	var deadline *time.Timer
+	if rt := c.pool.settings.Load().requestTimeout; rt > 0 && !r.Feed {
+		deadline = time.AfterFunc(rt, func() { cancel(ErrRequestTimeout) })
+	}
+	stopTimers := func() {
 		wd.stop()
+		if deadline != nil {
+			deadline.Stop()
+		}
+	}
+	fail := func(err error) (*http.Response, error) {
+		stopTimers()
 		cancel(nil)
 		<-c.sem
 		return nil, err
+	}
+	hc, err := c.httpClient()
+	if err != nil {
+		return fail(err)
 	}
 	var body io.Reader
 	var length int64
@@ -270,15 +311,18 @@ func (c *Client) once(ctx context.Context, r *Request, rawURL string) (*http.Res
 		req.Header[k] = v
 	}
 	c.auth.authorize(ctx, req)
-	resp, err := c.hc.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
-		if cause := context.Cause(rctx); errors.Is(cause, ErrInactivity) {
+		if cause := timeoutCause(rctx); cause != nil {
 			err = cause
 		}
 		return fail(err)
 	}
 	wd.reset()
 	resp.Body = &watchedBody{rc: resp.Body, wd: wd, ctx: rctx, done: func() {
+		if deadline != nil {
+			deadline.Stop()
+		}
 		cancel(nil)
 		<-c.sem
 	}}
@@ -287,6 +331,19 @@ func (c *Client) once(ctx context.Context, r *Request, rawURL string) (*http.Res
 
 // ErrInactivity is the error of a request, or a body read, that saw no data for connection_timeout.
 var ErrInactivity = errors.New("connection timeout: no data within connection_timeout")
+
+// ErrRequestTimeout is the error of a request, or a body read, still
+// unfinished after request_timeout.
+var ErrRequestTimeout = errors.New("request timeout: not done within request_timeout")
+
+// timeoutCause is ErrInactivity or ErrRequestTimeout when one of them ended
+// ctx, else nil.
+func timeoutCause(ctx context.Context) error {
+	if cause := context.Cause(ctx); errors.Is(cause, ErrInactivity) || errors.Is(cause, ErrRequestTimeout) {
+		return cause
+	}
+	return nil
+}
 
 type watchdog struct {
 	d time.Duration
@@ -316,7 +373,7 @@ func (b *watchedBody) Read(p []byte) (int, error) {
 		b.wd.reset()
 	}
 	if err != nil && err != io.EOF {
-		if cause := context.Cause(b.ctx); errors.Is(cause, ErrInactivity) {
+		if cause := timeoutCause(b.ctx); cause != nil {
 			err = cause
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/couchepi/couchepi/parse"
@@ -33,7 +34,8 @@ type PoolOptions struct {
 	Version string
 	// ConnectionCloseInterval closes idle connections this often (default 90 s).
 	ConnectionCloseInterval time.Duration
-	// TLSConfig is used for https endpoints (nil = Go defaults).
+	// TLSConfig is used for https endpoints (nil = Go defaults); Configure
+	// applies the `[replicator]` TLS keys on top of it.
 	TLSConfig *tls.Config
 	// HealthThreshold bounds the time spent retrying one request: half of it (default 120 s → 60 s).
 	HealthThreshold time.Duration
@@ -49,10 +51,22 @@ type Pool struct {
 	limiter *RateLimiter
 	stats   poolStats
 
+	// settings are the runtime `[replicator]` settings (Configure).
+	settings atomic.Pointer[poolSettings]
+
 	mu         sync.Mutex
 	transports map[transportKey]*http.Transport
+	gen        atomic.Uint64 // bumped when the transports' TLS config changes
 	stop       chan struct{}
 	closeOnce  sync.Once
+}
+
+// poolSettings are what Configure last set.
+type poolSettings struct {
+	opts           parse.Options
+	tls            *tls.Config
+	requestTimeout time.Duration
+	configured     bool // by Configure (not NewPool's defaults)
 }
 
 type transportKey struct {
@@ -83,8 +97,47 @@ func NewPool(opts PoolOptions) *Pool {
 		transports: map[transportKey]*http.Transport{},
 		stop:       make(chan struct{}),
 	}
+	p.settings.Store(&poolSettings{opts: parse.DefaultOptions(), tls: opts.TLSConfig})
 	go p.closeIdleLoop()
 	return p
+}
+
+// Configure applies the pool-wide `[replicator]` settings: request_timeout
+// at once for every later request, and the TLS keys (verify_ssl_certificates,
+// ssl_trusted_certificates_file, ssl_certificate_max_depth, cert_file,
+// key_file, password) to connections opened from now on: the pool drops its
+// idle connections and clients switch to new transports at their next
+// request. PoolOptions.TLSConfig, if set, is the base the TLS keys are
+// applied to. A TLS file that cannot be used keeps that key's default and is
+// reported in the returned error, as a config error to log.
+func (p *Pool) Configure(o parse.Options) error {
+	cfg, err := tlsConfig(p.opts.TLSConfig, o)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	old := p.settings.Load()
+	p.settings.Store(&poolSettings{opts: o, tls: cfg, requestTimeout: time.Duration(o.RequestTimeout) * time.Millisecond, configured: true})
+	if !old.configured || tlsKeysChanged(old.opts, o) {
+		for _, t := range p.transports {
+			t.CloseIdleConnections()
+		}
+		p.transports = map[transportKey]*http.Transport{}
+		p.gen.Add(1)
+	}
+	return err
+}
+
+// Options returns the `[replicator]` options Configure last set
+// (DefaultOptions before). It holds `password`: never log it.
+func (p *Pool) Options() parse.Options { return p.settings.Load().opts }
+
+// tlsKeysChanged reports whether two configs differ in a TLS key. The
+// files' contents are not compared: a changed file is picked up by
+// setting the config again with another value, or by a restart.
+func tlsKeysChanged(a, b parse.Options) bool {
+	return a.VerifySSLCertificates != b.VerifySSLCertificates ||
+		a.SSLTrustedCertificatesFile != b.SSLTrustedCertificatesFile ||
+		a.CertificateMaxDepth() != b.CertificateMaxDepth() ||
+		a.CertFile != b.CertFile || a.KeyFile != b.KeyFile || a.Password != b.Password
 }
 
 // RateLimiter returns the pool's shared rate limiter.
@@ -120,11 +173,13 @@ func (p *Pool) closeIdleLoop() {
 	}
 }
 
-// transport returns the shared transport for u through proxyURL, creating it on first use.
-func (p *Pool) transport(u *url.URL, proxyURL string, maxConns int) (*http.Transport, error) {
+// transport returns the shared transport for u through proxyURL, creating
+// it on first use, and the generation of the pool's TLS settings it has.
+func (p *Pool) transport(u *url.URL, proxyURL string, maxConns int) (*http.Transport, uint64, error) {
 	key := transportKey{scheme: u.Scheme, host: hostPort(u), proxy: proxyURL}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	gen := p.gen.Load()
 	if t, ok := p.transports[key]; ok {
 		if maxConns > t.MaxIdleConnsPerHost {
 			// Transport settings must not change once in use; a larger pool
@@ -133,9 +188,9 @@ func (p *Pool) transport(u *url.URL, proxyURL string, maxConns int) (*http.Trans
 			t2.MaxIdleConnsPerHost = maxConns
 			p.transports[key] = t2
 			t.CloseIdleConnections()
-			return t2, nil
+			return t2, gen, nil
 		}
-		return t, nil
+		return t, gen, nil
 	}
 	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 	// No MaxConnsPerHost: http_connections bounds each endpoint of each
@@ -147,14 +202,14 @@ func (p *Pool) transport(u *url.URL, proxyURL string, maxConns int) (*http.Trans
 		MaxIdleConnsPerHost: maxConns,
 		MaxIdleConns:        0,
 		IdleConnTimeout:     p.opts.ConnectionCloseInterval,
-		TLSClientConfig:     p.opts.TLSConfig,
+		TLSClientConfig:     p.settings.Load().tls,
 		ForceAttemptHTTP2:   false,
 		DisableCompression:  true,
 	}
 	if proxyURL != "" {
 		pu, err := url.Parse(proxyURL)
 		if err != nil {
-			return nil, fmt.Errorf("invalid proxy %s", parse.RedactURL(proxyURL))
+			return nil, 0, fmt.Errorf("invalid proxy %s", parse.RedactURL(proxyURL))
 		}
 		switch strings.ToLower(pu.Scheme) {
 		case "http", "https":
@@ -167,21 +222,21 @@ func (p *Pool) transport(u *url.URL, proxyURL string, maxConns int) (*http.Trans
 			}
 			d, err := proxy.SOCKS5("tcp", pu.Host, auth, dialer)
 			if err != nil {
-				return nil, fmt.Errorf("invalid socks5 proxy %s", parse.RedactURL(proxyURL))
+				return nil, 0, fmt.Errorf("invalid socks5 proxy %s", parse.RedactURL(proxyURL))
 			}
 			cd, ok := d.(proxy.ContextDialer)
 			if !ok {
-				return nil, fmt.Errorf("socks5 proxy %s is not supported", parse.RedactURL(proxyURL))
+				return nil, 0, fmt.Errorf("socks5 proxy %s is not supported", parse.RedactURL(proxyURL))
 			}
 			t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 				return cd.DialContext(ctx, network, addr)
 			}
 		default:
-			return nil, fmt.Errorf("unsupported proxy protocol %q", pu.Scheme)
+			return nil, 0, fmt.Errorf("unsupported proxy protocol %q", pu.Scheme)
 		}
 	}
 	p.transports[key] = t
-	return t, nil
+	return t, gen, nil
 }
 
 func hostPort(u *url.URL) string {

@@ -112,7 +112,11 @@ func (s *session) refreshLocked(ctx context.Context) bool {
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", s.c.headers.Get("User-Agent"))
-	resp, err := s.c.hc.Do(req)
+	hc, err := s.c.httpClient()
+	if err != nil {
+		return false
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		s.c.log.Debug("session request failed, using basic auth", "error", err.Error())
 		s.cookie = ""

@@ -7,6 +7,7 @@ package replicate
 import (
 	"encoding/json"
 	"errors"
+	"time"
 
 	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/couchclient"
@@ -46,6 +47,15 @@ type Options struct {
 	OnStats func(Stats)
 	// OnCheckpoint is called after each successful checkpoint.
 	OnCheckpoint func(Stats)
+	// MaxDocumentIDLength is `[replicator] max_document_id_length` in bytes:
+	// changes of docs with longer ids are skipped and counted as
+	// doc_write_failures (0 = no limit, CouchDB's default).
+	MaxDocumentIDLength int
+	// MissingDocRetry is `[replicator] missing_doc_retry_msec`: how long to
+	// wait before refetching a revision the source answered `{"missing":…}`
+	// for, or whose write the target refused with 412 missing_stub
+	// (0 = 2 s, CouchDB's default).
+	MissingDocRetry time.Duration
 }
 
 // Result is the final checkpoint body of a one-shot replication, as

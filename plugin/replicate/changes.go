@@ -45,6 +45,10 @@ type changesReader struct {
 	// clientFilter: the source refused POST _changes, so doc_ids are filtered here.
 	clientFilter bool
 	docIDs       map[string]bool
+	// maxIDLen is max_document_id_length (0 = none): changes of longer ids
+	// (in bytes) are not replicated; onIDTooLong counts each one.
+	maxIDLen    int
+	onIDTooLong func()
 }
 
 // run reads from since until the feed ends (one-shot) or ctx is done (continuous).
@@ -154,7 +158,7 @@ func queryParams(raw json.RawMessage, view bool) string {
 // last seq seen (a row's seq, or the feed's last_seq in continuous mode).
 func (r *changesReader) request(ctx context.Context, since json.RawMessage) (bool, json.RawMessage, error) {
 	q, body := r.query(since)
-	req := &couchclient.Request{Method: http.MethodGet, Path: "_changes", Query: q}
+	req := &couchclient.Request{Method: http.MethodGet, Path: "_changes", Query: q, Feed: true}
 	if body != nil {
 		req.Method = http.MethodPost
 		req.Body = body
@@ -194,6 +198,18 @@ func (r *changesReader) emit(ctx context.Context, c change) error {
 			return nil
 		}
 	}
+	if r.maxIDLen > 0 && len(c.ID) > r.maxIDLen {
+		// Skipped and counted as a write failure; its seq still goes out as
+		// a marker so the through_seq (and checkpoint) moves past it.
+		r.log.Error("document id from source is too long, ignoring", "doc_id_prefix", idPrefix(c.ID), "length", len(c.ID), "max_document_id_length", r.maxIDLen)
+		if r.onIDTooLong != nil {
+			r.onIDTooLong()
+		}
+		if c.Seq == nil {
+			return nil
+		}
+		c = change{LastSeq: c.Seq}
+	}
 	select {
 	case r.out <- c:
 		totals.changesRead.Add(1)
@@ -201,6 +217,15 @@ func (r *changesReader) emit(ctx context.Context, c change) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// idPrefix is the start of a too long doc id, as logs show it.
+func idPrefix(id string) string {
+	const n = 64
+	if len(id) <= n {
+		return id
+	}
+	return strings.ToValidUTF8(id[:n], "") + "..."
 }
 
 func (r *changesReader) readNormal(ctx context.Context, body io.Reader) (bool, json.RawMessage, error) {

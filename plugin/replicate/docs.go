@@ -19,7 +19,11 @@ import (
 
 // Individual fetch limits, 3.x values.
 const (
-	maxURLLen       = 7000
+	// maxURLLen bounds an individual GET's URL (atts_since is cut to fit);
+	// each 414 answer halves it, down to minURLLen.
+	maxURLLen = 7000
+	minURLLen = 200
+	// missingDocRetry is missing_doc_retry_msec's default.
 	missingDocRetry = 2000 * time.Millisecond
 )
 
@@ -30,6 +34,7 @@ const (
 	fetchDone        fetchOutcome = iota // written, or rejected and counted
 	fetchMissing                         // the source no longer has the rev
 	fetchMissingStub                     // the target lacks an attachment stub's body
+	fetchURITooLong                      // the source answered 414 Request-URI Too Long
 )
 
 // docPath escapes a doc id for a URL path, keeping the "_design/" prefix readable.
@@ -42,12 +47,15 @@ func docPath(id string) string {
 
 // fetchAndWrite copies one revision with an individual GET (attachments
 // streamed) and writes it; a missing rev or stub is refetched once, after
-// missing_doc_retry_msec, without atts_since.
+// missing_doc_retry_msec, without atts_since. A 414 answer halves the URL
+// length limit (atts_since is cut shorter) and asks again; below 200
+// characters the fetch fails with request_uri_too_long.
 func (r *run) fetchAndWrite(ctx context.Context, m missingRev, w *bulkWriter) error {
 	pas := m.pas
 	readRetries, wait := r.rep.RetriesPerRequest, 250*time.Millisecond
+	urlLimit := maxURLLen
 	for attempt := 0; ; attempt++ {
-		out, err := r.fetchOne(ctx, m.id, m.rev, pas, w)
+		out, err := r.fetchOne(ctx, m.id, m.rev, pas, urlLimit, w)
 		var rf *readFailure
 		if errors.As(err, &rf) && readRetries > 0 && ctx.Err() == nil {
 			readRetries--
@@ -64,6 +72,15 @@ func (r *run) fetchAndWrite(ctx context.Context, m missingRev, w *bulkWriter) er
 		}
 		if err != nil {
 			return err
+		}
+		if out == fetchURITooLong {
+			urlLimit /= 2
+			if urlLimit < minURLLen {
+				return newError("open_doc_revs_failed", fmt.Sprintf("request_uri_too_long: failed to fetch %s revision %s from %s: 414 even for URLs under %d characters", m.id, m.rev, r.src.RedactedURL(), urlLimit*2), false)
+			}
+			r.log.Debug("414 on individual fetch, shortening the URL", "doc_id", m.id, "rev", m.rev, "max_url_len", urlLimit)
+			attempt--
+			continue
 		}
 		if out == fetchDone {
 			return nil
@@ -83,24 +100,26 @@ func (r *run) fetchAndWrite(ctx context.Context, m missingRev, w *bulkWriter) er
 	}
 }
 
-// openRevsQuery builds the individual GET query, truncating atts_since to keep the URL short.
-func openRevsQuery(base string, rev string, pas []string) string {
+// openRevsQuery builds the individual GET query, truncating atts_since to
+// keep the URL (base + "?" + query) under maxLen characters.
+func openRevsQuery(base string, rev string, pas []string, maxLen int) string {
 	revJSON, _ := json.Marshal([]string{rev})
 	q := "revs=true&open_revs=" + url.QueryEscape(string(revJSON)) + "&latest=true&attachments=true"
 	for n := len(pas); n > 0; n-- {
 		pj, _ := json.Marshal(pas[:n])
 		cand := q + "&atts_since=" + url.QueryEscape(string(pj))
-		if len(base)+len(cand) < maxURLLen {
+		if len(base)+1+len(cand) < maxLen {
 			return cand
 		}
 	}
 	return q
 }
 
-func (r *run) fetchOne(ctx context.Context, id, rev string, pas []string, w *bulkWriter) (fetchOutcome, error) {
+// fetchOne GETs one revision with open_revs (URL under urlLimit characters) and writes it.
+func (r *run) fetchOne(ctx context.Context, id, rev string, pas []string, urlLimit int, w *bulkWriter) (fetchOutcome, error) {
 	path := docPath(id)
 	resp, err := r.src.Do(ctx, &couchclient.Request{
-		Method: http.MethodGet, Path: path, Query: openRevsQuery(r.src.URL()+path, rev, pas),
+		Method: http.MethodGet, Path: path, Query: openRevsQuery(r.src.URL()+path, rev, pas, urlLimit),
 		Header: http.Header{"Accept": {"multipart/mixed"}},
 	})
 	if err != nil {
@@ -116,6 +135,10 @@ func (r *run) fetchOne(ctx context.Context, id, rev string, pas []string, w *bul
 	if resp.StatusCode == http.StatusNotFound {
 		drainClose(resp)
 		return fetchMissing, nil
+	}
+	if resp.StatusCode == http.StatusRequestURITooLong {
+		drainClose(resp)
+		return fetchURITooLong, nil
 	}
 	if resp.StatusCode != http.StatusOK {
 		return 0, statusError("open_doc_revs_failed", resp, "GET", r.src.RedactedURL()+path)

@@ -58,11 +58,25 @@ func TestDocPathAndOpenRevs(t *testing.T) {
 	for i := 0; i < 400; i++ {
 		pas = append(pas, "12-0123456789abcdef0123456789abcdef")
 	}
-	q := openRevsQuery("http://h/db/doc", "13-x", pas)
-	if len(q) >= maxURLLen || !strings.Contains(q, "atts_since=") || !strings.HasPrefix(q, "revs=true&open_revs=") {
-		t.Fatalf("query of %d chars: %.80s…", len(q), q)
+	// The limit halves on each 414: the URL stays under each limit, with
+	// fewer ancestors each time.
+	base := "http://h/db/doc"
+	prev := len(pas) + 1
+	for _, limit := range []int{maxURLLen, maxURLLen / 2, maxURLLen / 4, 875, 437, minURLLen} {
+		q := openRevsQuery(base, "13-x", pas, limit)
+		if len(base)+1+len(q) >= limit && strings.Contains(q, "atts_since=") || !strings.HasPrefix(q, "revs=true&open_revs=") {
+			t.Fatalf("limit %d: URL of %d chars: %.80s…", limit, len(base)+1+len(q), q)
+		}
+		n := strings.Count(q, "12-0123456789abcdef")
+		if n >= prev && n > 0 {
+			t.Errorf("limit %d: %d ancestors, not fewer than %d", limit, n, prev)
+		}
+		prev = n
+		if limit == maxURLLen && n == 0 {
+			t.Errorf("limit %d: no atts_since", limit)
+		}
 	}
-	if q := openRevsQuery("http://h/db/doc", "1-x", nil); strings.Contains(q, "atts_since") {
+	if q := openRevsQuery(base, "1-x", nil, maxURLLen); strings.Contains(q, "atts_since") {
 		t.Fatalf("atts_since without ancestors: %s", q)
 	}
 }

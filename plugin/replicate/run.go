@@ -88,6 +88,9 @@ func Run(ctx context.Context, rep *parse.Rep, opts Options) (*Result, error) {
 		startTime:       time.Now(),
 		missingDocRetry: missingDocRetry,
 	}
+	if opts.MissingDocRetry > 0 {
+		r.missingDocRetry = opts.MissingDocRetry
+	}
 	if err := r.start(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil, ErrStopped
@@ -248,7 +251,8 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 
 	changes := make(chan change, batchSize*workers*2)
 	batches := make(chan *batch)
-	reader := &changesReader{src: r.src, rep: r.rep, log: r.log, out: changes, wait: 250 * time.Millisecond}
+	reader := &changesReader{src: r.src, rep: r.rep, log: r.log, out: changes, wait: 250 * time.Millisecond,
+		maxIDLen: r.opts.MaxDocumentIDLength, onIDTooLong: func() { r.stats.docWriteFailures.Add(1) }}
 	go func() {
 		if err := reader.run(readerCtx, r.startSeq); err != nil && readerCtx.Err() == nil {
 			fail(err)

@@ -2,8 +2,10 @@ package replicate
 
 import (
 	"bytes"
+	"crypto/tls"
 	"encoding/json"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -16,15 +18,17 @@ import (
 type fault int
 
 const (
-	passThrough  fault = iota
-	fail500            // answer 500 without forwarding
-	fail429            // answer 429 without forwarding
-	fail413            // answer 413 without forwarding
-	fail405            // answer 405 without forwarding
-	fail403            // answer 403 forbidden, as a validate_doc_update refusing the doc
-	cutResponse        // forward, then cut the connection halfway through the body
-	slowResponse       // wait past the client's timeout, then forward
-	rejectDocs         // _bulk_docs: drop docs whose id starts with "reject", report them forbidden
+	passThrough   fault = iota
+	fail500             // answer 500 without forwarding
+	fail429             // answer 429 without forwarding
+	fail413             // answer 413 without forwarding
+	fail405             // answer 405 without forwarding
+	fail403             // answer 403 forbidden, as a validate_doc_update refusing the doc
+	cutResponse         // forward, then cut the connection halfway through the body
+	slowResponse        // wait past the client's timeout, then forward
+	rejectDocs          // _bulk_docs: drop docs whose id starts with "reject", report them forbidden
+	answerMissing       // open_revs GET: answer 200 [{"missing":rev}], as a source whose shard lags
+	uriTooLong          // answer 414 Request-URI Too Long without forwarding
 )
 
 // faultProxy is a reverse proxy in front of the far-end server that injects
@@ -46,6 +50,25 @@ func newFaultProxy(t testing.TB, s *testServer) *faultProxy {
 	p.srv = httptest.NewServer(http.HandlerFunc(p.serve))
 	t.Cleanup(p.srv.Close)
 	return p
+}
+
+// newTLSFaultProxy is newFaultProxy serving https with cfg (its
+// certificates, client auth).
+func newTLSFaultProxy(t testing.TB, s *testServer, cfg *tls.Config) *faultProxy {
+	p := &faultProxy{upstream: strings.TrimSuffix(s.Base, "/"), counts: map[string]int{}, slow: 2 * time.Second}
+	p.srv = httptest.NewUnstartedServer(http.HandlerFunc(p.serve))
+	p.srv.TLS = cfg
+	p.srv.Config.ErrorLog = log.New(io.Discard, "", 0) // refused handshakes are the point
+	p.srv.StartTLS()
+	t.Cleanup(p.srv.Close)
+	return p
+}
+
+// count is how many requests "METHOD lastPathSegment" the proxy saw.
+func (p *faultProxy) count(key string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.counts[key]
 }
 
 // endpointServer is a testServer view whose URLs go through the proxy.
@@ -117,6 +140,19 @@ func (p *faultProxy) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	case rejectDocs:
 		p.rejectDocs(w, r, body)
+		return
+	case answerMissing:
+		var revs []string
+		json.Unmarshal([]byte(r.URL.Query().Get("open_revs")), &revs)
+		rows := []map[string]string{}
+		for _, rev := range revs {
+			rows = append(rows, map[string]string{"missing": rev})
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(rows)
+		return
+	case uriTooLong:
+		http.Error(w, `{"error":"too_long","reason":"injected"}`, http.StatusRequestURITooLong)
 		return
 	}
 	resp, err := p.forward(r, body)

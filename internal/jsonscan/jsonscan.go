@@ -87,7 +87,9 @@ var ErrNotObject = errors.New("not a JSON object")
 
 // Members calls fn for each top-level member of the JSON object obj, in
 // document order, with the raw key (quoted, undecoded) and the raw value,
-// and stops at the first error fn returns. obj must be valid JSON.
+// and stops at the first error fn returns. obj should be valid JSON; for
+// invalid JSON Members may call fn with odd slices of obj or return
+// ErrNotObject, but never reads outside obj.
 func Members(obj []byte, fn func(rawKey, val []byte) error) error {
 	i := SkipSpace(obj, 0)
 	if i >= len(obj) || obj[i] != '{' {
@@ -97,26 +99,33 @@ func Members(obj []byte, fn func(rawKey, val []byte) error) error {
 	if i < len(obj) && obj[i] == '}' {
 		return nil
 	}
-	for i < len(obj) {
-		ks := i
+	for i < len(obj) && obj[i] == '"' {
 		ke := SkipString(obj, i)
-		i = SkipSpace(obj, ke)
-		i = SkipSpace(obj, i+1) // ':'
-		ve := SkipValue(obj, i)
-		if err := fn(obj[ks:ke], obj[i:ve]); err != nil {
+		colon := SkipSpace(obj, ke)
+		if colon >= len(obj) || obj[colon] != ':' {
+			return ErrNotObject
+		}
+		vs := SkipSpace(obj, colon+1)
+		ve := SkipValue(obj, vs)
+		if err := fn(obj[i:ke], obj[vs:ve]); err != nil {
 			return err
 		}
 		i = SkipSpace(obj, ve)
-		if i >= len(obj) || obj[i] == '}' {
+		if i < len(obj) && obj[i] == '}' {
 			return nil
 		}
-		i = SkipSpace(obj, i+1) // ','
+		if i >= len(obj) || obj[i] != ',' {
+			return ErrNotObject
+		}
+		i = SkipSpace(obj, i+1)
 	}
-	return nil
+	return ErrNotObject
 }
 
 // Unquote decodes the raw JSON string raw (quotes included), copying its
-// bytes unless it has escapes, which take encoding/json's slow path.
+// bytes unless it has escapes, which take encoding/json's slow path. raw
+// must be valid UTF-8 (invalid bytes are kept, not replaced by U+FFFD as
+// encoding/json would).
 func Unquote(raw []byte) (string, error) {
 	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
 		return "", errors.New("not a JSON string")

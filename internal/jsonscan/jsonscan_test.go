@@ -3,6 +3,7 @@ package jsonscan
 import (
 	"encoding/json"
 	"strings"
+	"unicode/utf8"
 	"testing"
 )
 
@@ -101,4 +102,40 @@ func TestUnquote(t *testing.T) {
 			t.Errorf("Unquote(%q) = %q, %v; want %q, ok=%v", tt.in, got, err, tt.want, tt.ok)
 		}
 	}
+}
+
+// FuzzMembers checks Members never reads outside its input and agrees with
+// encoding/json about the members of valid objects.
+func FuzzMembers(f *testing.F) {
+	f.Add([]byte(`{"a":1,"b":{"c":"}"},"a":[2]}`))
+	f.Add([]byte(`{"k\u00e9\"":null , "":""}`))
+	f.Add([]byte(`{"a":1,`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got := map[string]string{}
+		err := Members(b, func(k, v []byte) error {
+			key, err := Unquote(k)
+			if err != nil {
+				return err
+			}
+			got[key] = string(v)
+			return nil
+		})
+		var want map[string]json.RawMessage
+		// encoding/json replaces invalid UTF-8 in keys; Unquote expects
+		// valid UTF-8, as the servers check before they scan.
+		if !utf8.Valid(b) || json.Unmarshal(b, &want) != nil || want == nil {
+			return
+		}
+		if err != nil {
+			t.Fatalf("Members(%q): %v", b, err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("Members(%q) found %d members, encoding/json %d", b, len(got), len(want))
+		}
+		for k, v := range want {
+			if got[k] != string(v) {
+				t.Fatalf("Members(%q)[%q] = %s, encoding/json %s", b, k, got[k], v)
+			}
+		}
+	})
 }

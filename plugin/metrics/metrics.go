@@ -148,10 +148,5 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 func CountStates(recs jobdata.Records) (map[string]int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), foldTimeout)
 	defer cancel()
-	states := make(map[string]int, len(jobdata.States))
-	err := recs.Fold(ctx, func(_ string, rec *jobdata.Record) error {
-		states[rec.State]++
-		return nil
-	})
-	return states, err
+	return recs.CountStates(ctx)
 }

@@ -6,9 +6,11 @@ package jobdata
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"time"
 
+	"github.com/couchepi/couchepi/internal/jsonscan"
 	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/replicate"
 )
@@ -100,6 +102,27 @@ func Decode(data []byte) (*Record, error) {
 	}
 	return &r, nil
 }
+
+// StateOf returns the state of encoded record data without decoding the
+// rest of it; ok is false when data is not an object with a top-level
+// string state. data is trusted to be valid JSON, as Encode writes it.
+func StateOf(data []byte) (state string, ok bool) {
+	jsonscan.Members(data, func(rawKey, val []byte) error {
+		if string(rawKey) != `"state"` || len(val) == 0 || val[0] != '"' {
+			return nil
+		}
+		s, err := jsonscan.Unquote(val)
+		if err != nil {
+			return nil
+		}
+		state, ok = s, true
+		return errStateFound
+	})
+	return state, ok
+}
+
+// errStateFound ends StateOf's walk at the state member.
+var errStateFound = errors.New("state found")
 
 // Encode serialises the record for the jobs queue.
 func (r *Record) Encode() []byte {

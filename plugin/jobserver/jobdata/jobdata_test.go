@@ -56,6 +56,9 @@ func TestRecords(t *testing.T) {
 	if _, err := recs.Doc(ctx, "b/_replicator", "doc"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Doc of unknown db: %v", err)
 	}
+	if got, err := recs.CountStates(ctx); err != nil || len(got) != 1 || got[Pending] != 2 {
+		t.Fatalf("CountStates = %v, %v; want 2 pending", got, err)
+	}
 	// Remove releases the rep id and the transient index entry.
 	err = q.Transact(ctx, func(tx *jobs.Tx) error {
 		if _, err := Remove(tx, persistent); err != nil {
@@ -79,6 +82,32 @@ func TestRecords(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+func TestStateOf(t *testing.T) {
+	failed := NewFailed("db/_replicator", "u", "d", "bad doc", time.Unix(1, 0))
+	tests := []struct {
+		data string
+		want string
+		ok   bool
+	}{
+		{string(failed.Encode()), Failed, true},
+		{string(New(nil, "", "", "", time.Unix(1, 0)).Encode()), Pending, true},
+		{`{"rep":{"state":"x"},"job_history":[{"state":"y"}],"state":"running"}`, Running, true},
+		{` { "state" : "cr\u0061shing" } `, Crashing, true},
+		{`{"state":1}`, "", false},
+		{`{"State":"running"}`, "", false},
+		{`{}`, "", false},
+		{`["state","running"]`, "", false},
+		{`{"state":"runn`, "", false},
+		{``, "", false},
+	}
+	for _, tt := range tests {
+		got, ok := StateOf([]byte(tt.data))
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("StateOf(%s) = %q, %v; want %q, %v", tt.data, got, ok, tt.want, tt.ok)
+		}
+	}
 }
 
 func TestSplitReason(t *testing.T) {

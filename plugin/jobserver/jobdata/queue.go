@@ -30,6 +30,20 @@ func (r Records) Fold(ctx context.Context, fn func(jobID string, rec *Record) er
 	})
 }
 
+// CountStates counts the jobs per state (States). It reads only each
+// record's state member, so a scrape of 100k jobs does not decode 100k
+// records; records without a readable state are skipped, as Fold skips them.
+func (r Records) CountStates(ctx context.Context) (map[string]int, error) {
+	counts := make(map[string]int, len(States))
+	err := r.Q.Fold(ctx, JobType, func(_ string, _ jobs.State, data []byte) error {
+		if st, ok := StateOf(data); ok {
+			counts[st]++
+		}
+		return nil
+	})
+	return counts, err
+}
+
 // Get returns one job's record.
 func (r Records) Get(ctx context.Context, jobID string) (*Record, error) {
 	data, err := r.Q.GetData(ctx, JobType, jobID)

@@ -79,8 +79,13 @@ func OptionsFromConfig(replicatorSection map[string]string) (Options, error) {
 	boolKey("verify_ssl_certificates", &o.VerifySSLCertificates)
 	depth := -1
 	intKey("ssl_certificate_max_depth", &depth, 0)
-	if depth >= 0 {
+	if depth >= 0 && depth != DefaultSSLCertificateMaxDepth {
 		o.SSLCertificateMaxDepth = &depth
+	}
+	// A key set to its default is stored as unset, so Options read from a
+	// config spelling out the defaults equal DefaultOptions.
+	if o.MissingDocRetryMsec == DefaultMissingDocRetryMsec {
+		o.MissingDocRetryMsec = 0
 	}
 	o.SSLTrustedCertificatesFile = replicatorSection["ssl_trusted_certificates_file"]
 	o.CertFile = replicatorSection["cert_file"]

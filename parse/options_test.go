@@ -1,6 +1,7 @@
 package parse
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -34,6 +35,7 @@ func TestOptionsFromConfigGapKeys(t *testing.T) {
 			}), nil},
 		{"depth 0 is a depth, not unset", map[string]string{"ssl_certificate_max_depth": "0"},
 			with(func(w *want) { w.depth = 0 }), nil},
+		{"defaults spelled out", map[string]string{"missing_doc_retry_msec": "2000", "ssl_certificate_max_depth": "3"}, defaults, nil},
 		{"verify false", map[string]string{"verify_ssl_certificates": "false"}, defaults, nil},
 		{"bad max_document_id_length", map[string]string{"max_document_id_length": "0"}, defaults,
 			[]string{"[replicator] `max_document_id_length` must be a positive integer or `infinity`"}},
@@ -71,6 +73,20 @@ func TestOptionsFromConfigGapKeys(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestOptionsFromConfigDefaultsEqual: a config spelling out the defaults
+// of the new keys reads as DefaultOptions (docs/replicator_test.go relies on it).
+func TestOptionsFromConfigDefaultsEqual(t *testing.T) {
+	o, err := OptionsFromConfig(map[string]string{"max_document_id_length": "infinity", "request_timeout": "infinity",
+		"missing_doc_retry_msec": "2000", "verify_ssl_certificates": "false", "ssl_certificate_max_depth": "3",
+		"ssl_trusted_certificates_file": "", "cert_file": "", "key_file": "", "password": ""})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(o, DefaultOptions()) {
+		t.Errorf("options = %+v, want the defaults", o)
 	}
 }
 

@@ -87,8 +87,13 @@ func (p *replicator) Configure(_ context.Context, cfg hooks.Config) error {
 	}
 	p.mu.Lock()
 	p.conf, p.serverConf, p.parseOpts = cfg, sc, po
-	front, server := p.front, p.server
+	front, server, pool := p.front, p.server, p.pool
 	p.mu.Unlock()
+	if pool != nil {
+		if err := pool.Configure(po); err != nil {
+			p.log.Warn("replicator config", "error", err)
+		}
+	}
 	if front != nil {
 		front.SetOptions(po)
 	}
@@ -119,6 +124,9 @@ func (p *replicator) Start(ctx context.Context, host hooks.Services) error {
 		return err
 	}
 	pool := couchclient.NewPool(couchclient.PoolOptions{Logger: p.log, Version: version, HealthThreshold: sc.HealthThreshold})
+	if err := pool.Configure(po); err != nil {
+		p.log.Warn("replicator config", "error", err)
+	}
 	repID := func(ctx context.Context, rep *parse.Rep) (parse.RepID, error) {
 		return replicate.ComputeRepID(ctx, rep, info.UUID, pool)
 	}

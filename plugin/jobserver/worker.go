@@ -335,13 +335,24 @@ func (w *worker) execute(rec *jobdata.Record, repID parse.RepID, cfg Config) {
 	}
 	done := make(chan outcome, 1)
 	id := repID
+	// max_document_id_length and missing_doc_retry_msec are read when the
+	// job starts, from the [replicator] config the pool was last given.
+	var maxIDLen int
+	var missingRetry time.Duration
+	if s.opts.Pool != nil {
+		po := s.opts.Pool.Options()
+		maxIDLen = po.MaxDocumentIDLength
+		missingRetry = time.Duration(po.MissingDocRetry()) * time.Millisecond
+	}
 	go func() {
 		res, err := replicate.Run(ctx, maxBackoffRep(rec), replicate.Options{
-			Logger:     s.log.Named("replicate").With("rep_id", repID.String()),
-			Pool:       s.opts.Pool,
-			ServerUUID: s.opts.ServerUUID,
-			RepID:      &id,
-			StartStats: rec.Stats,
+			Logger:              s.log.Named("replicate").With("rep_id", repID.String()),
+			Pool:                s.opts.Pool,
+			ServerUUID:          s.opts.ServerUUID,
+			RepID:               &id,
+			StartStats:          rec.Stats,
+			MaxDocumentIDLength: maxIDLen,
+			MissingDocRetry:     missingRetry,
 			OnStats: func(st replicate.Stats) {
 				statsMu.Lock()
 				latest = st

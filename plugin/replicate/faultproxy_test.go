@@ -64,12 +64,6 @@ func newTLSFaultProxy(t testing.TB, s *testServer, cfg *tls.Config) *faultProxy 
 	return p
 }
 
-// count is how many requests "METHOD lastPathSegment" the proxy saw.
-func (p *faultProxy) count(key string) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.counts[key]
-}
 
 // endpointServer is a testServer view whose URLs go through the proxy.
 func (p *faultProxy) endpointServer(s *testServer) *testServer {

@@ -64,7 +64,6 @@ func newTLSFaultProxy(t testing.TB, s *testServer, cfg *tls.Config) *faultProxy 
 	return p
 }
 
-
 // endpointServer is a testServer view whose URLs go through the proxy.
 func (p *faultProxy) endpointServer(s *testServer) *testServer {
 	return &testServer{Kind: s.Kind, Base: p.srv.URL + "/", User: s.User, Pass: s.Pass}

@@ -7,15 +7,16 @@ import (
 )
 
 // TestOptionsFromConfigGapKeys: max_document_id_length, request_timeout,
-// missing_doc_retry_msec and the TLS keys are read with CouchDB's defaults;
-// a bad value is reported and keeps the default.
+// missing_doc_retry_msec and the TLS keys are read with CouchDB's defaults
+// (but verify_ssl_certificates defaults to true); a bad value is reported
+// and keeps the default.
 func TestOptionsFromConfigGapKeys(t *testing.T) {
 	type want struct {
 		maxIDLen, requestTimeout, missingRetry, depth int
 		verify                                        bool
 		caFile, certFile, keyFile, password           string
 	}
-	defaults := want{missingRetry: 2000, depth: 3}
+	defaults := want{missingRetry: 2000, depth: 3, verify: true}
 	with := func(f func(*want)) want { w := defaults; f(&w); return w }
 	tests := []struct {
 		name    string
@@ -36,7 +37,7 @@ func TestOptionsFromConfigGapKeys(t *testing.T) {
 		{"depth 0 is a depth, not unset", map[string]string{"ssl_certificate_max_depth": "0"},
 			with(func(w *want) { w.depth = 0 }), nil},
 		{"defaults spelled out", map[string]string{"missing_doc_retry_msec": "2000", "ssl_certificate_max_depth": "3"}, defaults, nil},
-		{"verify false", map[string]string{"verify_ssl_certificates": "false"}, defaults, nil},
+		{"verify false", map[string]string{"verify_ssl_certificates": "false"}, with(func(w *want) { w.verify = false }), nil},
 		{"bad max_document_id_length", map[string]string{"max_document_id_length": "0"}, defaults,
 			[]string{"[replicator] `max_document_id_length` must be a positive integer or `infinity`"}},
 		{"bad request_timeout", map[string]string{"request_timeout": "soon"}, defaults,
@@ -80,7 +81,7 @@ func TestOptionsFromConfigGapKeys(t *testing.T) {
 // of the new keys reads as DefaultOptions (docs/replicator_test.go relies on it).
 func TestOptionsFromConfigDefaultsEqual(t *testing.T) {
 	o, err := OptionsFromConfig(map[string]string{"max_document_id_length": "infinity", "request_timeout": "infinity",
-		"missing_doc_retry_msec": "2000", "verify_ssl_certificates": "false", "ssl_certificate_max_depth": "3",
+		"missing_doc_retry_msec": "2000", "verify_ssl_certificates": "true", "ssl_certificate_max_depth": "3",
 		"ssl_trusted_certificates_file": "", "cert_file": "", "key_file": "", "password": ""})
 	if err != nil {
 		t.Fatal(err)

@@ -284,7 +284,7 @@ func TestOptionsFromConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Options{WorkerProcesses: 8, WorkerBatchSize: 100, HTTPConnections: 5, ConnectionTimeout: 10000,
-		RetriesPerRequest: 0, CheckpointInterval: 1000, SocketOptions: "[{nodelay, true}]"}
+		RetriesPerRequest: 0, CheckpointInterval: 1000, SocketOptions: "[{nodelay, true}]", VerifySSLCertificates: true}
 	if !reflect.DeepEqual(o, want) {
 		t.Errorf("options = %+v, want %+v", o, want)
 	}

@@ -230,8 +230,9 @@ type Options struct {
 	// 0 is the default, 2000.
 	MissingDocRetryMsec int
 
-	// VerifySSLCertificates is verify_ssl_certificates, default false (as in
-	// CouchDB 3.x: https peers are not verified unless this is true).
+	// VerifySSLCertificates is verify_ssl_certificates, default true: https
+	// peers are verified unless it is false (CouchDB 3.x's default is false;
+	// couchepi deliberately verifies, as credentials travel to the peers).
 	VerifySSLCertificates bool
 	// SSLTrustedCertificatesFile is ssl_trusted_certificates_file, a PEM CA
 	// bundle ("" = the system's roots).
@@ -264,15 +265,16 @@ const defaultSocketOptions = "[{keepalive, true}, {nodelay, false}]"
 // DefaultOptions returns CouchDB's built-in `[replicator]` defaults.
 func DefaultOptions() Options {
 	return Options{
-		WorkerProcesses:    4,
-		WorkerBatchSize:    500,
-		HTTPConnections:    20,
-		ConnectionTimeout:  30000,
-		RetriesPerRequest:  5,
-		CheckpointInterval: 30000,
-		UseCheckpoints:     true,
-		UseBulkGet:         true,
-		SocketOptions:      defaultSocketOptions,
+		WorkerProcesses:       4,
+		WorkerBatchSize:       500,
+		HTTPConnections:       20,
+		ConnectionTimeout:     30000,
+		RetriesPerRequest:     5,
+		CheckpointInterval:    30000,
+		UseCheckpoints:        true,
+		UseBulkGet:            true,
+		SocketOptions:         defaultSocketOptions,
+		VerifySSLCertificates: true,
 	}
 }
 

@@ -15,8 +15,8 @@ import (
 // tlsConfig builds the client TLS config of the `[replicator]` TLS keys on
 // top of base (nil = Go defaults):
 //
-//   - verify_ssl_certificates false (CouchDB's default): peers are not verified;
-//   - true: peers are verified against ssl_trusted_certificates_file (or
+//   - verify_ssl_certificates false (CouchDB 3.x's default): peers are not verified;
+//   - true (couchepi's default): peers are verified against ssl_trusted_certificates_file (or
 //     the system roots when it is unset) and a verified chain may hold at most
 //     ssl_certificate_max_depth intermediates (Erlang ssl's `depth`);
 //   - cert_file + key_file: the client certificate, key_file decrypted with

@@ -60,8 +60,8 @@ func TestPoolTLS(t *testing.T) {
 		set    func(o *parse.Options)
 		wantOK bool
 	}{
-		{"verification off by default", plain, func(o *parse.Options) {}, true},
-		{"verification without the CA fails", plain, func(o *parse.Options) { o.VerifySSLCertificates = true }, false},
+		{"verification on by default: without the CA it fails", plain, func(o *parse.Options) {}, false},
+		{"verify_ssl_certificates false (CouchDB's default)", plain, func(o *parse.Options) { o.VerifySSLCertificates = false }, true},
 		{"verification with ssl_trusted_certificates_file", plain, func(o *parse.Options) {
 			o.VerifySSLCertificates, o.SSLTrustedCertificatesFile = true, pki.CAFile
 		}, true},
@@ -73,9 +73,11 @@ func TestPoolTLS(t *testing.T) {
 		}, false},
 		{"client certificate required, none given", mutual, func(o *parse.Options) {}, false},
 		{"client certificate from cert_file and key_file", mutual, func(o *parse.Options) {
+			o.SSLTrustedCertificatesFile = pki.CAFile
 			o.CertFile, o.KeyFile = pki.ClientCertFile, pki.ClientKeyFile
 		}, true},
 		{"encrypted key_file with password", mutual, func(o *parse.Options) {
+			o.SSLTrustedCertificatesFile = pki.CAFile
 			o.CertFile, o.KeyFile, o.Password = pki.ClientCertFile, pki.ClientEncKeyFile, pki.ClientKeyPassword
 		}, true},
 		{"verified and with a client certificate", mutual, func(o *parse.Options) {
@@ -125,10 +127,10 @@ func TestConfigureSwitchesTLS(t *testing.T) {
 		set    func()
 		wantOK bool
 	}{
-		{"defaults: not verified", func() {}, true},
-		{"verification on, no CA", func() { o.VerifySSLCertificates = true }, false},
+		{"defaults: verified, no CA", func() {}, false},
 		{"CA file added", func() { o.SSLTrustedCertificatesFile = pki.CAFile }, true},
 		{"CA file removed again", func() { o.SSLTrustedCertificatesFile = "" }, false},
+		{"verification off", func() { o.VerifySSLCertificates = false }, true},
 	}
 	for _, st := range steps {
 		st.set()

@@ -25,11 +25,11 @@ func TestTLSEndpoints(t *testing.T) {
 		set    func(o *parse.Options)
 		wantOK bool
 	}{
-		{"verification on without the CA fails", plain, func(o *parse.Options) { o.VerifySSLCertificates = true }, false},
+		{"verification on by default: without the CA it fails", plain, func(o *parse.Options) {}, false},
 		{"verification on with ssl_trusted_certificates_file", plain, func(o *parse.Options) {
-			o.VerifySSLCertificates, o.SSLTrustedCertificatesFile = true, pki.CAFile
+			o.SSLTrustedCertificatesFile = pki.CAFile
 		}, true},
-		{"verification off (CouchDB's default)", plain, func(o *parse.Options) {}, true},
+		{"verification off (CouchDB 3.x's default)", plain, func(o *parse.Options) { o.VerifySSLCertificates = false }, true},
 		{"client certificate required, none configured", mutual, func(o *parse.Options) {}, false},
 		{"client certificate from cert_file and key_file", mutual, func(o *parse.Options) {
 			o.VerifySSLCertificates, o.SSLTrustedCertificatesFile = true, pki.CAFile

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/couchepi/couchepi/internal/testpki"
 	"github.com/couchepi/couchepi/parse"
 )
 
@@ -49,7 +50,7 @@ func get(pool *Pool, url string) error {
 // TestPoolTLS: the `[replicator]` TLS keys against a server with an
 // intermediate CA and one that requires a client certificate.
 func TestPoolTLS(t *testing.T) {
-	pki := newTestPKI(t)
+	pki := testpki.New(t)
 	plain := tlsServer(t, &tls.Config{Certificates: []tls.Certificate{pki.Server}})
 	mutual := tlsServer(t, &tls.Config{Certificates: []tls.Certificate{pki.Server},
 		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pki.ClientCAs})
@@ -109,7 +110,7 @@ func TestPoolTLS(t *testing.T) {
 // connections opened after it follow the new TLS keys, also for a client
 // made before the change.
 func TestConfigureSwitchesTLS(t *testing.T) {
-	pki := newTestPKI(t)
+	pki := testpki.New(t)
 	srv := tlsServer(t, &tls.Config{Certificates: []tls.Certificate{pki.Server}})
 	pool := testPool()
 	defer pool.Close()
@@ -146,7 +147,7 @@ func TestConfigureSwitchesTLS(t *testing.T) {
 // TestTLSConfigErrors: unusable TLS files are reported (never with the
 // password) and leave the key at its default.
 func TestTLSConfigErrors(t *testing.T) {
-	pki := newTestPKI(t)
+	pki := testpki.New(t)
 	dir := t.TempDir()
 	pkcs8 := filepath.Join(dir, "pkcs8.key")
 	os.WriteFile(pkcs8, []byte("-----BEGIN ENCRYPTED PRIVATE KEY-----\nAAAA\n-----END ENCRYPTED PRIVATE KEY-----\n"), 0o600)

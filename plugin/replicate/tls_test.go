@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/couchepi/couchepi/internal/testpki"
 	"github.com/couchepi/couchepi/parse"
 )
 
@@ -15,7 +16,7 @@ import (
 // `[replicator]` TLS keys given to the pool.
 func TestTLSEndpoints(t *testing.T) {
 	s := startServer(t)
-	pki := newTestPKI(t)
+	pki := testpki.New(t)
 	plain := newTLSFaultProxy(t, s, &tls.Config{Certificates: []tls.Certificate{pki.Server}})
 	mutual := newTLSFaultProxy(t, s, &tls.Config{Certificates: []tls.Certificate{pki.Server},
 		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pki.ClientCAs})

@@ -1,4 +1,8 @@
-package replicate
+// Package testpki makes TLS key material for tests: a root CA, an
+// intermediate, a server certificate for 127.0.0.1 and a client
+// certificate, generated per test and written to its temporary directory,
+// so no key is ever committed.
+package testpki
 
 import (
 	"crypto/ecdsa"
@@ -16,11 +20,11 @@ import (
 	"time"
 )
 
-// testPKI is key material made for one test (never committed): a root CA,
+// PKI is key material made for one test (never committed): a root CA,
 // an intermediate CA and a server certificate for 127.0.0.1 under it, and
 // a client CA with one client certificate, written as PEM files in a
 // temporary directory.
-type testPKI struct {
+type PKI struct {
 	CAFile         string          // the root CA (ssl_trusted_certificates_file)
 	Server         tls.Certificate // leaf + intermediate
 	ClientCAs      *x509.CertPool  // what a server requiring client certs trusts
@@ -31,11 +35,11 @@ type testPKI struct {
 	ClientKeyPassword string
 }
 
-// newTestPKI makes a testPKI in t.TempDir().
-func newTestPKI(t testing.TB) *testPKI {
+// New makes a PKI in t.TempDir().
+func New(t testing.TB) *PKI {
 	t.Helper()
 	dir := t.TempDir()
-	p := &testPKI{ClientKeyPassword: "correct horse"}
+	p := &PKI{ClientKeyPassword: "correct horse"}
 	root, rootKey := pkiCert(t, "test root", true, nil, nil)
 	inter, interKey := pkiCert(t, "test intermediate", true, root, rootKey)
 	leaf, leafKey := pkiCert(t, "127.0.0.1", false, inter, interKey)

@@ -22,15 +22,22 @@ func SkipSpace(b []byte, i int) int {
 }
 
 // SkipString returns the index after the string starting at b[i] ('"'), or
-// len(b) when it is not terminated. A quote ends the string unless an odd
-// number of backslashes precede it.
+// len(b) when it is not terminated.
 func SkipString(b []byte, i int) int {
+	end, _ := StringEnd(b, i)
+	return end
+}
+
+// StringEnd returns the index after the string starting at b[i] ('"') and
+// whether the string is terminated (when not, the index is len(b)). A quote
+// ends the string unless an odd number of backslashes precede it.
+func StringEnd(b []byte, i int) (int, bool) {
 	start := i + 1
 	i = start
 	for {
 		j := bytes.IndexByte(b[i:], '"')
 		if j < 0 {
-			return len(b)
+			return len(b), false
 		}
 		i += j
 		k := i
@@ -38,7 +45,7 @@ func SkipString(b []byte, i int) int {
 			k--
 		}
 		if (i-k)%2 == 0 {
-			return i + 1
+			return i + 1, true
 		}
 		i++
 	}
@@ -46,39 +53,53 @@ func SkipString(b []byte, i int) int {
 
 // SkipValue returns the index after the JSON value starting at b[i].
 func SkipValue(b []byte, i int) int {
+	end, _ := ValueEnd(b, i)
+	return end
+}
+
+// ValueEnd returns the index after the JSON value starting at b[i] and
+// whether the value ends: a terminated string, an object or array whose
+// brackets balance, or a non-empty scalar. It finds bounds; it does not
+// validate what lies between them.
+func ValueEnd(b []byte, i int) (int, bool) {
 	if i >= len(b) {
-		return i
+		return i, false
 	}
 	switch b[i] {
 	case '"':
-		return SkipString(b, i)
+		return StringEnd(b, i)
 	case '{', '[':
 		depth := 0
 		for i < len(b) {
 			switch b[i] {
 			case '"':
-				i = SkipString(b, i)
+				end, ok := StringEnd(b, i)
+				if !ok {
+					return end, false
+				}
+				i = end
 				continue
 			case '{', '[':
 				depth++
 			case '}', ']':
 				depth--
 				if depth == 0 {
-					return i + 1
+					return i + 1, true
 				}
 			}
 			i++
 		}
-		return i
+		return i, false
 	default:
+		start := i
 		for i < len(b) {
 			switch b[i] {
 			case ',', '}', ']', ' ', '\t', '\n', '\r':
-				return i
+				return i, i > start
 			}
 			i++
 		}
-		return i
+		return i, i > start
 	}
 }
 

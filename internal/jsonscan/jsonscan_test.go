@@ -3,8 +3,8 @@ package jsonscan
 import (
 	"encoding/json"
 	"strings"
-	"unicode/utf8"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestSkipValue(t *testing.T) {
@@ -138,4 +138,27 @@ func FuzzMembers(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestValueEnd(t *testing.T) {
+	tests := []struct {
+		in     string
+		end    int
+		wantOK bool
+	}{
+		{`"abc",`, 5, true},
+		{`"a\"`, 4, false},
+		{`{"a":"}"}x`, 9, true},
+		{`{"a":[1,2}`, 10, false},
+		{`{"a":"x`, 7, false},
+		{`12,`, 2, true},
+		{`,`, 0, false},
+		{``, 0, false},
+	}
+	for _, tt := range tests {
+		end, ok := ValueEnd([]byte(tt.in), 0)
+		if end != tt.end || ok != tt.wantOK {
+			t.Errorf("ValueEnd(%q) = %d, %v; want %d, %v", tt.in, end, ok, tt.end, tt.wantOK)
+		}
+	}
 }

@@ -3,6 +3,8 @@ package replicate
 import (
 	"errors"
 	"io"
+
+	"github.com/couchepi/couchepi/internal/jsonscan"
 )
 
 // feedScanner reads a normal `_changes` response,
@@ -45,7 +47,7 @@ func (f *feedScanner) fill() error {
 // token skips whitespace and returns the next byte without consuming it.
 func (f *feedScanner) token() (byte, error) {
 	for {
-		f.pos = skipWS(f.buf, f.pos)
+		f.pos = jsonscan.SkipSpace(f.buf, f.pos)
 		if f.pos < len(f.buf) {
 			return f.buf[f.pos], nil
 		}
@@ -111,7 +113,7 @@ func (f *feedScanner) rows(fn func(c change) error) error {
 		if len(k) == 0 || k[0] != '"' {
 			return errMalformed
 		}
-		key, err := decodeKey(k)
+		key, err := jsonscan.Unquote(k)
 		if err != nil {
 			return err
 		}
@@ -199,7 +201,7 @@ func parseChangeRow(row []byte) (change, error) {
 			c.Seq = append([]byte(nil), val...)
 		case "id":
 			if val[0] == '"' {
-				if c.ID, err = decodeKey(val); err != nil {
+				if c.ID, err = jsonscan.Unquote(val); err != nil {
 					return 0, err
 				}
 			}
@@ -215,7 +217,7 @@ func parseChangeRow(row []byte) (change, error) {
 				end, err := members(val, e, func(key []byte, v int) (int, error) {
 					end, err := skipValue(val, v)
 					if err == nil && string(key) == "rev" && val[v] == '"' {
-						rev, err = decodeKey(val[v:end])
+						rev, err = jsonscan.Unquote(val[v:end])
 					}
 					return end, err
 				})

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+
+	"github.com/couchepi/couchepi/internal/jsonscan"
 )
 
 // The replicator passes documents through as raw JSON: it needs a few
@@ -13,92 +15,29 @@ import (
 // bounds of JSON values in one forward pass, without decoding, so a 1 KB
 // document costs a scan for its string delimiters instead of encoding/json's
 // validating state machine run twice (Decoder, then Unmarshal). The target
-// validates every document it is sent.
+// validates every document it is sent. The bounds come from internal/jsonscan;
+// what this file adds is failing on input whose structure does not hold,
+// since these responses come from another server.
 
 // errMalformed reports JSON whose structure the scanner could not follow.
 var errMalformed = errors.New("malformed JSON")
 
-// skipWS returns the index of the first non-whitespace byte at or after i.
-func skipWS(b []byte, i int) int {
-	for i < len(b) {
-		switch b[i] {
-		case ' ', '\t', '\n', '\r':
-			i++
-		default:
-			return i
-		}
-	}
-	return i
-}
-
 // skipString returns the index after the string that starts at b[i] ('"').
-// A quote ends the string unless an odd number of backslashes precede it.
 func skipString(b []byte, i int) (int, error) {
-	start := i + 1
-	i = start
-	for {
-		j := bytes.IndexByte(b[i:], '"')
-		if j < 0 {
-			return 0, errMalformed
-		}
-		i += j
-		k := i
-		for k > start && b[k-1] == '\\' {
-			k--
-		}
-		if (i-k)%2 == 0 {
-			return i + 1, nil
-		}
-		i++
+	end, ok := jsonscan.StringEnd(b, i)
+	if !ok {
+		return 0, errMalformed
 	}
+	return end, nil
 }
 
 // skipValue returns the index after the JSON value that starts at b[i].
 func skipValue(b []byte, i int) (int, error) {
-	if i >= len(b) {
+	end, ok := jsonscan.ValueEnd(b, i)
+	if !ok {
 		return 0, errMalformed
 	}
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for i < len(b) {
-			switch b[i] {
-			case '"':
-				var err error
-				if i, err = skipString(b, i); err != nil {
-					return 0, err
-				}
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1, nil
-				}
-			}
-			i++
-		}
-		return 0, errMalformed
-	default:
-		start := i
-		for i < len(b) {
-			switch b[i] {
-			case ',', '}', ']', ' ', '\t', '\n', '\r':
-				if i == start {
-					return 0, errMalformed
-				}
-				return i, nil
-			}
-			i++
-		}
-		if i == start {
-			return 0, errMalformed
-		}
-		return i, nil
-	}
+	return end, nil
 }
 
 // members walks the JSON object that starts at b[i] (after whitespace),
@@ -113,7 +52,7 @@ func members(b []byte, i int, fn func(key []byte, v int) (int, error)) (int, err
 	return rawMembers(b, i, func(raw []byte, v int) (int, error) {
 		key := raw[1 : len(raw)-1]
 		if bytes.IndexByte(key, '\\') >= 0 {
-			s, err := decodeKey(raw)
+			s, err := jsonscan.Unquote(raw)
 			if err != nil {
 				return 0, err
 			}
@@ -126,11 +65,11 @@ func members(b []byte, i int, fn func(key []byte, v int) (int, error)) (int, err
 // rawMembers is members with each key given as its raw JSON string,
 // quotes included, undecoded (no allocation per key).
 func rawMembers(b []byte, i int, fn func(raw []byte, v int) (int, error)) (int, error) {
-	i = skipWS(b, i)
+	i = jsonscan.SkipSpace(b, i)
 	if i >= len(b) || b[i] != '{' {
 		return 0, errMalformed
 	}
-	i = skipWS(b, i+1)
+	i = jsonscan.SkipSpace(b, i+1)
 	if i < len(b) && b[i] == '}' {
 		return i + 1, nil
 	}
@@ -143,14 +82,14 @@ func rawMembers(b []byte, i int, fn func(raw []byte, v int) (int, error)) (int, 
 			return 0, err
 		}
 		raw := b[i:ke]
-		i = skipWS(b, ke)
+		i = jsonscan.SkipSpace(b, ke)
 		if i >= len(b) || b[i] != ':' {
 			return 0, errMalformed
 		}
-		if i, err = fn(raw, skipWS(b, i+1)); err != nil {
+		if i, err = fn(raw, jsonscan.SkipSpace(b, i+1)); err != nil {
 			return 0, err
 		}
-		i = skipWS(b, i)
+		i = jsonscan.SkipSpace(b, i)
 		if i >= len(b) {
 			return 0, errMalformed
 		}
@@ -158,7 +97,7 @@ func rawMembers(b []byte, i int, fn func(raw []byte, v int) (int, error)) (int, 
 		case '}':
 			return i + 1, nil
 		case ',':
-			i = skipWS(b, i+1)
+			i = jsonscan.SkipSpace(b, i+1)
 		default:
 			return 0, errMalformed
 		}
@@ -169,11 +108,11 @@ func rawMembers(b []byte, i int, fn func(raw []byte, v int) (int, error)) (int, 
 // calling fn with the index where each element starts; fn returns the index
 // after the element. elements returns the index after the array.
 func elements(b []byte, i int, fn func(v int) (int, error)) (int, error) {
-	i = skipWS(b, i)
+	i = jsonscan.SkipSpace(b, i)
 	if i >= len(b) || b[i] != '[' {
 		return 0, errMalformed
 	}
-	i = skipWS(b, i+1)
+	i = jsonscan.SkipSpace(b, i+1)
 	if i < len(b) && b[i] == ']' {
 		return i + 1, nil
 	}
@@ -182,7 +121,7 @@ func elements(b []byte, i int, fn func(v int) (int, error)) (int, error) {
 		if i, err = fn(i); err != nil {
 			return 0, err
 		}
-		i = skipWS(b, i)
+		i = jsonscan.SkipSpace(b, i)
 		if i >= len(b) {
 			return 0, errMalformed
 		}
@@ -190,21 +129,11 @@ func elements(b []byte, i int, fn func(v int) (int, error)) (int, error) {
 		case ']':
 			return i + 1, nil
 		case ',':
-			i = skipWS(b, i+1)
+			i = jsonscan.SkipSpace(b, i+1)
 		default:
 			return 0, errMalformed
 		}
 	}
-}
-
-// decodeKey unquotes a raw JSON string, taking the slow path only for escapes.
-func decodeKey(raw []byte) (string, error) {
-	if bytes.IndexByte(raw, '\\') < 0 {
-		return string(raw[1 : len(raw)-1]), nil
-	}
-	var s string
-	err := json.Unmarshal(raw, &s)
-	return s, err
 }
 
 // keyIs reports whether the decoded member name key selects the field
@@ -240,7 +169,7 @@ func scanDoc(b []byte, i int) (int, bool, error) {
 	atts := false
 	end, err := rawMembers(b, i, func(raw []byte, v int) (int, error) {
 		if !atts && v < len(b) && b[v] == '{' && isAttachmentsKey(raw) {
-			k := skipWS(b, v+1)
+			k := jsonscan.SkipSpace(b, v+1)
 			atts = k < len(b) && b[k] != '}'
 		}
 		return skipValue(b, v)
@@ -255,7 +184,7 @@ func isAttachmentsKey(raw []byte) bool {
 	if bytes.IndexByte(raw, '\\') < 0 {
 		return bytes.EqualFold(raw[1:len(raw)-1], []byte(name))
 	}
-	key, err := decodeKey(raw)
+	key, err := jsonscan.Unquote(raw)
 	return err == nil && strings.EqualFold(key, name)
 }
 
@@ -297,7 +226,7 @@ func parseBulkGet(body []byte) ([]bulkGetResult, error) {
 				if err != nil {
 					return 0, err
 				}
-				out[len(out)-1].ID, err = decodeKey(body[v:end])
+				out[len(out)-1].ID, err = jsonscan.Unquote(body[v:end])
 				return end, err
 			case keyIs(key, "docs"):
 				out[len(out)-1].Docs = out[len(out)-1].Docs[:0] // the last member counts
@@ -313,7 +242,7 @@ func parseBulkGet(body []byte) ([]bulkGetResult, error) {
 		out = out[:0] // the last of duplicate members counts, as in encoding/json
 		return elements(body, v, result)
 	})
-	if err == nil && skipWS(body, end) != len(body) {
+	if err == nil && jsonscan.SkipSpace(body, end) != len(body) {
 		err = errMalformed
 	}
 	if err != nil {

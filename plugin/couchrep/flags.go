@@ -35,6 +35,11 @@ type cli struct {
 	LogLevel string
 	// Help is set when --help was asked for.
 	Help bool
+	// Options are the `[replicator]` options of --config (DefaultOptions
+	// without it): defaults of the replication's fields and the
+	// replicator-wide keys (TLS, request_timeout, max_document_id_length, …).
+	// They hold the config's `password`: never print them.
+	Options parse.Options
 }
 
 // optionFlags are the replication options settable by flag, in the order they
@@ -138,7 +143,7 @@ func mustJSON(v any) json.RawMessage {
 }
 
 // flagSet declares every flag of couchrep on a fresh FlagSet.
-func flagSet(c *cli, o *optionFlags, jsonFile, localURL *string) *flag.FlagSet {
+func flagSet(c *cli, o *optionFlags, jsonFile, localURL, configFile *string) *flag.FlagSet {
 	fs := flag.NewFlagSet("couchrep", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	bools := []struct {
@@ -176,6 +181,7 @@ func flagSet(c *cli, o *optionFlags, jsonFile, localURL *string) *flag.FlagSet {
 		fs.Var(&rawFlag{o: o, key: r.key, kind: r.kind}, r.name, r.help)
 	}
 	fs.StringVar(jsonFile, "json", "", "read a POST /_replicate body from this file (\"-\" = stdin); flags override its fields")
+	fs.StringVar(configFile, "config", "", "CouchDB ini file whose [replicator] section applies (defaults, TLS keys, request_timeout, …)")
 	fs.StringVar(localURL, "local-url", "", "server base URL bare database names are relative to (e.g. http://127.0.0.1:5984/)")
 	fs.StringVar(&c.ServerUUID, "server-uuid", "", "uuid used in the replication id (default: one kept in the user config dir)")
 	fs.StringVar(&c.Progress, "progress", "auto", "progress display: auto, bar, log or none")
@@ -191,8 +197,8 @@ func flagSet(c *cli, o *optionFlags, jsonFile, localURL *string) *flag.FlagSet {
 func parseArgs(args []string, stdin io.Reader) (*cli, error) {
 	c := &cli{}
 	o := &optionFlags{values: map[string]json.RawMessage{}}
-	var jsonFile, localURL string
-	fs := flagSet(c, o, &jsonFile, &localURL)
+	var jsonFile, localURL, configFile string
+	fs := flagSet(c, o, &jsonFile, &localURL, &configFile)
 	var positional []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -246,6 +252,13 @@ func parseArgs(args []string, stdin io.Reader) (*cli, error) {
 	body := encodeMembers(base)
 
 	popts := parse.DefaultOptions()
+	if configFile != "" {
+		var err error
+		if popts, err = replicatorConfig(configFile); err != nil {
+			return nil, usagef("--config %s: %v", configFile, err)
+		}
+	}
+	c.Options = popts
 	popts.LocalURL = localURL
 	rep, err := parse.ReplicateRequest(body, parse.UserCtx{}, popts)
 	if err != nil {

@@ -18,6 +18,15 @@ func TestParseArgs(t *testing.T) {
 	if err := os.WriteFile(repFile, []byte(`{"source":"http://h:5984/a","target":{"url":"http://h:5984/b"},"continuous":true,"worker_processes":2}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	writeIni := func(name, text string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	iniFile := writeIni("local.ini", "[couchdb]\nuuid = x\n\n[replicator]\n; CouchDB-style comment\nworker_processes = 2\nrequest_timeout = 5000\nverify_ssl_certificates = false\nmax_document_id_length = 64\n")
+	badIni := writeIni("bad.ini", "[replicator]\nworker_batch_size = lots\n")
 	const src, tgt = "http://u:p@h:5984/a", "http://h:5984/b"
 	tests := []struct {
 		name  string
@@ -110,6 +119,26 @@ func TestParseArgs(t *testing.T) {
 		{name: "bad progress", args: []string{"--progress", "fancy", src, tgt}, err: "--progress"},
 		{name: "cancel in json", args: []string{"--json", "-"}, stdin: `{"replication_id":"abc","cancel":true}`, err: "Ctrl-C"},
 		{name: "json not an object", args: []string{"--json", "-"}, stdin: `[1]`, err: "not a JSON object"},
+		{name: "--config sets defaults and replicator-wide keys", args: []string{"--config", iniFile, src, tgt}, check: func(t *testing.T, c *cli) {
+			if c.Rep.WorkerProcesses != 2 || c.Rep.WorkerBatchSize != 500 {
+				t.Errorf("worker_processes %d, worker_batch_size %d; want 2 from the config, 500", c.Rep.WorkerProcesses, c.Rep.WorkerBatchSize)
+			}
+			if o := c.Options; o.RequestTimeout != 5000 || o.VerifySSLCertificates || o.MaxDocumentIDLength != 64 {
+				t.Errorf("options %+v", o)
+			}
+		}},
+		{name: "flags override --config", args: []string{"--config", iniFile, "--worker-processes", "3", src, tgt}, check: func(t *testing.T, c *cli) {
+			if c.Rep.WorkerProcesses != 3 {
+				t.Errorf("worker_processes %d, want the flag's 3", c.Rep.WorkerProcesses)
+			}
+		}},
+		{name: "no --config: CouchDB defaults, peers verified", args: []string{src, tgt}, check: func(t *testing.T, c *cli) {
+			if o := c.Options; !o.VerifySSLCertificates || o.RequestTimeout != 0 || o.WorkerProcesses != 4 {
+				t.Errorf("options %+v", o)
+			}
+		}},
+		{name: "--config with a bad value", args: []string{"--config", badIni, src, tgt}, err: "`worker_batch_size` must be an integer"},
+		{name: "--config missing", args: []string{"--config", filepath.Join(dir, "nope.ini"), src, tgt}, err: "--config"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -159,8 +188,8 @@ func TestDocsAndHelpListEveryFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	var c cli
-	var s1, s2 string
-	fs := flagSet(&c, &optionFlags{values: map[string]json.RawMessage{}}, &s1, &s2)
+	var s1, s2, s3 string
+	fs := flagSet(&c, &optionFlags{values: map[string]json.RawMessage{}}, &s1, &s2, &s3)
 	defined := map[string]bool{}
 	fs.VisitAll(func(f *flag.Flag) {
 		defined[f.Name] = true

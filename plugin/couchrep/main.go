@@ -66,6 +66,7 @@ Replication options (same meaning as the _replicate/_replicator fields):
   --no-bulk-get                fetch documents one by one instead of with _bulk_get
   --winning-revs-only          replicate only winning revisions
   --json FILE                  read the replication from a _replicate body; flags override its fields
+  --config FILE                CouchDB ini whose [replicator] section applies (defaults, TLS, request_timeout)
   --local-url URL              base URL that bare database names are relative to
 
 Display and identity:
@@ -183,6 +184,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, sig <-chan os
 
 	pool := couchclient.NewPool(couchclient.PoolOptions{Logger: engineLog})
 	defer pool.Close()
+	if err := pool.Configure(c.Options); err != nil {
+		fmt.Fprintf(stderr, "couchrep: --config: %v\n", err)
+		return exitUsage
+	}
 	if !rep.Continuous && mode != "none" {
 		go func() {
 			if seq, ok := sourceUpdateSeq(ctx, pool, rep); ok {
@@ -201,6 +206,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, sig <-chan os
 			Pool:       pool,
 			ServerUUID: c.ServerUUID,
 			OnStats:    p.Update,
+			// Replicator-wide keys of --config, as the job server passes them.
+			MaxDocumentIDLength: c.Options.MaxDocumentIDLength,
+			MissingDocRetry:     time.Duration(c.Options.MissingDocRetry()) * time.Millisecond,
 		})
 		done <- outcome{res, err}
 	}()

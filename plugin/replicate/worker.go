@@ -189,16 +189,7 @@ func (r *run) useBulkGet() bool {
 // to w share the answer's buffer, which is appended to held: the caller
 // releases it once w has written them.
 func (r *run) bulkGet(ctx context.Context, revs []missingRev, w *bulkWriter, held *[]*http.Response) ([]missingRev, error) {
-	type req struct {
-		ID        string   `json:"id"`
-		Rev       string   `json:"rev"`
-		AttsSince []string `json:"atts_since,omitempty"`
-	}
-	reqs := make([]req, len(revs))
-	for i, m := range revs {
-		reqs[i] = req{ID: m.id, Rev: m.rev, AttsSince: m.pas}
-	}
-	body, _ := json.Marshal(map[string]any{"docs": reqs, "latest": true, "revs": true, "attachments": false})
+	body := bulkGetBody(revs)
 	r.stats.bulkGetAttempts.Add(int64(len(revs)))
 	resp, err := r.src.Do(ctx, &couchclient.Request{Buffer: true, Reuse: true,
 		Method: http.MethodPost, Path: "_bulk_get", Query: "latest=true&revs=true&attachments=false", Body: body,

@@ -24,6 +24,16 @@ func parseValidDoc(raw []byte) (*store.Doc, error) {
 	return dropInlineDigests(d), nil
 }
 
+// parseValidDocInPlace is parseValidDoc building the body in raw's memory
+// (store.ParseValidDocInPlace): raw must not be used afterwards.
+func parseValidDocInPlace(raw []byte) (*store.Doc, error) {
+	d, err := store.ParseValidDocInPlace(raw)
+	if err != nil {
+		return nil, err
+	}
+	return dropInlineDigests(d), nil
+}
+
 // dropInlineDigests clears the digests sent with inline attachment data.
 func dropInlineDigests(d *store.Doc) *store.Doc {
 	for i, a := range d.Attachments {

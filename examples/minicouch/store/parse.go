@@ -71,9 +71,35 @@ func ParseDoc(raw []byte) (*Doc, error) {
 // element of a _bulk_docs body validated as a whole): it skips the second
 // validation pass, which is a large part of the cost of ingesting a batch.
 func ParseValidDoc(raw []byte) (*Doc, error) {
-	raw = compactValid(raw)
+	return parseValidDoc(raw, make([]byte, 0, len(raw)))
+}
+
+// ParseValidDocInPlace is ParseValidDoc that builds the document's body in
+// raw's own memory instead of a new buffer (the body is never longer than
+// raw, and each member is moved back over bytes already read). raw must not
+// be used afterwards, whatever the outcome; the returned Body is capped at
+// its length, so appending to it never reaches bytes after raw. _bulk_docs
+// uses it on the docs of its request body, which is read once and dropped:
+// a copy of every document body fewer per write.
+func ParseValidDocInPlace(raw []byte) (*Doc, error) {
+	raw = raw[jsonscan.SkipSpace(raw, 0):]
+	if len(raw) == 0 || raw[0] != '{' {
+		// Not an object: the error comes from the copying parser (writing
+		// the body's "{" over raw[0] would change what it parses).
+		return ParseValidDoc(raw)
+	}
+	return parseValidDoc(raw, raw[:0])
+}
+
+// parseValidDoc parses the valid JSON document raw, appending its body
+// to body (empty; raw[:0] builds it in place).
+//
+// Whitespace between the top-level members goes with the member
+// separators; whitespace inside an object or array value kept in the body
+// is compacted value by value (compactValid), so only such values are
+// scanned a second time, not the whole document.
+func parseValidDoc(raw, body []byte) (*Doc, error) {
 	d := &Doc{}
-	body := make([]byte, 0, len(raw))
 	body = append(body, '{')
 	err := jsonscan.Members(raw, func(rawKey, val []byte) error {
 		// Keys are compared as bytes (no string per member); only a key
@@ -88,6 +114,9 @@ func ParseValidDoc(raw []byte) (*Doc, error) {
 			k = []byte(key)
 		}
 		if len(k) == 0 || k[0] != '_' || replicationMembers[string(k)] {
+			if val[0] == '{' || val[0] == '[' {
+				val = compactValid(val)
+			}
 			if len(body) > 1 {
 				body = append(body, ',')
 			}
@@ -154,7 +183,8 @@ func ParseValidDoc(raw []byte) (*Doc, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.Body = append(body, '}')
+	body = append(body, '}')
+	d.Body = body[:len(body):len(body)]
 	return d, nil
 }
 

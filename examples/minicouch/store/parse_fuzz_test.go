@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -21,6 +22,13 @@ func FuzzParseDoc(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		d, err := ParseDoc(raw)
+		if json.Valid(raw) {
+			// Building the body in place parses exactly the same.
+			in, ierr := ParseValidDocInPlace(append([]byte(nil), raw...))
+			if !reflect.DeepEqual(in, d) || !reflect.DeepEqual(ierr, err) {
+				t.Fatalf("ParseValidDocInPlace = %+v, %v; ParseDoc = %+v, %v", in, ierr, d, err)
+			}
+		}
 		if err != nil {
 			if _, ok := err.(*Error); !ok {
 				t.Fatalf("error %T %v is not *Error", err, err)

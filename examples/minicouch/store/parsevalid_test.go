@@ -87,3 +87,43 @@ func TestParseValidDocKeys(t *testing.T) {
 		})
 	}
 }
+
+// TestParseValidDocInPlace checks that building the body over the input's
+// own bytes parses every shape as the copying parser does, and that the
+// body cannot be appended into the bytes that followed the document.
+func TestParseValidDocInPlace(t *testing.T) {
+	tests := []struct{ name, in string }{
+		{"plain", `{"_id":"a","_rev":"1-x","n":1,"pad":"xxxx","tags":["a","b"]}`},
+		{"replicated", `{"_id":"d0000001","_rev":"1-abc","n":1,"pad":"xx","tags":["bench"],"_revisions":{"start":1,"ids":["abc"]}}`},
+		{"special members between", `{"a":1,"_id":"b","c":{"d":2},"_deleted":true,"e":"f"}`},
+		{"whitespace everywhere", " {\n \"_id\" : \"c\" ,\t\"x\" : [ 1 , { \"y\" : \"a b\" } ] , \"z\" : \"s p\" }\n"},
+		{"nested whitespace only", `{"o":{ "k" : [ ] },"s":" "}`},
+		{"escaped keys", `{"\u005fid":"e","k\"ey":1,"_rev":"1-a"}`},
+		{"replication members", `{"_id":"r","_replication_state":"completed","x":1}`},
+		{"attachments", `{"_id":"g","_attachments":{"x.txt":{"content_type":"text/plain","data":"aGk="}},"v":2}`},
+		{"empty", `{}`},
+		{"empty with space", ` { } `},
+		{"bad member", `{"x":1,"_bogus":1}`},
+		{"bad id", `{"_id":"_nope"}`},
+		{"array", `[{"_id":"a"}]`},
+		{"string", `"{"`},
+		{"leading space array", `  [1]`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			want, werr := ParseValidDoc([]byte(tc.in))
+			// The document sits inside a larger buffer, as in a _bulk_docs body.
+			buf := []byte(tc.in + `,{"next":"doc"}`)
+			got, gerr := ParseValidDocInPlace(buf[:len(tc.in)])
+			if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(gerr, werr) {
+				t.Fatalf("ParseValidDocInPlace = %+v, %v; ParseValidDoc = %+v, %v", got, gerr, want, werr)
+			}
+			if string(buf[len(tc.in):]) != `,{"next":"doc"}` {
+				t.Errorf("bytes after the document changed: %q", buf[len(tc.in):])
+			}
+			if got != nil && cap(got.Body) != len(got.Body) {
+				t.Errorf("body cap %d, len %d: appending would overwrite the next document", cap(got.Body), len(got.Body))
+			}
+		})
+	}
+}

@@ -43,6 +43,17 @@ func (t *Tree) AppendEncode(dst []byte) []byte {
 	return dst
 }
 
+// MaxEncodedLen bounds the length of the tree's AppendEncode encoding,
+// so a caller can give it a buffer it will not outgrow.
+func (t *Tree) MaxEncodedLen() int {
+	n := binary.MaxVarintLen64
+	for i := range t.nodes {
+		// gen, hash length, parent index, seq (uvarints), flags, hash
+		n += 4*binary.MaxVarintLen64 + 1 + len(t.nodes[i].Rev.Hash)
+	}
+	return n
+}
+
 // Decode parses an encoding made by AppendEncode and returns the tree and
 // the number of bytes consumed.
 func Decode(b []byte) (Tree, int, error) {

@@ -36,6 +36,33 @@ func ParseRev(s string) (Rev, error) {
 // String formats the rev as "<gen>-<hash>".
 func (r Rev) String() string { return strconv.Itoa(r.Gen) + "-" + r.Hash }
 
+// AppendText appends the rev as String formats it, without making the string.
+func (r Rev) AppendText(dst []byte) []byte {
+	dst = strconv.AppendInt(dst, int64(r.Gen), 10)
+	dst = append(dst, '-')
+	return append(dst, r.Hash...)
+}
+
+// TextLen is the length of the rev as String formats it.
+func (r Rev) TextLen() int {
+	n := 2 + len(r.Hash) // a digit and "-"
+	if r.Gen < 0 {
+		n++
+	}
+	for g := r.Gen / 10; g != 0; g /= 10 {
+		n++
+	}
+	return n
+}
+
+// Spells reports whether s is the rev as String formats it (so a string a
+// caller already has can stand for the rev without formatting another).
+func (r Rev) Spells(s string) bool {
+	var a [24]byte
+	p := append(strconv.AppendInt(a[:0], int64(r.Gen), 10), '-')
+	return len(s) == len(p)+len(r.Hash) && s[:len(p)] == string(p) && s[len(p):] == r.Hash
+}
+
 // IsZero reports whether r is the zero Rev (no revision).
 func (r Rev) IsZero() bool { return r.Gen == 0 && r.Hash == "" }
 

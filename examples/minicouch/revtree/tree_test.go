@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -382,5 +383,42 @@ func TestDecodeUnordered(t *testing.T) {
 				t.Fatalf("winner %v", w.Rev)
 			}
 		})
+	}
+}
+
+// TestRevText checks AppendText, TextLen and Spells against String.
+func TestRevText(t *testing.T) {
+	revs := []Rev{{1, "abc"}, {9, ""}, {10, "x"}, {123456789, "0123456789abcdef0123456789abcdef"}, {0, "z"}, {-12, "n"}}
+	for _, r := range revs {
+		s := r.String()
+		if got := string(r.AppendText([]byte("p:"))); got != "p:"+s {
+			t.Errorf("%v AppendText = %q, want %q", r, got, "p:"+s)
+		}
+		if r.TextLen() != len(s) {
+			t.Errorf("%v TextLen = %d, want %d", r, r.TextLen(), len(s))
+		}
+		if !r.Spells(s) {
+			t.Errorf("%v does not spell %q", r, s)
+		}
+		for _, other := range []string{s + "0", "0" + s, "2-abc", "1-abd", "1-ab", "", "-abc", "1abc"} {
+			if other != s && r.Spells(other) {
+				t.Errorf("%v spells %q", r, other)
+			}
+		}
+	}
+}
+
+// TestMaxEncodedLen checks that the bound holds for trees with large
+// generations, seqs and long hashes.
+func TestMaxEncodedLen(t *testing.T) {
+	var tr Tree
+	tr.Merge(Path{Start: 1 << 40, IDs: []string{strings.Repeat("h", 300), "b", "a"}}, true, true, 1<<62)
+	tr.Merge(Path{Start: 3, IDs: []string{"c", "b", "a"}}, false, true, 7)
+	if n := len(tr.AppendEncode(nil)); n > tr.MaxEncodedLen() {
+		t.Errorf("encoding is %d bytes, bound %d", n, tr.MaxEncodedLen())
+	}
+	var empty Tree
+	if n := len(empty.AppendEncode(nil)); n > empty.MaxEncodedLen() {
+		t.Errorf("empty encoding is %d bytes, bound %d", n, empty.MaxEncodedLen())
 	}
 }

@@ -124,12 +124,16 @@ func (db *DB) bulkDocs(ctx context.Context, docs []*Doc, newEdits bool) ([]BulkR
 	defer db.release(prep)
 	results := make([]BulkResult, len(docs))
 	var tc txCounters
+	// The arena's memory is given back once doAfter returns: the
+	// transaction that used it is then committed or rolled back.
+	arena := &valueArena{}
+	defer arena.release()
 	err := db.s.w.doAfter(ctx, func(tx *bolt.Tx) error {
 		b, err := db.bucket(tx)
 		if err != nil {
 			return err
 		}
-		tc = txCounters{}
+		tc = txCounters{arena: arena}
 		for i := range prep {
 			prep[i].linked = false
 			res, err := db.applyDoc(b, &prep[i], newEdits, &tc)
@@ -429,6 +433,9 @@ func (db *DB) applyReplicated(b *bolt.Bucket, p *pendingDoc, tc *txCounters) (st
 	if err := db.commitRevs(b, p.id, before, rec, newRev, &revBody{body: d.Body, atts: atts}, p, tc); err != nil {
 		return "", nil, err
 	}
+	if newRev.Spells(d.Rev) {
+		return d.Rev, nil, nil // the parser's string for the same rev
+	}
 	return newRev.String(), nil, nil
 }
 
@@ -441,8 +448,8 @@ func (db *DB) commitRevs(b *bolt.Bucket, id string, before docState, rec *docRec
 	if err != nil {
 		return err
 	}
-	enc := rb.encode()
-	if err := revs.Put(revKey(id, newRev.String()), enc); err != nil {
+	enc := rb.encodeIn(tc.arena)
+	if err := revs.Put(revKeyIn(tc.arena, id, newRev), enc); err != nil {
 		return err
 	}
 	active, external := attBytes+int64(len(enc)), int64(len(rb.body))
@@ -481,10 +488,13 @@ func (db *DB) commitRevs(b *bolt.Bucket, id string, before docState, rec *docRec
 	tc.external += external
 	rec.tree.SetBody(newRev, true)
 	rec.seq = seq
-	if err := b.Bucket(bucketSeqs).Put(u64(seq), []byte(id)); err != nil {
+	// Keys and values from the arena (bbolt copies keys, keeps values).
+	seqKey := binary.BigEndian.AppendUint64(tc.arena.alloc(8), seq)
+	idBytes := append(tc.arena.alloc(len(id)), id...)
+	if err := b.Bucket(bucketSeqs).Put(seqKey, idBytes); err != nil {
 		return err
 	}
-	return b.Bucket(bucketDocs).Put([]byte(id), rec.encode())
+	return b.Bucket(bucketDocs).Put(idBytes, rec.encodeIn(tc.arena))
 }
 
 // txCounters accumulates, over one write transaction, the database's new
@@ -493,6 +503,9 @@ type txCounters struct {
 	loaded                       bool
 	seq                          uint64 // last seq assigned (0 = none yet)
 	docs, dels, active, external int64
+	// arena, when set, holds the keys and values the transaction puts
+	// (nil: each is allocated).
+	arena *valueArena
 }
 
 // next assigns the next update sequence.

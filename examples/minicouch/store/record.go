@@ -21,17 +21,21 @@ type docRecord struct {
 	tree revtree.Tree
 }
 
-func (r *docRecord) encode() []byte {
+func (r *docRecord) encode() []byte { return r.encodeIn(nil) }
+
+// encodeIn is encode into memory from a (nil: allocated).
+func (r *docRecord) encodeIn(a *valueArena) []byte {
 	w, _ := r.tree.Winner()
 	var f byte
 	if w.Deleted {
 		f |= recDeleted
 	}
-	ws := w.Rev.String()
-	buf := make([]byte, 0, 32+len(ws)+r.tree.Len()*48)
+	wl := w.Rev.TextLen()
+	buf := a.alloc(1 + 2*binary.MaxVarintLen64 + wl + r.tree.MaxEncodedLen())
 	buf = append(buf, f)
 	buf = binary.AppendUvarint(buf, r.seq)
-	buf = appendBytes(buf, ws)
+	buf = binary.AppendUvarint(buf, uint64(wl))
+	buf = w.Rev.AppendText(buf)
 	return r.tree.AppendEncode(buf)
 }
 
@@ -104,8 +108,15 @@ type revBody struct {
 	atts []storedAtt
 }
 
-func (rb *revBody) encode() []byte {
-	buf := make([]byte, 0, len(rb.body)+8+len(rb.atts)*64)
+func (rb *revBody) encode() []byte { return rb.encodeIn(nil) }
+
+// encodeIn is encode into memory from a (nil: allocated).
+func (rb *revBody) encodeIn(a *valueArena) []byte {
+	n := 2*binary.MaxVarintLen64 + len(rb.body)
+	for _, at := range rb.atts {
+		n += 7*binary.MaxVarintLen64 + len(at.Name) + len(at.ContentType) + len(at.Digest) + len(at.Encoding)
+	}
+	buf := a.alloc(n)
 	buf = binary.AppendUvarint(buf, uint64(len(rb.body)))
 	buf = append(buf, rb.body...)
 	buf = binary.AppendUvarint(buf, uint64(len(rb.atts)))
@@ -190,4 +201,12 @@ func revKey(id, rev string) []byte {
 	k = binary.AppendUvarint(k, uint64(len(id)))
 	k = append(k, id...)
 	return append(k, rev...)
+}
+
+// revKeyIn is revKey for a parsed rev, in memory from a.
+func revKeyIn(a *valueArena, id string, rev revtree.Rev) []byte {
+	k := a.alloc(binary.MaxVarintLen64 + len(id) + rev.TextLen())
+	k = binary.AppendUvarint(k, uint64(len(id)))
+	k = append(k, id...)
+	return rev.AppendText(k)
 }

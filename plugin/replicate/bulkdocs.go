@@ -1,7 +1,6 @@
 package replicate
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -44,21 +43,13 @@ func (w *bulkWriter) flush(ctx context.Context) error {
 
 // write posts docs; 413 splits the list in halves, a single doc still too large is skipped and counted.
 func (w *bulkWriter) write(ctx context.Context, docs []json.RawMessage) error {
-	var body bytes.Buffer
-	body.Grow(64 + w.sizeOf(docs))
-	body.WriteString(`{"new_edits":false,"docs":[`)
-	for i, d := range docs {
-		if i > 0 {
-			body.WriteByte(',')
-		}
-		body.Write(d)
-	}
-	body.WriteString("]}")
+	body := &docsBody{docs: docs}
 	tgt := w.r.tgt
 	resp, err := tgt.Do(ctx, &couchclient.Request{Buffer: true,
-		Method: http.MethodPost, Path: "_bulk_docs", Body: body.Bytes(),
+		Method: http.MethodPost, Path: "_bulk_docs", GetBody: body.open, ContentLength: body.size(),
 		Header: http.Header{"Content-Type": {"application/json"}, "X-Couch-Full-Commit": {"false"}},
 	})
+	body.detach()
 	if err != nil {
 		return err
 	}
@@ -98,14 +89,6 @@ func (w *bulkWriter) write(ctx context.Context, docs []json.RawMessage) error {
 	w.r.stats.docWriteFailures.Add(int64(failed))
 	w.r.stats.docsWritten.Add(int64(len(docs) - failed))
 	return nil
-}
-
-func (w *bulkWriter) sizeOf(docs []json.RawMessage) int {
-	n := 0
-	for _, d := range docs {
-		n += len(d) + 1
-	}
-	return n
 }
 
 // docID extracts _id from a doc body (for logs).

@@ -1,6 +1,7 @@
 package couchapi
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -24,6 +25,45 @@ func TestJSONValid(t *testing.T) {
 				name = name[:40] + "…"
 			}
 			t.Errorf("jsonValid(%q) = %v, encoding/json says %v", name, got, want)
+		}
+	}
+}
+
+// TestHasStringSpecial checks the word-at-a-time test against a byte loop
+// for every byte value at every position of a word, on backgrounds of
+// bytes next to the special ones and with the high bit set (where a
+// borrow between bytes would show).
+func TestHasStringSpecial(t *testing.T) {
+	for _, bg := range []byte{'x', 0x20, 0x21, 0x23, 0x5b, 0x5d, 0x7f, 0x80, 0xa2, 0xdc, 0xff} {
+		for c := 0; c < 256; c++ {
+			for pos := 0; pos < 8; pos++ {
+				var w [8]byte
+				for i := range w {
+					w[i] = bg
+				}
+				w[pos] = byte(c)
+				want := false
+				for _, x := range w {
+					want = want || stringSpecial[x]
+				}
+				if got := hasStringSpecial(binary.LittleEndian.Uint64(w[:])); got != want {
+					t.Fatalf("hasStringSpecial(% x) = %v, want %v", w, got, want)
+				}
+			}
+		}
+	}
+}
+
+// TestJSONValidLongStrings checks strings long enough for the
+// word-at-a-time scan with a quote, escape, control character or invalid
+// escape at every offset.
+func TestJSONValidLongStrings(t *testing.T) {
+	for _, special := range []string{`\"`, `\\`, `\n`, `\u00e9`, "\x01", "\t", `\x`, `\u12`, "\xff", `"`} {
+		for pos := 0; pos < 24; pos++ {
+			s := `{"k":"` + strings.Repeat("a", pos) + special + strings.Repeat("b", 24-pos) + `"}`
+			if got, want := jsonValid([]byte(s)), json.Valid([]byte(s)); got != want {
+				t.Errorf("jsonValid(%q) = %v, encoding/json says %v", s, got, want)
+			}
 		}
 	}
 }

@@ -21,11 +21,14 @@ func (s *Server) bulkDocs(d *dbReq) {
 		writeError(d.w, herr)
 		return
 	}
-	raw, herr := readBody(d.r)
+	raw, herr := readBodyRecycled(d.r)
 	if herr != nil {
 		writeError(d.w, herr)
 		return
 	}
+	// The docs' bodies are built in raw's memory: it goes back for reuse
+	// only once the docs are written and the answer is sent.
+	defer releaseBody(raw)
 	if !validJSON(raw) {
 		writeError(d.w, errInvalidJSON)
 		return

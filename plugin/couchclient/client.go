@@ -3,6 +3,7 @@ package couchclient
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -200,7 +201,10 @@ func (c *Client) Do(ctx context.Context, r *Request) (*http.Response, error) {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			if retries > 0 && time.Since(start) < c.pool.opts.HealthThreshold/2 {
+			// A peer certificate that fails verification fails the same way
+			// on every retry: say so at once rather than after the backoff.
+			var certErr *tls.CertificateVerificationError
+			if retries > 0 && !errors.As(err, &certErr) && time.Since(start) < c.pool.opts.HealthThreshold/2 {
 				c.log.Debug("retrying request", "method", r.Method, "url", redURL, "error", err.Error(), "wait", wait)
 				retries--
 				c.pool.stats.retries.Add(1)
@@ -210,7 +214,7 @@ func (c *Client) Do(ctx context.Context, r *Request) (*http.Response, error) {
 				wait = min(wait*2, maxRetryWait)
 				continue
 			}
-			return nil, &Error{Kind: "http_request_failed", Method: r.Method, URL: redURL, Reason: err.Error()}
+			return nil, &Error{Kind: "http_request_failed", Method: r.Method, URL: redURL, Reason: err.Error(), Err: err}
 		}
 		c.auth.observe(resp)
 		switch {
@@ -530,7 +534,13 @@ type Error struct {
 	Method, URL string
 	// Reason is the last failure.
 	Reason string
+	// Err is the last failure's error when it was not an HTTP status (a
+	// connection, TLS or timeout error), for errors.Is and errors.As.
+	Err error
 }
+
+// Unwrap returns Err.
+func (e *Error) Unwrap() error { return e.Err }
 
 // Error renders "<kind>: <METHOD> <url>: <reason>"; it never contains a password.
 func (e *Error) Error() string {

@@ -241,3 +241,22 @@ func TestRequestTimeout(t *testing.T) {
 		})
 	}
 }
+
+// TestCertificateErrorNotRetried: a peer certificate that fails verification
+// is reported at once, as an *Error that unwraps to the TLS error, instead
+// of after retries_per_request rounds of backoff.
+func TestCertificateErrorNotRetried(t *testing.T) {
+	pki := testpki.New(t)
+	srv := tlsServer(t, &tls.Config{Certificates: []tls.Certificate{pki.Server}})
+	pool := testPool()
+	defer pool.Close()
+	c := pool.Endpoint(parse.Endpoint{URL: srv.URL + "/db/"}, &parse.Rep{RetriesPerRequest: 5})
+	_, err := c.Do(context.Background(), &Request{Method: "GET", Buffer: true})
+	var certErr *tls.CertificateVerificationError
+	if !errors.As(err, &certErr) {
+		t.Fatalf("err = %v, want one that unwraps to *tls.CertificateVerificationError", err)
+	}
+	if n := pool.Stats().Retries; n != 0 {
+		t.Errorf("%d retries of a certificate failure, want 0", n)
+	}
+}

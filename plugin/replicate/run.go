@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -170,6 +171,13 @@ func openDB(ctx context.Context, c *couchclient.Client) (dbInfo, error) {
 		var dnsErr *net.DNSError
 		if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
 			return info, newError("nxdomain", "could not resolve "+c.RedactedURL(), false)
+		}
+		// CouchDB says only "could not open"; since couchepi verifies https
+		// peers by default (CouchDB does not), name the certificate problem.
+		var certErr *tls.CertificateVerificationError
+		if errors.As(err, &certErr) {
+			return info, newError("db_not_found", "could not open "+c.RedactedURL()+": "+certErr.Error()+
+				" (see [replicator] ssl_trusted_certificates_file and verify_ssl_certificates)", false)
 		}
 		return info, newError("db_not_found", "could not open "+c.RedactedURL(), false)
 	}

@@ -21,21 +21,23 @@ func TestTLSEndpoints(t *testing.T) {
 	mutual := newTLSFaultProxy(t, s, &tls.Config{Certificates: []tls.Certificate{pki.Server},
 		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pki.ClientCAs})
 	cases := []struct {
-		name   string
-		proxy  *faultProxy
-		set    func(o *parse.Options)
-		wantOK bool
+		name       string
+		proxy      *faultProxy
+		set        func(o *parse.Options)
+		wantOK     bool
+		wantReason string // part of the failure's reason
 	}{
-		{"verification on by default: without the CA it fails", plain, func(o *parse.Options) {}, false},
+		{"verification on by default: without the CA it fails, naming the cause", plain, func(o *parse.Options) {}, false,
+			"x509: certificate signed by unknown authority (see [replicator] ssl_trusted_certificates_file"},
 		{"verification on with ssl_trusted_certificates_file", plain, func(o *parse.Options) {
 			o.SSLTrustedCertificatesFile = pki.CAFile
-		}, true},
-		{"verification off (CouchDB 3.x's default)", plain, func(o *parse.Options) { o.VerifySSLCertificates = false }, true},
-		{"client certificate required, none configured", mutual, func(o *parse.Options) {}, false},
+		}, true, ""},
+		{"verification off (CouchDB 3.x's default)", plain, func(o *parse.Options) { o.VerifySSLCertificates = false }, true, ""},
+		{"client certificate required, none configured", mutual, func(o *parse.Options) {}, false, "db_not_found: could not open https://127.0.0.1:"},
 		{"client certificate from cert_file and key_file", mutual, func(o *parse.Options) {
 			o.VerifySSLCertificates, o.SSLTrustedCertificatesFile = true, pki.CAFile
 			o.CertFile, o.KeyFile = pki.ClientCertFile, pki.ClientKeyFile
-		}, true},
+		}, true, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -52,6 +54,9 @@ func TestTLSEndpoints(t *testing.T) {
 			if !tc.wantOK {
 				if err == nil {
 					t.Fatal("replication over an unacceptable TLS connection succeeded")
+				}
+				if tc.wantReason != "" && !strings.Contains(err.Error(), tc.wantReason) {
+					t.Errorf("error %q does not name the cause %q", err, tc.wantReason)
 				}
 				return
 			}

@@ -18,15 +18,8 @@ func TestParseArgs(t *testing.T) {
 	if err := os.WriteFile(repFile, []byte(`{"source":"http://h:5984/a","target":{"url":"http://h:5984/b"},"continuous":true,"worker_processes":2}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	writeIni := func(name, text string) string {
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
-	iniFile := writeIni("local.ini", "[couchdb]\nuuid = x\n\n[replicator]\n; CouchDB-style comment\nworker_processes = 2\nrequest_timeout = 5000\nverify_ssl_certificates = false\nmax_document_id_length = 64\n")
-	badIni := writeIni("bad.ini", "[replicator]\nworker_batch_size = lots\n")
+	iniFile := writeFile(t, dir, "local.ini", "[couchdb]\nuuid = x\n\n[replicator]\n; CouchDB-style comment\nworker_processes = 2\nrequest_timeout = 5000\nverify_ssl_certificates = false\nmax_document_id_length = 64\n")
+	badIni := writeFile(t, dir, "bad.ini", "[replicator]\nworker_batch_size = lots\n")
 	const src, tgt = "http://u:p@h:5984/a", "http://h:5984/b"
 	tests := []struct {
 		name  string
@@ -159,6 +152,16 @@ func TestParseArgs(t *testing.T) {
 			tc.check(t, c)
 		})
 	}
+}
+
+// writeFile writes text to dir/name and returns the path.
+func writeFile(t *testing.T, dir, name, text string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 func TestMembersKeepOrder(t *testing.T) {

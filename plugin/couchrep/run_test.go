@@ -150,14 +150,7 @@ func TestConfigFile(t *testing.T) {
 	s := startServer(t)
 	s.seed(t, "src", 10) // ids doc0000000…: 10 bytes
 	dir := t.TempDir()
-	write := func(name, text string) string {
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
-	short := write("short.ini", "[replicator]\nmax_document_id_length = 9\n")
+	short := writeFile(t, dir, "short.ini", "[replicator]\nmax_document_id_length = 9\n")
 	code, stdout, stderr := runCLI(t, nil, "--config", short, "--create-target", s.base+"src", s.base+"tgt")
 	if code != exitDone {
 		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
@@ -165,7 +158,7 @@ func TestConfigFile(t *testing.T) {
 	if !strings.Contains(stdout, "docs_written=0") || !strings.Contains(stdout, "doc_write_failures=10") {
 		t.Errorf("ids longer than max_document_id_length were not skipped and counted:\n%s", stdout)
 	}
-	badCert := write("cert.ini", "[replicator]\ncert_file = "+filepath.Join(dir, "none.pem")+"\nkey_file = "+filepath.Join(dir, "none.key")+"\npassword = hunter2\n")
+	badCert := writeFile(t, dir, "cert.ini", "[replicator]\ncert_file = "+filepath.Join(dir, "none.pem")+"\nkey_file = "+filepath.Join(dir, "none.key")+"\npassword = hunter2\n")
 	code, _, stderr = runCLI(t, nil, "--config", badCert, s.base+"src", s.base+"tgt2")
 	if code != exitUsage || !strings.Contains(stderr, "--config") {
 		t.Errorf("unusable cert_file: exit %d, stderr %q; want %d and a --config error", code, stderr, exitUsage)

@@ -108,9 +108,7 @@ type revBody struct {
 	atts []storedAtt
 }
 
-func (rb *revBody) encode() []byte { return rb.encodeIn(nil) }
-
-// encodeIn is encode into memory from a (nil: allocated).
+// encodeIn encodes the revision into memory from a (nil: allocated).
 func (rb *revBody) encodeIn(a *valueArena) []byte {
 	n := 2*binary.MaxVarintLen64 + len(rb.body)
 	for _, at := range rb.atts {

@@ -17,10 +17,13 @@ import (
 // ErrNotFound is returned by a Source when no job matches an id.
 var ErrNotFound = jobdata.ErrNotFound
 
-// Source gives the monitor read access to the job records.
+// Source gives the monitor read access to the job records. Listings walk
+// every job's Summary and decode only the records they show.
 type Source interface {
-	// Fold calls fn for every replication job record.
-	Fold(ctx context.Context, fn func(jobID string, rec *jobdata.Record) error) error
+	// FoldSummaries calls fn with every replication job's id and Summary.
+	FoldSummaries(ctx context.Context, fn func(jobID string, s jobdata.Summary) error) error
+	// Get returns one job's record; ErrNotFound if it is gone.
+	Get(ctx context.Context, jobID string) (*jobdata.Record, error)
 	// Lookup finds a job by replication id or job id; ErrNotFound if none.
 	Lookup(ctx context.Context, id string) (*jobdata.Record, error)
 	// Doc finds the job of a replication doc; ErrNotFound if none.
@@ -198,21 +201,37 @@ func page[T any](items []T, p listParams) []T {
 }
 
 type keyed struct {
-	key string
-	rec *jobdata.Record
+	key, jobID string
 }
 
-// collect folds the records that pass keep, sorted by key.
-func (h *Handler) collect(ctx context.Context, keep func(*jobdata.Record) bool, key func(jobID string, rec *jobdata.Record) string) ([]keyed, error) {
+// collect lists the jobs whose summaries pass keep, sorted by key.
+func (h *Handler) collect(ctx context.Context, keep func(jobdata.Summary) bool, key func(jobID string, s jobdata.Summary) string) ([]keyed, error) {
 	var out []keyed
-	err := h.src.Fold(ctx, func(jobID string, rec *jobdata.Record) error {
-		if keep(rec) {
-			out = append(out, keyed{key(jobID, rec), rec})
+	err := h.src.FoldSummaries(ctx, func(jobID string, s jobdata.Summary) error {
+		if keep(s) {
+			out = append(out, keyed{key(jobID, s), jobID})
 		}
 		return nil
 	})
 	sort.Slice(out, func(i, j int) bool { return out[i].key < out[j].key })
 	return out, err
+}
+
+// records decodes the records of one page of a listing. A job removed
+// since the listing was made is left out.
+func (h *Handler) records(ctx context.Context, page []keyed, shape func(*jobdata.Record) json.RawMessage) ([]json.RawMessage, error) {
+	out := []json.RawMessage{}
+	for _, k := range page {
+		rec, err := h.src.Get(ctx, k.jobID)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, shape(rec))
+	}
+	return out, nil
 }
 
 // jobs answers `GET /_scheduler/jobs`: pending, running and crashing jobs, sorted by id.
@@ -221,20 +240,20 @@ func (h *Handler) jobs(ctx context.Context, q url.Values) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	all, err := h.collect(ctx, func(rec *jobdata.Record) bool {
-		return rec.Active() && (p.states == nil || p.states[rec.State])
-	}, func(jobID string, rec *jobdata.Record) string {
-		if rec.RepID != "" {
-			return rec.RepID
+	all, err := h.collect(ctx, func(s jobdata.Summary) bool {
+		return s.Active() && (p.states == nil || p.states[s.State])
+	}, func(jobID string, s jobdata.Summary) string {
+		if s.RepID != "" {
+			return s.RepID
 		}
 		return "\xff" + jobID // never-run jobs (id null) after the others
 	})
 	if err != nil {
 		return nil, err
 	}
-	jobs := []json.RawMessage{}
-	for _, k := range page(all, p) {
-		jobs = append(jobs, jobJSON(k.rec))
+	jobs, err := h.records(ctx, page(all, p), jobJSON)
+	if err != nil {
+		return nil, err
 	}
 	return struct {
 		TotalRows int               `json:"total_rows"`
@@ -250,15 +269,15 @@ func (h *Handler) docs(ctx context.Context, db string, q url.Values) (any, error
 	if err != nil {
 		return nil, err
 	}
-	all, err := h.collect(ctx, func(rec *jobdata.Record) bool {
-		return !rec.Transient() && (db == "" || rec.DBName == db) && (p.states == nil || p.states[rec.State])
-	}, func(_ string, rec *jobdata.Record) string { return rec.DBName + "\x00" + rec.DocID })
+	all, err := h.collect(ctx, func(s jobdata.Summary) bool {
+		return !s.Transient() && (db == "" || s.DBName == db) && (p.states == nil || p.states[s.State])
+	}, func(_ string, s jobdata.Summary) string { return s.DBName + "\x00" + s.DocID })
 	if err != nil {
 		return nil, err
 	}
-	docs := []json.RawMessage{}
-	for _, k := range page(all, p) {
-		docs = append(docs, docJSON(k.rec))
+	docs, err := h.records(ctx, page(all, p), docJSON)
+	if err != nil {
+		return nil, err
 	}
 	return struct {
 		TotalRows int               `json:"total_rows"`
@@ -310,14 +329,31 @@ func splitDocsPath(rest string) (db, docID string, err error) {
 	return "", "", errBadPath
 }
 
-// ActiveTasks returns the `_active_tasks` entries of the running jobs.
+// ActiveTasks returns the `_active_tasks` entries of the running jobs,
+// decoding only their records.
 func ActiveTasks(ctx context.Context, src Source) ([]json.RawMessage, error) {
-	var out []json.RawMessage
-	err := src.Fold(ctx, func(_ string, rec *jobdata.Record) error {
-		if t := activeTask(rec); t != nil {
-			out = append(out, t)
+	var running []string
+	err := src.FoldSummaries(ctx, func(jobID string, s jobdata.Summary) error {
+		if s.State == jobdata.Running {
+			running = append(running, jobID)
 		}
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	var out []json.RawMessage
+	for _, id := range running {
+		rec, err := src.Get(ctx, id)
+		if errors.Is(err, ErrNotFound) {
+			continue // stopped and removed since
+		}
+		if err != nil {
+			return nil, err
+		}
+		if t := activeTask(rec); t != nil {
+			out = append(out, t)
+		}
+	}
+	return out, nil
 }

@@ -159,13 +159,20 @@ func TestShapes(t *testing.T) {
 // memSource is a test fixture: job records in a map.
 type memSource map[string]*jobdata.Record
 
-func (m memSource) Fold(_ context.Context, fn func(string, *jobdata.Record) error) error {
+func (m memSource) FoldSummaries(_ context.Context, fn func(string, jobdata.Summary) error) error {
 	for id, r := range m {
-		if err := fn(id, r); err != nil {
+		if err := fn(id, r.Summary()); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+func (m memSource) Get(_ context.Context, jobID string) (*jobdata.Record, error) {
+	if r, ok := m[jobID]; ok {
+		return r, nil
+	}
+	return nil, ErrNotFound
 }
 
 func (m memSource) Lookup(_ context.Context, id string) (*jobdata.Record, error) {

@@ -124,6 +124,55 @@ func StateOf(data []byte) (state string, ok bool) {
 // errStateFound ends StateOf's walk at the state member.
 var errStateFound = errors.New("state found")
 
+// Summary is what listing a job needs to filter and sort it (its state,
+// replication id, replicator db and doc id), read without decoding the
+// rest of the record: `_scheduler/jobs`, `_scheduler/docs` and
+// `_active_tasks` look at every job but show only a page of them.
+type Summary struct {
+	State, RepID, DBName, DocID string
+}
+
+// Summary returns the record's Summary.
+func (r *Record) Summary() Summary {
+	return Summary{State: r.State, RepID: r.RepID, DBName: r.DBName, DocID: r.DocID}
+}
+
+// Active reports whether the job is pending, running or crashing.
+func (s Summary) Active() bool {
+	return s.State == Pending || s.State == Running || s.State == Crashing
+}
+
+// Transient reports whether the job came from POST /_replicate.
+func (s Summary) Transient() bool { return s.DocID == "" }
+
+// Summarize reads the Summary of encoded record data; ok is false when data
+// is not an object with a top-level string state. data is trusted to be
+// valid JSON, as Encode writes it.
+func Summarize(data []byte) (s Summary, ok bool) {
+	jsonscan.Members(data, func(rawKey, val []byte) error {
+		var dst *string
+		switch string(rawKey) {
+		case `"state"`:
+			dst = &s.State
+		case `"rep_id"`:
+			dst = &s.RepID
+		case `"db_name"`:
+			dst = &s.DBName
+		case `"doc_id"`:
+			dst = &s.DocID
+		default:
+			return nil
+		}
+		if len(val) > 0 && val[0] == '"' {
+			if v, err := jsonscan.Unquote(val); err == nil {
+				*dst = v
+			}
+		}
+		return nil
+	})
+	return s, s.State != ""
+}
+
 // Encode serialises the record for the jobs queue.
 func (r *Record) Encode() []byte {
 	b, err := json.Marshal(r)
@@ -141,9 +190,7 @@ func (r *Record) Transient() bool { return r.DocID == "" }
 func (r *Record) Continuous() bool { return r.Rep != nil && r.Rep.Continuous }
 
 // Active reports whether the job still waits to run or runs (not finished).
-func (r *Record) Active() bool {
-	return r.State == Pending || r.State == Running || r.State == Crashing
-}
+func (r *Record) Active() bool { return r.Summary().Active() }
 
 // ErrorInfo is the JSON string stored in StateInfo for an error reason.
 func ErrorInfo(reason string) json.RawMessage {

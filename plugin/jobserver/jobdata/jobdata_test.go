@@ -123,3 +123,24 @@ func TestSplitReason(t *testing.T) {
 		}
 	}
 }
+
+func TestSummarize(t *testing.T) {
+	rep := &parse.Rep{Source: parse.Endpoint{URL: "http://h/a/"}, Target: parse.Endpoint{URL: "http://h/b/"}}
+	running := New(rep, "x/_replicator", "u1", "d\"1", time.Unix(1, 0))
+	running.RepID, running.State = "abc+continuous", Running
+	transient := New(rep, "", "", "", time.Unix(1, 0))
+	for _, rec := range []*Record{running, transient, NewFailed("_replicator", "u", "bad", "reason", time.Unix(1, 0))} {
+		got, ok := Summarize(rec.Encode())
+		if !ok || got != rec.Summary() {
+			t.Errorf("Summarize(%s) = %+v, %v; want %+v", rec.Encode(), got, ok, rec.Summary())
+		}
+	}
+	// Only top-level members count.
+	got, ok := Summarize([]byte(`{"rep":{"doc_id":"x","state":"failed"},"job_history":[{"rep_id":"y"}],"state":"running"}`))
+	if !ok || got != (Summary{State: Running}) {
+		t.Errorf("nested members read: %+v, %v", got, ok)
+	}
+	if _, ok := Summarize([]byte(`{"doc_id":"x"}`)); ok {
+		t.Error("a record without a state summarized")
+	}
+}

@@ -44,6 +44,19 @@ func (r Records) CountStates(ctx context.Context) (map[string]int, error) {
 	return counts, err
 }
 
+// FoldSummaries calls fn with every replication job's id and Summary,
+// decoding no record (records without a readable state are skipped, as
+// Fold skips records that do not decode).
+func (r Records) FoldSummaries(ctx context.Context, fn func(jobID string, s Summary) error) error {
+	return r.Q.Fold(ctx, JobType, func(id string, _ jobs.State, data []byte) error {
+		s, ok := Summarize(data)
+		if !ok {
+			return nil
+		}
+		return fn(id, s)
+	})
+}
+
 // Get returns one job's record.
 func (r Records) Get(ctx context.Context, jobID string) (*Record, error) {
 	data, err := r.Q.GetData(ctx, JobType, jobID)

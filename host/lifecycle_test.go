@@ -249,3 +249,56 @@ func TestQueueOverflow(t *testing.T) {
 		t.Errorf("no catch-up after overflow: %+v", s.CatchUp)
 	}
 }
+
+// TestReloadRefused: a reload whose new binary cannot take over (missing,
+// not the pinned checksum, not a plugin) fails with the reason and leaves
+// the running process in charge: same pid and version, still enforcing its
+// rules, and later reloads still work.
+func TestReloadRefused(t *testing.T) {
+	h, srv := newTestHost(t, Config{Config: guardConfig(nil)}, Spec{Path: docguardV1})
+	srv.createDB("r_guarded")
+	before := h.Plugins()[0]
+	v1sum, err := checksum(docguardV1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notPlugin := filepath.Join(t.TempDir(), "not-a-plugin")
+	if err := os.WriteFile(notPlugin, []byte("#!/bin/sh\necho hello\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		spec Spec
+		want string // part of the error
+	}{
+		{"missing binary", Spec{Path: filepath.Join(t.TempDir(), "gone")}, "gone"},
+		{"checksum mismatch", Spec{Path: docguardV2, SHA256: v1sum}, "checksum mismatch"},
+		{"not a plugin", Spec{Path: notPlugin}, notPlugin},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := h.Reload(context.Background(), "docguard", tc.spec)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Reload = %v, want an error containing %q", err, tc.want)
+			}
+			p := h.Plugins()[0]
+			if p.PID != before.PID || p.Version != "v1" || p.State != StateRunning || p.Path != docguardV1 {
+				t.Fatalf("after a refused reload: %+v, want %+v", p, before)
+			}
+			if _, err := srv.put(context.Background(), "r_guarded", []byte(`{"_id":"bad","type":"t"}`), alice); err == nil ||
+				!strings.Contains(err.Error(), `"owner"`) {
+				t.Errorf("v1 no longer enforces its rules: %v", err)
+			}
+			if _, err := srv.put(context.Background(), "r_guarded", []byte(fmt.Sprintf(`{"_id":"ok%d","type":"t","owner":"o"}`, i)), alice); err != nil {
+				t.Errorf("a valid write was refused: %v", err)
+			}
+		})
+	}
+	if err := h.Reload(context.Background(), "docguard", Spec{Path: docguardV2}); err != nil {
+		t.Fatalf("a good reload after refused ones: %v", err)
+	}
+	if p := h.Plugins()[0]; p.Version != "v2" || p.State != StateRunning {
+		t.Errorf("after the good reload: %+v", p)
+	}
+	eventually(t, 10*time.Second, "v1 to exit", func() bool { return !processAlive(before.PID) })
+}

@@ -302,3 +302,45 @@ func TestReloadRefused(t *testing.T) {
 	}
 	eventually(t, 10*time.Second, "v1 to exit", func() bool { return !processAlive(before.PID) })
 }
+
+// TestReloadStartFails: the new process takes over the hooks, the old one
+// is stopped, and then the new one fails to start (its audit log's
+// directory is missing). Writes are refused with 503 meanwhile, never let
+// through unchecked, and the restart loop brings the new version up once
+// the directory exists.
+func TestReloadStartFails(t *testing.T) {
+	dir := t.TempDir()
+	h, srv := newTestHost(t, Config{Config: guardConfig(map[string]string{"state_file": filepath.Join(dir, "audit.log")})}, Spec{Path: docguardV1})
+	srv.createDB("r_guarded")
+	oldPID := h.Plugins()[0].PID
+	// The running v1 keeps its open log; only a process starting now needs the new path.
+	missing := filepath.Join(dir, "later")
+	h.SetConfig(context.Background(), guardConfig(map[string]string{"state_file": filepath.Join(missing, "audit.log")}))
+
+	err := h.Reload(context.Background(), "docguard", Spec{Path: docguardV2})
+	if err == nil || !strings.Contains(err.Error(), "later") {
+		t.Fatalf("Reload = %v, want the new process's start error", err)
+	}
+	if st := h.Plugins()[0].State; st != StateRestarting && st != StateFailed {
+		t.Errorf("state after a failed start: %s", st)
+	}
+	eventually(t, 10*time.Second, "the old process to exit", func() bool { return !processAlive(oldPID) })
+	_, err = srv.put(context.Background(), "r_guarded", []byte(`{"_id":"unchecked"}`), alice)
+	var he *hooks.Error
+	if !errors.As(err, &he) || he.Status != 503 {
+		t.Fatalf("a write with no plugin to check it: %v, want 503", err)
+	}
+	if err := os.Mkdir(missing, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "v2 running after the restart loop", func() bool {
+		p := h.Plugins()[0]
+		return p.State == StateRunning && p.Version == "v2"
+	})
+	if _, err := srv.put(context.Background(), "r_guarded", []byte(`{"_id":"checked","type":"t","owner":"o","created_at":"now"}`), alice); err != nil {
+		t.Errorf("a valid write after recovery: %v", err)
+	}
+	if _, err := srv.put(context.Background(), "r_guarded", []byte(`{"_id":"nov2","type":"t","owner":"o"}`), alice); err == nil {
+		t.Error("v2's rule (created_at) is not enforced after recovery")
+	}
+}

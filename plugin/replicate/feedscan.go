@@ -96,14 +96,8 @@ func (f *feedScanner) value() ([]byte, error) {
 
 // rows calls fn with each row of the feed's results, then reads the rest.
 func (f *feedScanner) rows(fn func(c change) error) error {
-	if err := f.expect('{'); err != nil {
+	if empty, err := f.open('{', '}'); err != nil || empty {
 		return err
-	}
-	if t, err := f.token(); err != nil {
-		return err
-	} else if t == '}' {
-		f.pos++
-		return nil
 	}
 	for {
 		k, err := f.value()
@@ -127,31 +121,16 @@ func (f *feedScanner) rows(fn func(c change) error) error {
 		} else if _, err := f.value(); err != nil {
 			return err
 		}
-		t, err := f.token()
-		if err != nil {
+		if done, err := f.next('}'); err != nil || done {
 			return err
-		}
-		f.pos++
-		switch t {
-		case ',':
-		case '}':
-			return nil
-		default:
-			return errMalformed
 		}
 	}
 }
 
 // results reads the results array.
 func (f *feedScanner) results(fn func(c change) error) error {
-	if err := f.expect('['); err != nil {
+	if empty, err := f.open('[', ']'); err != nil || empty {
 		return err
-	}
-	if t, err := f.token(); err != nil {
-		return err
-	} else if t == ']' {
-		f.pos++
-		return nil
 	}
 	for {
 		row, err := f.value()
@@ -165,19 +144,41 @@ func (f *feedScanner) results(fn func(c change) error) error {
 		if err := fn(c); err != nil {
 			return err
 		}
-		t, err := f.token()
-		if err != nil {
+		if done, err := f.next(']'); err != nil || done {
 			return err
 		}
-		f.pos++
-		switch t {
-		case ',':
-		case ']':
-			return nil
-		default:
-			return errMalformed
-		}
 	}
+}
+
+// open consumes the opening bracket of an object or array and, when the
+// container is empty, its closing one; empty reports that case.
+func (f *feedScanner) open(open, close byte) (empty bool, err error) {
+	if err := f.expect(open); err != nil {
+		return false, err
+	}
+	t, err := f.token()
+	if err != nil || t != close {
+		return false, err
+	}
+	f.pos++
+	return true, nil
+}
+
+// next consumes the separator after a member or element: ',' (more follow)
+// or close (done); anything else is malformed.
+func (f *feedScanner) next(close byte) (done bool, err error) {
+	t, err := f.token()
+	if err != nil {
+		return false, err
+	}
+	f.pos++
+	switch t {
+	case ',':
+		return false, nil
+	case close:
+		return true, nil
+	}
+	return false, errMalformed
 }
 
 // errRowNotObject is the error for a changes row that is not an object.

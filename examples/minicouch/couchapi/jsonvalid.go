@@ -1,6 +1,10 @@
 package couchapi
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/couchepi/couchepi/internal/jsonscan"
+)
 
 // jsonValid reports whether b is exactly one JSON value (with optional
 // surrounding whitespace), accepting what encoding/json.Valid accepts
@@ -8,9 +12,9 @@ import "encoding/binary"
 // string-heavy documents: string contents are checked with a table lookup
 // per byte instead of a state-machine call. UTF-8 is checked separately.
 func jsonValid(b []byte) bool {
-	i := skipJSONWS(b, 0)
+	i := jsonscan.SkipSpace(b, 0)
 	i, ok := validValue(b, i, 0)
-	return ok && skipJSONWS(b, i) == len(b)
+	return ok && jsonscan.SkipSpace(b, i) == len(b)
 }
 
 // maxJSONDepth is encoding/json's nesting limit.
@@ -41,11 +45,21 @@ func hasStringSpecial(v uint64) bool {
 	return ((v-lsbs*0x20)&^v|(q-lsbs)&^q|(bs-lsbs)&^bs)&msbs != 0
 }
 
-func skipJSONWS(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
+// afterMember checks what follows a member or element at b[i]: ','
+// (another follows, next is where it starts) or close (done, next is after
+// it); anything else is invalid.
+func afterMember(b []byte, i int, close byte) (next int, done, ok bool) {
+	i = jsonscan.SkipSpace(b, i)
+	if i >= len(b) {
+		return i, false, false
 	}
-	return i
+	switch b[i] {
+	case ',':
+		return jsonscan.SkipSpace(b, i+1), false, true
+	case close:
+		return i + 1, true, true
+	}
+	return i, false, false
 }
 
 // validValue checks the value starting at b[i] and returns the index after it.
@@ -60,7 +74,7 @@ func validValue(b []byte, i, depth int) (int, bool) {
 		if depth+1 > maxJSONDepth {
 			return i, false
 		}
-		i = skipJSONWS(b, i+1)
+		i = jsonscan.SkipSpace(b, i+1)
 		if i < len(b) && b[i] == '}' {
 			return i + 1, true
 		}
@@ -72,31 +86,23 @@ func validValue(b []byte, i, depth int) (int, bool) {
 			if i, ok = validString(b, i); !ok {
 				return i, false
 			}
-			i = skipJSONWS(b, i)
+			i = jsonscan.SkipSpace(b, i)
 			if i >= len(b) || b[i] != ':' {
 				return i, false
 			}
-			if i, ok = validValue(b, skipJSONWS(b, i+1), depth+1); !ok {
+			if i, ok = validValue(b, jsonscan.SkipSpace(b, i+1), depth+1); !ok {
 				return i, false
 			}
-			i = skipJSONWS(b, i)
-			if i >= len(b) {
-				return i, false
-			}
-			switch b[i] {
-			case ',':
-				i = skipJSONWS(b, i+1)
-			case '}':
-				return i + 1, true
-			default:
-				return i, false
+			var done bool
+			if i, done, ok = afterMember(b, i, '}'); !ok || done {
+				return i, ok
 			}
 		}
 	case c == '[':
 		if depth+1 > maxJSONDepth {
 			return i, false
 		}
-		i = skipJSONWS(b, i+1)
+		i = jsonscan.SkipSpace(b, i+1)
 		if i < len(b) && b[i] == ']' {
 			return i + 1, true
 		}
@@ -105,17 +111,9 @@ func validValue(b []byte, i, depth int) (int, bool) {
 			if i, ok = validValue(b, i, depth+1); !ok {
 				return i, false
 			}
-			i = skipJSONWS(b, i)
-			if i >= len(b) {
-				return i, false
-			}
-			switch b[i] {
-			case ',':
-				i = skipJSONWS(b, i+1)
-			case ']':
-				return i + 1, true
-			default:
-				return i, false
+			var done bool
+			if i, done, ok = afterMember(b, i, ']'); !ok || done {
+				return i, ok
 			}
 		}
 	case c == 't':

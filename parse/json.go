@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
-	"strings"
 	"unicode/utf8"
+
+	"github.com/couchepi/couchepi/internal/jsonscan"
 )
 
 // member is one name/value pair of a JSON object, value kept raw.
@@ -21,75 +22,15 @@ func objectMembers(raw []byte) ([]member, error) {
 	if !json.Valid(raw) {
 		return nil, errInvalid
 	}
-	i := skipSpace(raw, 0)
-	if i >= len(raw) || raw[i] != '{' {
+	var ms []member
+	err := jsonscan.Members(raw, func(key, val []byte) error {
+		ms = append(ms, member{Key: unquoteKey(key), Value: val[:len(val):len(val)]})
+		return nil
+	})
+	if err != nil {
 		return nil, errNotObject
 	}
-	var ms []member
-	i = skipSpace(raw, i+1)
-	if raw[i] == '}' {
-		return ms, nil
-	}
-	for {
-		i = skipSpace(raw, i)
-		kEnd := skipValue(raw, i)
-		key := unquoteKey(raw[i:kEnd])
-		i = skipSpace(raw, kEnd) + 1 // ':'
-		i = skipSpace(raw, i)
-		vEnd := skipValue(raw, i)
-		ms = append(ms, member{Key: key, Value: raw[i:vEnd:vEnd]})
-		i = skipSpace(raw, vEnd)
-		if raw[i] == '}' {
-			return ms, nil
-		}
-		i++ // ','
-	}
-}
-
-// The scanners below walk JSON already checked by json.Valid.
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipValue returns the index just past the JSON value starting at i.
-func skipValue(b []byte, i int) int {
-	switch b[i] {
-	case '"':
-		for j := i + 1; j < len(b); j++ {
-			switch b[j] {
-			case '\\':
-				j++
-			case '"':
-				return j + 1
-			}
-		}
-		return len(b)
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(b); j++ {
-			switch b[j] {
-			case '"':
-				j = skipValue(b, j) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1
-				}
-			}
-		}
-		return len(b)
-	}
-	j := i
-	for j < len(b) && !strings.ContainsRune(" \t\r\n,]}", rune(b[j])) {
-		j++
-	}
-	return j
+	return ms, nil
 }
 
 // unquoteKey decodes a JSON string token.
@@ -263,7 +204,7 @@ func decodeOrdered(raw []byte) (any, error) {
 	if !json.Valid(raw) {
 		return nil, errInvalid
 	}
-	v, _ := scanOrdered(raw, skipSpace(raw, 0))
+	v, _ := scanOrdered(raw, jsonscan.SkipSpace(raw, 0))
 	return v, nil
 }
 
@@ -273,18 +214,18 @@ func scanOrdered(b []byte, i int) (any, int) {
 	switch b[i] {
 	case '{':
 		o := object{}
-		i = skipSpace(b, i+1)
+		i = jsonscan.SkipSpace(b, i+1)
 		if b[i] == '}' {
 			return o, i + 1
 		}
 		for {
-			i = skipSpace(b, i)
-			kEnd := skipValue(b, i)
+			i = jsonscan.SkipSpace(b, i)
+			kEnd := jsonscan.SkipValue(b, i)
 			key := unquoteKey(b[i:kEnd])
-			i = skipSpace(b, skipSpace(b, kEnd)+1)
+			i = jsonscan.SkipSpace(b, jsonscan.SkipSpace(b, kEnd)+1)
 			v, end := scanOrdered(b, i)
 			o = append(o, field{Key: key, Value: v})
-			i = skipSpace(b, end)
+			i = jsonscan.SkipSpace(b, end)
 			if b[i] == '}' {
 				return o, i + 1
 			}
@@ -292,21 +233,21 @@ func scanOrdered(b []byte, i int) (any, int) {
 		}
 	case '[':
 		a := []any{}
-		i = skipSpace(b, i+1)
+		i = jsonscan.SkipSpace(b, i+1)
 		if b[i] == ']' {
 			return a, i + 1
 		}
 		for {
-			v, end := scanOrdered(b, skipSpace(b, i))
+			v, end := scanOrdered(b, jsonscan.SkipSpace(b, i))
 			a = append(a, v)
-			i = skipSpace(b, end)
+			i = jsonscan.SkipSpace(b, end)
 			if b[i] == ']' {
 				return a, i + 1
 			}
 			i++
 		}
 	case '"':
-		end := skipValue(b, i)
+		end := jsonscan.SkipValue(b, i)
 		return unquoteKey(b[i:end]), end
 	case 't':
 		return true, i + 4
@@ -315,7 +256,7 @@ func scanOrdered(b []byte, i int) (any, int) {
 	case 'n':
 		return nil, i + 4
 	}
-	end := skipValue(b, i)
+	end := jsonscan.SkipValue(b, i)
 	return json.Number(b[i:end]), end
 }
 

@@ -7,7 +7,8 @@ import (
 
 // UserCtx is the user context of the caller that wrote a replication doc or
 // posted a replication. Name "" means anonymous and is encoded as JSON null.
-// It is separate from hooks.UserCtx because parse imports nothing of ours.
+// It is separate from hooks.UserCtx so that parse imports none of our
+// public packages (only internal/jsonscan).
 type UserCtx struct {
 	Name  string   `json:"name"`
 	Roles []string `json:"roles"`

@@ -99,8 +99,18 @@ func ingest(b *testing.B, c *benchClient, db string, n, workers int) float64 {
 	for i := range bodies {
 		bodies[i] = docBatch(i, benchBatch)
 	}
-	next := make(chan int, batches)
-	for i := 0; i < batches; i++ {
+	el := runWorkers(b, batches, workers, func(i int) error {
+		return c.do("POST", "/"+db+"/_bulk_docs", bodies[i], nil)
+	})
+	return float64(batches*benchBatch) / el.Seconds()
+}
+
+// runWorkers calls do(0) … do(n-1) from `workers` concurrent goroutines and
+// returns the time they took; the first error fails the benchmark.
+func runWorkers(b *testing.B, n, workers int, do func(i int) error) time.Duration {
+	b.Helper()
+	next := make(chan int, n)
+	for i := 0; i < n; i++ {
 		next <- i
 	}
 	close(next)
@@ -112,7 +122,7 @@ func ingest(b *testing.B, c *benchClient, db string, n, workers int) float64 {
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				if err := c.do("POST", "/"+db+"/_bulk_docs", bodies[i], nil); err != nil {
+				if err := do(i); err != nil {
 					errs <- err
 					return
 				}
@@ -126,7 +136,7 @@ func ingest(b *testing.B, c *benchClient, db string, n, workers int) float64 {
 		b.Fatal(err)
 	default:
 	}
-	return float64(batches*benchBatch) / el.Seconds()
+	return el
 }
 
 // readAll reads db as a replicator does — _changes pages of benchBatch, each
@@ -275,33 +285,10 @@ func putEach(b *testing.B, c *benchClient, db string, n, workers int) float64 {
 		b.Fatal(err)
 	}
 	body := []byte(`{"type":"bench","payload":"` + strings.Repeat("x", 960) + `"}`)
-	next := make(chan int, n)
-	for i := 0; i < n; i++ {
-		next <- i
-	}
-	close(next)
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
-	start := time.Now()
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				if err := c.do("PUT", fmt.Sprintf("/%s/doc-%08d", db, i), body, nil); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	select {
-	case err := <-errs:
-		b.Fatal(err)
-	default:
-	}
-	return float64(n) / time.Since(start).Seconds()
+	el := runWorkers(b, n, workers, func(i int) error {
+		return c.do("PUT", fmt.Sprintf("/%s/doc-%08d", db, i), body, nil)
+	})
+	return float64(n) / el.Seconds()
 }
 
 // BenchmarkSingleDocPuts: 5000 × 1 KB docs, one PUT each from 16

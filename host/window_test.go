@@ -3,32 +3,16 @@ package host
 import (
 	"bytes"
 	"context"
-	"errors"
-	"io"
 	"net"
-	"sync"
 	"testing"
 
 	pb "github.com/couchepi/couchepi/hooks/hookspb"
 	"github.com/couchepi/couchepi/hooks/wire"
+	"github.com/couchepi/couchepi/internal/h2tap"
 	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
-
-// tapConn records every byte the client writes.
-type tapConn struct {
-	net.Conn
-	mu  *sync.Mutex
-	out *bytes.Buffer
-}
-
-func (c *tapConn) Write(b []byte) (int, error) {
-	c.mu.Lock()
-	c.out.Write(b)
-	c.mu.Unlock()
-	return c.Conn.Write(b)
-}
 
 // echoPlugin answers before_doc_update with the doc it got.
 type echoPlugin struct {
@@ -37,30 +21,6 @@ type echoPlugin struct {
 
 func (echoPlugin) BeforeDocUpdate(_ context.Context, req *pb.DocHookRequest) (*pb.DocHookReply, error) {
 	return &pb.DocHookReply{Doc: req.GetDoc()}, nil
-}
-
-// clientPings counts the PING frames (not acks) in what a gRPC client wrote
-// after its connection preface.
-func clientPings(t *testing.T, raw []byte) int {
-	t.Helper()
-	if !bytes.HasPrefix(raw, []byte(http2.ClientPreface)) {
-		t.Fatalf("client did not start with the HTTP/2 preface")
-	}
-	fr := http2.NewFramer(io.Discard, bytes.NewReader(raw[len(http2.ClientPreface):]))
-	fr.SetMaxReadFrameSize(1 << 24)
-	pings := 0
-	for {
-		f, err := fr.ReadFrame()
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return pings
-		}
-		if err != nil {
-			t.Fatalf("reading the client's frames: %v", err)
-		}
-		if p, ok := f.(*http2.PingFrame); ok && !p.IsAck() {
-			pings++
-		}
-	}
 }
 
 // TestPluginConnSendsNoBDPPings: the host's side of a plugin connection has
@@ -87,14 +47,13 @@ func TestPluginConnSendsNoBDPPings(t *testing.T) {
 			pb.RegisterPluginServer(srv, echoPlugin{})
 			go srv.Serve(ln)
 			defer srv.Stop()
-			var mu sync.Mutex
-			var out bytes.Buffer
+			var tap h2tap.Recorder
 			dial := func(ctx context.Context, addr string) (net.Conn, error) {
 				conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
 				if err != nil {
 					return nil, err
 				}
-				return &tapConn{Conn: conn, mu: &mu, out: &out}, nil
+				return tap.Conn(conn), nil
 			}
 			opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithContextDialer(dial)}, c.opts...)
 			conn, err := grpc.NewClient(ln.Addr().String(), opts...)
@@ -110,10 +69,15 @@ func TestPluginConnSendsNoBDPPings(t *testing.T) {
 			}
 			srv.Stop()
 			conn.Close()
-			mu.Lock()
-			raw := append([]byte(nil), out.Bytes()...)
-			mu.Unlock()
-			if pings := clientPings(t, raw); (pings > 0) != c.wantPings {
+			raw := tap.Bytes()
+			if !bytes.HasPrefix(raw, []byte(http2.ClientPreface)) {
+				t.Fatalf("client did not start with the HTTP/2 preface")
+			}
+			pings, err := h2tap.Pings(raw)
+			if err != nil {
+				t.Fatalf("reading the client's frames: %v", err)
+			}
+			if (pings > 0) != c.wantPings {
 				t.Errorf("client sent %d PINGs; want some: %v", pings, c.wantPings)
 			}
 		})

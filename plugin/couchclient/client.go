@@ -187,7 +187,7 @@ func (c *Client) Do(ctx context.Context, r *Request) (*http.Response, error) {
 				return nil, &Error{Kind: "max_backoff", Method: r.Method, URL: redURL, Reason: "max backoff reached"}
 			}
 			c.pool.stats.backoffs.Add(1)
-			if err := sleep(ctx, time.Duration(iv)*time.Millisecond); err != nil {
+			if err := Sleep(ctx, time.Duration(iv)*time.Millisecond); err != nil {
 				return nil, err
 			}
 		}
@@ -208,7 +208,7 @@ func (c *Client) Do(ctx context.Context, r *Request) (*http.Response, error) {
 				c.log.Debug("retrying request", "method", r.Method, "url", redURL, "error", err.Error(), "wait", wait)
 				retries--
 				c.pool.stats.retries.Add(1)
-				if serr := sleep(ctx, wait); serr != nil {
+				if serr := Sleep(ctx, wait); serr != nil {
 					return nil, serr
 				}
 				wait = min(wait*2, maxRetryWait)
@@ -231,7 +231,7 @@ func (c *Client) Do(ctx context.Context, r *Request) (*http.Response, error) {
 				c.log.Debug("retrying request", "method", r.Method, "url", redURL, "status", resp.StatusCode, "wait", wait)
 				retries--
 				c.pool.stats.retries.Add(1)
-				if serr := sleep(ctx, wait); serr != nil {
+				if serr := Sleep(ctx, wait); serr != nil {
 					return nil, serr
 				}
 				wait = min(wait*2, maxRetryWait)
@@ -503,8 +503,9 @@ func drain(resp *http.Response) {
 	resp.Body.Close()
 }
 
-// sleep waits d with ±0 jitter, returning early with ctx's error.
-func sleep(ctx context.Context, d time.Duration) error {
+// Sleep waits d, returning early with ctx's error; the wait between
+// retries of the client and of the replicator's own fetches.
+func Sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}

@@ -60,7 +60,7 @@ func (r *run) fetchAndWrite(ctx context.Context, m missingRev, w *bulkWriter) er
 		if errors.As(err, &rf) && readRetries > 0 && ctx.Err() == nil {
 			readRetries--
 			r.log.Debug("fetch interrupted, retrying", "doc_id", m.id, "rev", m.rev, "error", rf.err.Error())
-			if err := sleepCtx(ctx, wait); err != nil {
+			if err := couchclient.Sleep(ctx, wait); err != nil {
 				return err
 			}
 			wait *= 2
@@ -93,7 +93,7 @@ func (r *run) fetchAndWrite(ctx context.Context, m missingRev, w *bulkWriter) er
 			return nil
 		}
 		r.log.Debug("retrying fetch of unexpectedly missing revision", "doc_id", m.id, "rev", m.rev)
-		if err := sleepCtx(ctx, r.missingDocRetry); err != nil {
+		if err := couchclient.Sleep(ctx, r.missingDocRetry); err != nil {
 			return err
 		}
 		pas = nil
@@ -306,15 +306,4 @@ func (r *run) putDoc(ctx context.Context, id, contentType string, body io.Reader
 func drainClose(resp *http.Response) {
 	io.CopyN(io.Discard, resp.Body, 64<<10)
 	resp.Body.Close()
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

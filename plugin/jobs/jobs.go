@@ -222,15 +222,11 @@ func (q *Queue) Resubmit(ctx context.Context, j *Job, stime time.Time, data []by
 func (q *Queue) GetState(ctx context.Context, typ, id string) (State, error) {
 	var st State
 	err := q.store.View(ctx, func(t kv.ReadTx) error {
-		r, err := q.readRow(t, typ, id)
-		if err != nil {
-			return err
+		r, err := q.jobRow(t, typ, id)
+		if err == nil {
+			st = r.State()
 		}
-		if r == nil {
-			return ErrNotFound
-		}
-		st = r.State()
-		return nil
+		return err
 	})
 	return st, err
 }
@@ -239,14 +235,8 @@ func (q *Queue) GetState(ctx context.Context, typ, id string) (State, error) {
 func (q *Queue) GetData(ctx context.Context, typ, id string) ([]byte, error) {
 	var data []byte
 	err := q.store.View(ctx, func(t kv.ReadTx) error {
-		r, err := q.readRow(t, typ, id)
-		if err != nil {
-			return err
-		}
-		if r == nil {
-			return ErrNotFound
-		}
-		data, err = q.readData(t, typ, id, r)
+		var err error
+		data, err = q.jobData(t, typ, id)
 		return err
 	})
 	return data, err

@@ -94,12 +94,9 @@ func (q *Queue) Subscribe(ctx context.Context, typ, id string) (*Subscription, S
 	var data []byte
 	var begin []byte
 	err := q.store.View(ctx, func(t kv.ReadTx) error {
-		r, err := q.readRow(t, typ, id)
+		r, err := q.jobRow(t, typ, id)
 		if err != nil {
 			return err
-		}
-		if r == nil {
-			return ErrNotFound
 		}
 		st = r.State()
 		if data, err = q.readData(t, typ, id, r); err != nil {

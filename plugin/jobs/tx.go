@@ -72,6 +72,24 @@ func (q *Queue) readRow(t kv.ReadTx, typ, id string) (*row, error) {
 	return decodeRow(v)
 }
 
+// jobRow is readRow for a job that must exist: ErrNotFound if it does not.
+func (q *Queue) jobRow(t kv.ReadTx, typ, id string) (*row, error) {
+	r, err := q.readRow(t, typ, id)
+	if err == nil && r == nil {
+		err = ErrNotFound
+	}
+	return r, err
+}
+
+// jobData reads the data of typ/id; ErrNotFound if the job does not exist.
+func (q *Queue) jobData(t kv.ReadTx, typ, id string) ([]byte, error) {
+	r, err := q.jobRow(t, typ, id)
+	if err != nil {
+		return nil, err
+	}
+	return q.readData(t, typ, id, r)
+}
+
 // readData assembles a job's data from its row and chunks.
 func (q *Queue) readData(t kv.ReadTx, typ, id string, r *row) ([]byte, error) {
 	if r.total <= len(r.inline) {
@@ -226,12 +244,9 @@ func (tx *Tx) Add(typ, id string, data []byte, stime time.Time) error {
 // holding it gets ErrHalt on its next Update or Finish; subscribers get a
 // NotFound event.
 func (tx *Tx) Remove(typ, id string) error {
-	r, err := tx.q.readRow(tx.t, typ, id)
+	r, err := tx.q.jobRow(tx.t, typ, id)
 	if err != nil {
 		return err
-	}
-	if r == nil {
-		return ErrNotFound
 	}
 	switch r.state {
 	case rowPending:
@@ -330,24 +345,14 @@ func (tx *Tx) Resubmit(j *Job, stime time.Time, data []byte) error {
 
 // GetState returns the state of typ/id, ErrNotFound if absent.
 func (tx *Tx) GetState(typ, id string) (State, error) {
-	r, err := tx.q.readRow(tx.t, typ, id)
+	r, err := tx.q.jobRow(tx.t, typ, id)
 	if err != nil {
 		return "", err
-	}
-	if r == nil {
-		return "", ErrNotFound
 	}
 	return r.State(), nil
 }
 
 // GetData returns the data of typ/id, ErrNotFound if absent.
 func (tx *Tx) GetData(typ, id string) ([]byte, error) {
-	r, err := tx.q.readRow(tx.t, typ, id)
-	if err != nil {
-		return nil, err
-	}
-	if r == nil {
-		return nil, ErrNotFound
-	}
-	return tx.q.readData(tx.t, typ, id, r)
+	return tx.q.jobData(tx.t, typ, id)
 }

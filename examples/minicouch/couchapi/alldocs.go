@@ -129,14 +129,10 @@ func (s *Server) allDocs(d *dbReq, kind string) {
 		return
 	}
 	if d.r.Method == "POST" {
-		if herr := requireJSONType(d.r); herr != nil {
-			writeError(d.w, herr)
-			return
-		}
 		var body struct {
 			Keys *[]any `json:"keys"`
 		}
-		if herr := readJSONBody(d.r, &body); herr != nil {
+		if herr := readJSONRequest(d.r, &body); herr != nil {
 			writeError(d.w, herr)
 			return
 		}

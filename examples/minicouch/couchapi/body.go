@@ -145,6 +145,15 @@ func validJSON(b []byte) bool {
 	return utf8.Valid(b) && jsonValid(b)
 }
 
+// readJSONRequest checks the Content-Type, then reads the body into v:
+// the 415 for a wrong type comes before anything about the body.
+func readJSONRequest(r *http.Request, v any) *hooks.Error {
+	if herr := requireJSONType(r); herr != nil {
+		return herr
+	}
+	return readJSONBody(r, v)
+}
+
 // readJSONBody reads and decodes a JSON body into v; malformed input is
 // CouchDB's 400 bad_request `invalid UTF-8 JSON`.
 func readJSONBody(r *http.Request, v any) *hooks.Error {

@@ -157,14 +157,10 @@ type bulkGetResult struct {
 
 // bulkGet is POST /{db}/_bulk_get (JSON, or multipart/mixed when accepted).
 func (s *Server) bulkGet(d *dbReq) {
-	if herr := requireJSONType(d.r); herr != nil {
-		writeError(d.w, herr)
-		return
-	}
 	var body struct {
 		Docs *[]bulkGetItem `json:"docs"`
 	}
-	if herr := readJSONBody(d.r, &body); herr != nil {
+	if herr := readJSONRequest(d.r, &body); herr != nil {
 		writeError(d.w, herr)
 		return
 	}
@@ -341,12 +337,8 @@ func (s *Server) writeBulkGetMultipart(d *dbReq, results []bulkGetResult) {
 
 // revsDiff is POST /{db}/_revs_diff.
 func (s *Server) revsDiff(d *dbReq) {
-	if herr := requireJSONType(d.r); herr != nil {
-		writeError(d.w, herr)
-		return
-	}
 	var req map[string][]string
-	if herr := readJSONBody(d.r, &req); herr != nil {
+	if herr := readJSONRequest(d.r, &req); herr != nil {
 		writeError(d.w, herr)
 		return
 	}
@@ -371,12 +363,8 @@ func (s *Server) revsDiff(d *dbReq) {
 
 // missingRevs is POST /{db}/_missing_revs.
 func (s *Server) missingRevs(d *dbReq) {
-	if herr := requireJSONType(d.r); herr != nil {
-		writeError(d.w, herr)
-		return
-	}
 	var req map[string][]string
-	if herr := readJSONBody(d.r, &req); herr != nil {
+	if herr := readJSONRequest(d.r, &req); herr != nil {
 		writeError(d.w, herr)
 		return
 	}

@@ -93,12 +93,8 @@ func project(doc map[string]any, fields []string) map[string]any {
 // find serves POST /{db}/_find by scanning every doc (minicouch keeps no
 // Mango indexes; sorting is done in memory).
 func (s *Server) find(d *dbReq) {
-	if herr := requireJSONType(d.r); herr != nil {
-		writeError(d.w, herr)
-		return
-	}
 	var req findRequest
-	if herr := readJSONBody(d.r, &req); herr != nil {
+	if herr := readJSONRequest(d.r, &req); herr != nil {
 		writeError(d.w, herr)
 		return
 	}

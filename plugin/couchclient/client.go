@@ -180,6 +180,19 @@ func (c *Client) Do(ctx context.Context, r *Request) (*http.Response, error) {
 		rawURL += "?" + r.Query
 	}
 	redURL := c.redBase + r.Path
+	// canRetry: a retry is left and the request has not been retried for
+	// longer than half of health_threshold.
+	canRetry := func() bool { return retries > 0 && time.Since(start) < c.pool.opts.HealthThreshold/2 }
+	// backOff spends a retry: it waits, then doubles the next wait.
+	backOff := func() error {
+		retries--
+		c.pool.stats.retries.Add(1)
+		if err := Sleep(ctx, wait); err != nil {
+			return err
+		}
+		wait = min(wait*2, maxRetryWait)
+		return nil
+	}
 	for {
 		if iv := c.pool.limiter.Interval(key); iv > 0 {
 			if iv >= MaxInterval {
@@ -204,14 +217,11 @@ func (c *Client) Do(ctx context.Context, r *Request) (*http.Response, error) {
 			// A peer certificate that fails verification fails the same way
 			// on every retry: say so at once rather than after the backoff.
 			var certErr *tls.CertificateVerificationError
-			if retries > 0 && !errors.As(err, &certErr) && time.Since(start) < c.pool.opts.HealthThreshold/2 {
+			if !errors.As(err, &certErr) && canRetry() {
 				c.log.Debug("retrying request", "method", r.Method, "url", redURL, "error", err.Error(), "wait", wait)
-				retries--
-				c.pool.stats.retries.Add(1)
-				if serr := Sleep(ctx, wait); serr != nil {
+				if serr := backOff(); serr != nil {
 					return nil, serr
 				}
-				wait = min(wait*2, maxRetryWait)
 				continue
 			}
 			return nil, &Error{Kind: "http_request_failed", Method: r.Method, URL: redURL, Reason: err.Error(), Err: err}
@@ -226,15 +236,12 @@ func (c *Client) Do(ctx context.Context, r *Request) (*http.Response, error) {
 			continue
 		case resp.StatusCode == http.StatusRequestTimeout || resp.StatusCode >= 500:
 			c.pool.limiter.Success(key)
-			if retries > 0 && time.Since(start) < c.pool.opts.HealthThreshold/2 {
+			if canRetry() {
 				drain(resp)
 				c.log.Debug("retrying request", "method", r.Method, "url", redURL, "status", resp.StatusCode, "wait", wait)
-				retries--
-				c.pool.stats.retries.Add(1)
-				if serr := Sleep(ctx, wait); serr != nil {
+				if serr := backOff(); serr != nil {
 					return nil, serr
 				}
-				wait = min(wait*2, maxRetryWait)
 				continue
 			}
 			return resp, nil

@@ -175,3 +175,33 @@ func TestLockout(t *testing.T) {
 		t.Fatalf("after max_lifetime: %v", err)
 	}
 }
+
+// TestSecurityLegacyReaders: `readers` (pre-2.0 name of `members`) guards
+// the db when `members` is absent, and is ignored when `members` is present.
+func TestSecurityLegacyReaders(t *testing.T) {
+	john, other := hooks.UserCtx{Name: "john"}, hooks.UserCtx{Name: "mallory"}
+	tests := []struct {
+		sec               string
+		johnErr, otherErr int
+	}{
+		{`{"readers":{"names":["john"]}}`, 0, 403},
+		{`{"readers":{"names":["john"]},"members":{}}`, 0, 0},
+		{`{"readers":{"names":["nobody"]},"members":{"names":["john"]}}`, 0, 403},
+		{`{"readers":{"roles":["r"]}}`, 403, 403},
+	}
+	for _, tc := range tests {
+		sec := ParseSecurity([]byte(tc.sec))
+		for _, c := range []struct {
+			u    hooks.UserCtx
+			want int
+		}{{john, tc.johnErr}, {other, tc.otherErr}} {
+			got := 0
+			if err := sec.CheckMember(c.u); err != nil {
+				got = err.Status
+			}
+			if got != c.want {
+				t.Errorf("%s: %s: got %d, want %d", tc.sec, c.u.Name, got, c.want)
+			}
+		}
+	}
+}

@@ -19,11 +19,20 @@ type Security struct {
 }
 
 // ParseSecurity decodes a `_security` object; an empty or invalid one
-// yields the zero Security (public db).
+// yields the zero Security (public db). As in CouchDB, the legacy
+// `readers` group stands for `members` when `members` is absent.
 func ParseSecurity(raw []byte) Security {
-	var s Security
-	if len(raw) > 0 {
-		_ = json.Unmarshal(raw, &s)
+	var wire struct {
+		Admins  Group  `json:"admins"`
+		Members *Group `json:"members"`
+		Readers Group  `json:"readers"`
+	}
+	if len(raw) == 0 || json.Unmarshal(raw, &wire) != nil {
+		return Security{}
+	}
+	s := Security{Admins: wire.Admins, Members: wire.Readers}
+	if wire.Members != nil {
+		s.Members = *wire.Members
 	}
 	return s
 }

@@ -33,6 +33,7 @@ var Defaults = map[string]map[string]string{
 		"port":                  "5984",
 		"max_http_request_size": "4294967296",
 		"require_valid_user":    "false",
+		"admin_only_all_dbs":    "true",
 	},
 	"chttpd_auth": {
 		"timeout":                  "600",

@@ -85,6 +85,12 @@ func (s *Server) handleWelcome(q *request) {
 }
 
 func (s *Server) handleAllDBs(q *request) {
+	if s.cfg.GetDefault("chttpd", "admin_only_all_dbs", "true") != "false" {
+		if err := auth.CheckServerAdmin(q.user); err != nil {
+			writeError(q.w, err)
+			return
+		}
+	}
 	names, err := s.store.ListDBs()
 	if err != nil {
 		writeError(q.w, err)

@@ -34,22 +34,14 @@ func (s *Store) cleanLoop(interval time.Duration) {
 	}
 }
 
-// cleanRound moves the horizon to horizon (when it is ahead of the stored
-// one), removes tombstones at or below the stored horizon, and returns the
-// current revision.
-func (s *Store) cleanRound(horizon int64) (int64, error) {
+// cleanRound moves the stored horizon up to candidate when tombstones at
+// or below candidate exist (moving it makes older transactions retry, so
+// it only moves when there is something to remove), removes the tombstones
+// at or below the stored horizon, and returns the current revision.
+func (s *Store) cleanRound(candidate int64) (int64, error) {
 	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
 	defer cancel()
 	hk := string(s.horizonKey)
-	if horizon > 0 {
-		_, err := s.cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.Value(hk), "<", string(revBytes(horizon)))).
-			Then(clientv3.OpPut(hk, string(revBytes(horizon)))).
-			Commit()
-		if err != nil {
-			return 0, err
-		}
-	}
 	resp, err := s.cli.Get(ctx, hk)
 	if err != nil {
 		return 0, err
@@ -58,34 +50,56 @@ func (s *Store) cleanRound(horizon int64) (int64, error) {
 	if len(resp.Kvs) != 1 || len(resp.Kvs[0].Value) != 8 {
 		return now, nil
 	}
-	stored := int64(binary.BigEndian.Uint64(resp.Kvs[0].Value))
-	tp := string(s.tombPrefix)
-	from := tp
-	end := clientv3.GetPrefixRangeEnd(tp)
-	for {
-		page, err := s.cli.Get(ctx, from, clientv3.WithRange(end), clientv3.WithKeysOnly(), clientv3.WithLimit(maxTxnOps/2), clientv3.WithRev(now))
+	horizon := int64(binary.BigEndian.Uint64(resp.Kvs[0].Value))
+	old, err := s.tombstones(ctx, now, max(horizon, candidate))
+	if err != nil || len(old) == 0 {
+		return now, err
+	}
+	if candidate > horizon {
+		_, err := s.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.Value(hk), "<", string(revBytes(candidate)))).
+			Then(clientv3.OpPut(hk, string(revBytes(candidate)))).
+			Commit()
 		if err != nil {
 			return 0, err
 		}
-		var cmps []clientv3.Cmp
-		var ops []clientv3.Op
-		for _, kvp := range page.Kvs {
-			if kvp.ModRevision <= stored {
-				// Only if not re-tombstoned since: a newer tombstone is
-				// above the horizon and still needed.
-				cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(string(kvp.Key)), "=", kvp.ModRevision))
-				ops = append(ops, clientv3.OpDelete(string(kvp.Key)))
-			}
+		horizon = candidate
+	}
+	for key, rev := range old {
+		if rev > horizon {
+			continue
 		}
-		for i := range ops {
-			// One Txn per tombstone keeps a re-tombstoned key from blocking
-			// the others; batches are small.
-			if _, err := s.cli.Txn(ctx).If(cmps[i]).Then(ops[i]).Commit(); err != nil {
-				return 0, err
+		// Only if not re-tombstoned since: a newer tombstone is above
+		// the horizon and still needed.
+		_, err := s.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
+			Then(clientv3.OpDelete(key)).
+			Commit()
+		if err != nil {
+			return 0, err
+		}
+	}
+	return now, nil
+}
+
+// tombstones returns the tombstone keys with a ModRevision at or below
+// upTo, as of revision rev.
+func (s *Store) tombstones(ctx context.Context, rev, upTo int64) (map[string]int64, error) {
+	out := map[string]int64{}
+	tp := string(s.tombPrefix)
+	from, end := tp, clientv3.GetPrefixRangeEnd(tp)
+	for {
+		page, err := s.cli.Get(ctx, from, clientv3.WithRange(end), clientv3.WithKeysOnly(), clientv3.WithLimit(500), clientv3.WithRev(rev))
+		if err != nil {
+			return nil, err
+		}
+		for _, kvp := range page.Kvs {
+			if kvp.ModRevision <= upTo {
+				out[string(kvp.Key)] = kvp.ModRevision
 			}
 		}
 		if !page.More || len(page.Kvs) == 0 {
-			return now, nil
+			return out, nil
 		}
 		from = string(page.Kvs[len(page.Kvs)-1].Key) + "\x00"
 	}

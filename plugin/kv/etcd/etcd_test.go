@@ -19,7 +19,7 @@ func open(endpoints []string) func(t *testing.T) kv.Store {
 		s, err := etcd.Open(t.Context(), etcd.Config{
 			Endpoints:     endpoints,
 			Prefix:        t.Name() + "/",
-			CleanInterval: 200 * time.Millisecond,
+			CleanInterval: time.Second,
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -31,6 +31,13 @@ func Run(t *testing.T, open func(t *testing.T) kv.Store) {
 		{"RetryOnConflict", testRetry},
 		{"ReadYourWrites", testReadYourWrites},
 		{"Rollback", testRollback},
+		{"WriteSkew", testWriteSkew},
+		{"PhantomInsert", testPhantom("insert")},
+		{"PhantomDelete", testPhantom("delete")},
+		{"PhantomClearRange", testPhantom("clear range")},
+		{"NoLostUpdate", testLostUpdate},
+		{"LargeTransaction", testLargeTx},
+		{"WatchConcurrentWriters", testWatchConcurrentWriters},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

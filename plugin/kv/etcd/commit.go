@@ -1,0 +1,209 @@
+package etcd
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/couchepi/couchepi/plugin/kv"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// maxTxnOps is etcd's default --max-txn-ops: the most compares, or
+// operations, one Txn level may hold.
+const maxTxnOps = 128
+
+// commit applies t's writes if nothing t read has changed. It returns nil
+// once the writes are durable, an error wrapping kv.ErrConflict when they
+// were not applied and the transaction should be retried, or another error.
+func (s *Store) commit(ctx context.Context, t *tx) error {
+	if len(t.writes) == 0 && t.vs == nil {
+		return nil // read-only: the snapshot was consistent
+	}
+	lease, err := s.leaseID(ctx)
+	if err != nil {
+		return err
+	}
+	marker := string(s.marker) + newMarkerID()
+	cmps, ops := t.commitPlan(marker, lease)
+	start := time.Now()
+	resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	if err == nil {
+		if resp.Succeeded {
+			return nil
+		}
+		return fmt.Errorf("kv/etcd: a key read changed before commit: %w", kv.ErrConflict)
+	}
+	switch {
+	case errors.Is(err, rpctypes.ErrRequestTooLarge), errors.Is(err, rpctypes.ErrGRPCRequestTooLarge):
+		return fmt.Errorf("%w: %d writes: %v", ErrTooLarge, len(t.writes), err)
+	case errors.Is(err, rpctypes.ErrLeaseNotFound), errors.Is(err, rpctypes.ErrGRPCLeaseNotFound):
+		s.dropLease(lease)
+		return fmt.Errorf("kv/etcd: marker lease expired: %w", kv.ErrConflict)
+	case definite(err):
+		return fmt.Errorf("kv/etcd: commit refused: %w", err)
+	}
+	return s.resolve(marker, lease, start, err)
+}
+
+// definite reports whether err is one etcd returns before applying
+// anything (validation and auth errors), as opposed to a failure whose
+// request may still be applied.
+func definite(err error) bool {
+	for _, e := range []error{
+		rpctypes.ErrTooManyOps, rpctypes.ErrGRPCTooManyOps,
+		rpctypes.ErrDuplicateKey, rpctypes.ErrGRPCDuplicateKey,
+		rpctypes.ErrEmptyKey, rpctypes.ErrGRPCEmptyKey,
+		rpctypes.ErrPermissionDenied, rpctypes.ErrGRPCPermissionDenied,
+		rpctypes.ErrInvalidAuthToken, rpctypes.ErrGRPCInvalidAuthToken,
+		rpctypes.ErrAuthFailed, rpctypes.ErrGRPCAuthFailed,
+	} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// resolve learns whether the commit whose marker is marker was applied:
+// either the marker exists (it was), or resolve creates it first, which
+// makes the commit's own "marker absent" compare fail should the lost
+// request still arrive. The marker must be looked at while its lease is
+// surely alive, so resolve gives up with ErrUnknownResult after half the
+// lease's lifetime.
+func (s *Store) resolve(marker string, lease clientv3.LeaseID, start time.Time, cause error) error {
+	deadline := start.Add(leaseTTL * time.Second / 2)
+	ctx, cancel := context.WithDeadline(s.ctx, deadline)
+	defer cancel()
+	for attempt := 0; ; attempt++ {
+		resp, err := s.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.Version(marker), "=", 0)).
+			Then(clientv3.OpPut(marker, "aborted", clientv3.WithLease(lease))).
+			Else(clientv3.OpGet(marker)).
+			Commit()
+		if err == nil {
+			if resp.Succeeded {
+				return fmt.Errorf("kv/etcd: commit not applied (%v): %w", cause, kv.ErrConflict)
+			}
+			kvs := resp.Responses[0].GetResponseRange().Kvs
+			if len(kvs) == 1 && string(kvs[0].Value) == "" {
+				return nil // the commit's own marker: it was applied
+			}
+			return fmt.Errorf("kv/etcd: commit not applied (%v): %w", cause, kv.ErrConflict)
+		}
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) || errors.Is(err, rpctypes.ErrGRPCLeaseNotFound) || ctx.Err() != nil {
+			return fmt.Errorf("%w: %v (resolving: %v)", ErrUnknownResult, cause, err)
+		}
+		s.log.Warn("etcd commit outcome unknown; resolving", "error", cause, "attempt", attempt)
+		backoff(ctx, attempt+4)
+	}
+}
+
+// maxCmps bounds the compares of one commit. etcd counts a nested Txn's
+// operations against what its parents left of --max-txn-ops, so compares
+// cannot be spread over nested levels; past this many, reads are merged
+// into covering ranges (see coalesce).
+const maxCmps = maxTxnOps / 2
+
+// commitPlan returns the compares that prove t's reads still hold, and the
+// operations that apply its writes.
+func (t *tx) commitPlan(marker string, lease clientv3.LeaseID) ([]clientv3.Cmp, []clientv3.Op) {
+	s := t.s
+	dp, tp := string(s.dataPrefix), string(s.tombPrefix)
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.Version(marker), "=", 0)}
+	if t.vs != nil {
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(string(s.vsKey)), "=", t.vsModRev))
+	}
+	points, spans := t.points, t.spans
+	if len(cmps)+1+len(points)+2*len(spans) > maxCmps {
+		points, spans = nil, coalesce(t.points, t.spans, (maxCmps-len(cmps)-1)/2)
+	}
+	if len(spans) > 0 {
+		cmps = append(cmps, clientv3.Compare(clientv3.Value(string(s.horizonKey)), "<", string(revBytes(t.rev+1))))
+	}
+	for _, k := range sortedKeys(points) {
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(dp+k), "=", points[k]))
+	}
+	for _, sp := range spans {
+		for _, p := range []string{dp, tp} {
+			end := string(kv.PrefixEnd([]byte(p)))
+			if sp.end != nil {
+				end = p + string(sp.end)
+			}
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(p+string(sp.begin)), "<", t.rev+1).WithRange(end))
+		}
+	}
+	var ops []clientv3.Op
+	for _, k := range sortedKeys(t.writes) {
+		w := t.writes[k]
+		if w.del {
+			ops = append(ops, clientv3.OpDelete(dp+k), clientv3.OpPut(tp+k, ""))
+		} else {
+			ops = append(ops, clientv3.OpPut(dp+k, string(w.value)))
+		}
+	}
+	if t.vs != nil {
+		var b [8]byte
+		binary.BigEndian.PutUint64(b[:], t.vs.Version())
+		ops = append(ops, clientv3.OpPut(string(s.vsKey), string(b[:])))
+	}
+	ops = append(ops, clientv3.OpPut(marker, "", clientv3.WithLease(lease)))
+	return cmps, pack(ops, maxTxnOps-maxCmps)
+}
+
+// coalesce turns point reads and spans into at most n spans that cover
+// them all. A covering span may hold keys the transaction never read, so a
+// change to those also fails the commit: spurious conflicts, never missed
+// ones.
+func coalesce(points map[string]int64, spans []span, n int) []span {
+	all := append([]span(nil), spans...)
+	for k := range points {
+		all = append(all, span{begin: []byte(k), end: append([]byte(k), 0)})
+	}
+	sort.Slice(all, func(i, j int) bool { return bytes.Compare(all[i].begin, all[j].begin) < 0 })
+	per := (len(all) + n - 1) / n
+	var out []span
+	for i := 0; i < len(all); i += per {
+		g := all[i:min(i+per, len(all))]
+		cover := span{begin: g[0].begin, end: g[0].end}
+		for _, sp := range g[1:] {
+			if cover.end != nil && (sp.end == nil || bytes.Compare(sp.end, cover.end) > 0) {
+				cover.end = sp.end
+			}
+		}
+		out = append(out, cover)
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// pack fits ops into one Txn level allowed budget operations: when there
+// are more, it groups them into nested Txns (no compares, so they always
+// apply), recursively. etcd checks a nested Txn against what its parent
+// left of the budget, so a level of k groups leaves each group budget-k.
+// etcd applies the whole tree atomically.
+func pack(ops []clientv3.Op, budget int) []clientv3.Op {
+	if len(ops) <= budget {
+		return ops
+	}
+	k := budget / 2
+	per := (len(ops) + k - 1) / k
+	var out []clientv3.Op
+	for i := 0; i < len(ops); i += per {
+		out = append(out, clientv3.OpTxn(nil, pack(ops[i:min(i+per, len(ops))], budget-k), nil))
+	}
+	return out
+}

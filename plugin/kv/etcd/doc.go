@@ -1,0 +1,60 @@
+// Package etcd is a kv.Store on etcd (go.etcd.io/etcd/client/v3): the job
+// queue's backend when many nodes share one queue.
+//
+// # Transactions
+//
+// A transaction reads at one etcd revision R (the revision of its first
+// read), buffers its writes, and commits them in one etcd Txn whose
+// compares prove that nothing it read has changed since R:
+//
+//   - a key read with Get (or AddReadConflictKey) must still have the
+//     ModRevision it had at R (0 when absent), which catches updates,
+//     inserts and deletes of that key;
+//   - a range read must hold no key with ModRevision > R (a compare over
+//     the range), which catches updates and inserts; deletes leave nothing
+//     to compare, so every delete also writes a tombstone key in a shadow
+//     range, and the same compare over the shadow range catches them.
+//
+// If any compare fails the commit writes nothing and Update retries the
+// function at a new revision, so committed transactions are equivalent to
+// running them one at a time in commit order: the store is serializable, as
+// FoundationDB is. Snapshot ranges (kv.SnapshotTx) add no compare, so
+// acceptors that scan the pending queue conflict only on the job they take.
+//
+// Tombstones are removed by a cleaner once they are older than the
+// horizon: a revision stored in the store that only moves forward. Every
+// commit that validates a range also checks horizon ≤ R, so a transaction
+// whose tombstones may be gone fails and retries, as a FoundationDB
+// transaction older than five seconds does (transaction_too_old).
+//
+// # Versionstamps
+//
+// etcd assigns a revision only at commit, so a transaction cannot learn it
+// in advance. Versionstamp reads a counter key, and the commit writes the
+// counter plus one with a compare on its ModRevision: versionstamps are
+// unique and increase in commit order across all clients, at the price of
+// serializing the transactions that take one.
+//
+// # Limits and failures
+//
+// etcd refuses a Txn with more than 128 compares or operations (its
+// --max-txn-ops default), counting nested Txns against their parents. So a
+// commit holds at most 64 compares: past that, its reads are merged into a
+// few covering ranges (which can only add conflicts, never miss one); and
+// its writes are grouped into nested Txns, which etcd applies atomically
+// with the rest. A commit larger than the server's request
+// limit (--max-request-bytes, 1.5 MiB by default) fails with ErrTooLarge.
+//
+// A commit whose outcome is unknown (connection lost, leader change, timeout
+// after the request was sent) is resolved, never guessed: each commit also
+// creates a unique marker key and requires it to be absent, so the store can
+// later either find the marker (committed) or create it itself (which makes a
+// late arrival of the lost request fail). Reads at a compacted revision and
+// failed compares are conflicts and are retried; other errors are returned.
+//
+// # Layout
+//
+// Under Config.Prefix: "d/" + key holds data, "t/" + key tombstones,
+// "m/vs" the versionstamp counter, "m/horizon" the tombstone horizon and
+// "m/c/" + id the commit markers (on a lease, so they expire).
+package etcd

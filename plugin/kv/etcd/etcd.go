@@ -1,0 +1,320 @@
+package etcd
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/couchepi/couchepi/plugin/kv"
+	"github.com/hashicorp/go-hclog"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// DefaultPrefix is the key prefix used when Config.Prefix is empty.
+const DefaultPrefix = "couchepi/"
+
+// ErrTooLarge is returned when a transaction's commit is larger than etcd
+// accepts in one request.
+var ErrTooLarge = errors.New("kv/etcd: transaction too large for one etcd request")
+
+// ErrUnknownResult is returned when the store could not learn whether a
+// commit was applied (etcd unreachable while resolving it).
+var ErrUnknownResult = errors.New("kv/etcd: commit result unknown")
+
+// Config configures a Store. The zero value of every field but Client or
+// Endpoints is usable.
+type Config struct {
+	// Client is an etcd client to use; when nil, Open dials Endpoints with
+	// Username, Password and TLS, and Close closes that client.
+	Client *clientv3.Client
+	// Endpoints are etcd client URLs, e.g. http://127.0.0.1:2379.
+	Endpoints []string
+	// Username and Password authenticate to etcd when set.
+	Username, Password string
+	// TLS settings for https endpoints: PEM files, all optional.
+	CertFile, KeyFile, CAFile string
+	// Prefix namespaces every key; DefaultPrefix when empty.
+	Prefix string
+	// DialTimeout bounds the first connection; 5s when zero.
+	DialTimeout time.Duration
+	// CleanInterval is how often old tombstones are removed and so the
+	// longest a transaction may run before it must retry; 10s when zero.
+	CleanInterval time.Duration
+	// Logger receives warnings (lost leases, cleaner errors).
+	Logger hclog.Logger
+}
+
+// Store is a kv.Store on etcd. It is safe for concurrent use by many
+// goroutines and many processes sharing the same etcd and prefix.
+type Store struct {
+	cli       *clientv3.Client
+	ownClient bool
+	log       hclog.Logger
+
+	dataPrefix, tombPrefix    []byte
+	vsKey, horizonKey, marker []byte
+
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	leaseMu sync.Mutex
+	lease   clientv3.LeaseID
+	leaseOK bool
+}
+
+const leaseTTL = 60 // seconds a commit marker outlives its lease's keepalives
+
+// Open connects to etcd and returns the store. It fails when etcd cannot
+// be reached within DialTimeout.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	if cfg.Prefix == "" {
+		cfg.Prefix = DefaultPrefix
+	}
+	if cfg.DialTimeout == 0 {
+		cfg.DialTimeout = 5 * time.Second
+	}
+	if cfg.CleanInterval == 0 {
+		cfg.CleanInterval = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	cli, own := cfg.Client, false
+	if cli == nil {
+		tlsConf, err := tlsConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		cli, err = clientv3.New(clientv3.Config{
+			Endpoints:   cfg.Endpoints,
+			Username:    cfg.Username,
+			Password:    cfg.Password,
+			TLS:         tlsConf,
+			DialTimeout: cfg.DialTimeout,
+			Logger:      zap.NewNop(),
+			Context:     context.Background(),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("kv/etcd: connect %v: %w", cfg.Endpoints, err)
+		}
+		own = true
+	}
+	p := cfg.Prefix
+	s := &Store{
+		cli:        cli,
+		ownClient:  own,
+		log:        cfg.Logger,
+		dataPrefix: []byte(p + "d/"),
+		tombPrefix: []byte(p + "t/"),
+		vsKey:      []byte(p + "m/vs"),
+		horizonKey: []byte(p + "m/horizon"),
+		marker:     []byte(p + "m/c/"),
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	octx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
+	defer cancel()
+	_, err := cli.Txn(octx).
+		If(clientv3.Compare(clientv3.Version(string(s.horizonKey)), "=", 0)).
+		Then(clientv3.OpPut(string(s.horizonKey), string(revBytes(0)))).
+		Commit()
+	if err != nil {
+		s.cancel()
+		if own {
+			cli.Close()
+		}
+		return nil, fmt.Errorf("kv/etcd: init %v: %w", cfg.Endpoints, err)
+	}
+	s.wg.Add(1)
+	go s.cleanLoop(cfg.CleanInterval)
+	return s, nil
+}
+
+// Close stops the cleaner, fires pending watches and, when Open dialled
+// the client, closes it.
+func (s *Store) Close() error {
+	s.cancel()
+	s.wg.Wait()
+	s.leaseMu.Lock()
+	if s.leaseOK {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		s.cli.Revoke(ctx, s.lease)
+		cancel()
+		s.leaseOK = false
+	}
+	s.leaseMu.Unlock()
+	if s.ownClient {
+		return s.cli.Close()
+	}
+	return nil
+}
+
+func (s *Store) closed() bool { return s.ctx.Err() != nil }
+
+// View runs fn on a snapshot at one revision. It retries when the revision
+// is compacted while fn reads.
+func (s *Store) View(ctx context.Context, fn func(kv.ReadTx) error) error {
+	for attempt := 0; ; attempt++ {
+		if s.closed() {
+			return kv.ErrClosed
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		t := s.newTx(ctx)
+		err := fn(t)
+		if err == nil && t.err != nil {
+			err = t.err
+		}
+		if errors.Is(err, kv.ErrConflict) && attempt < maxRetries {
+			backoff(ctx, attempt)
+			continue
+		}
+		return err
+	}
+}
+
+const maxRetries = 1000
+
+// Update implements kv.Store.
+func (s *Store) Update(ctx context.Context, fn func(kv.Tx) error) error {
+	for attempt := 0; ; attempt++ {
+		if s.closed() {
+			return kv.ErrClosed
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		t := s.newTx(ctx)
+		err := fn(t)
+		if err == nil {
+			err = t.err
+		}
+		if err == nil {
+			err = s.commit(ctx, t)
+		}
+		if errors.Is(err, kv.ErrConflict) && attempt < maxRetries {
+			backoff(ctx, attempt)
+			continue
+		}
+		return err
+	}
+}
+
+// backoff sleeps a short, growing, jittered time so that transactions
+// that keep conflicting do not retry in lock step.
+func backoff(ctx context.Context, attempt int) {
+	max := time.Millisecond << min(attempt, 6)
+	d := time.Duration(mrand.Int64N(int64(max)) + 1)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// Watch implements kv.Store.
+func (s *Store) Watch(ctx context.Context, key []byte) (<-chan struct{}, error) {
+	if s.closed() {
+		return nil, kv.ErrClosed
+	}
+	k := string(s.dataPrefix) + string(key)
+	resp, err := s.cli.Get(ctx, k, clientv3.WithKeysOnly())
+	if err != nil {
+		return nil, fmt.Errorf("kv/etcd: watch %q: %w", key, err)
+	}
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	wch := s.cli.Watch(wctx, k, clientv3.WithRev(resp.Header.Revision+1))
+	out := make(chan struct{})
+	go func() {
+		defer close(out)
+		defer cancel()
+		select {
+		case <-wch: // an event, or the watch ended (compaction, lost leader): fire
+		case <-ctx.Done():
+		case <-s.ctx.Done():
+		}
+	}()
+	return out, nil
+}
+
+// lease returns the lease commit markers are attached to, granting a new
+// one when the previous one was lost.
+func (s *Store) leaseID(ctx context.Context) (clientv3.LeaseID, error) {
+	s.leaseMu.Lock()
+	defer s.leaseMu.Unlock()
+	if s.leaseOK {
+		return s.lease, nil
+	}
+	g, err := s.cli.Grant(ctx, leaseTTL)
+	if err != nil {
+		return 0, fmt.Errorf("kv/etcd: grant lease: %w", err)
+	}
+	ka, err := s.cli.KeepAlive(s.ctx, g.ID)
+	if err != nil {
+		return 0, fmt.Errorf("kv/etcd: keep lease alive: %w", err)
+	}
+	s.lease, s.leaseOK = g.ID, true
+	go func(id clientv3.LeaseID) {
+		for range ka {
+		}
+		s.leaseMu.Lock()
+		if s.lease == id {
+			s.leaseOK = false
+		}
+		s.leaseMu.Unlock()
+		if !s.closed() {
+			s.log.Warn("etcd lease for commit markers lost; granting a new one", "lease", int64(id))
+		}
+	}(g.ID)
+	return g.ID, nil
+}
+
+func (s *Store) dropLease(id clientv3.LeaseID) {
+	s.leaseMu.Lock()
+	if s.lease == id {
+		s.leaseOK = false
+	}
+	s.leaseMu.Unlock()
+}
+
+func newMarkerID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// revBytes encodes an etcd revision so that byte order is numeric order
+// (etcd compares values as bytes).
+func revBytes(rev int64) []byte {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(rev))
+	return b[:]
+}
+
+var _ kv.Store = (*Store)(nil)
+var _ kv.SnapshotTx = (*tx)(nil)
+
+// tlsConfig builds the client TLS configuration from Config's PEM files,
+// or returns nil when none is set.
+func tlsConfig(cfg Config) (*tls.Config, error) {
+	if cfg.CertFile == "" && cfg.KeyFile == "" && cfg.CAFile == "" {
+		return nil, nil
+	}
+	info := transport.TLSInfo{CertFile: cfg.CertFile, KeyFile: cfg.KeyFile, TrustedCAFile: cfg.CAFile}
+	c, err := info.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kv/etcd: TLS: %w", err)
+	}
+	return c, nil
+}

@@ -1,0 +1,247 @@
+package etcd_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/couchepi/couchepi/plugin/kv"
+	"github.com/couchepi/couchepi/plugin/kv/etcd"
+	"github.com/couchepi/couchepi/plugin/kv/etcd/etcdtest"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+func counter(t *testing.T, s kv.Store, key string) int64 {
+	t.Helper()
+	var n int64
+	err := s.View(context.Background(), func(tx kv.ReadTx) error {
+		v, err := tx.Get([]byte(key))
+		var b [8]byte
+		copy(b[:], v)
+		n = int64(binary.LittleEndian.Uint64(b[:]))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// faultyClient returns a client whose Txn calls fail with Unavailable as
+// decided by fault: "after" sends the request (etcd applies it) and then
+// reports a failure, as a connection lost before the answer would;
+// "before" fails without sending.
+func faultyClient(t *testing.T, endpoints []string, fault func() string) *clientv3.Client {
+	intercept := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if method != "/etcdserverpb.KV/Txn" {
+			return invoker(ctx, method, req, reply, cc, opts...)
+		}
+		switch fault() {
+		case "before":
+			return status.Error(codes.Unavailable, "injected: connection lost before send")
+		case "after":
+			if err := invoker(ctx, method, req, reply, cc, opts...); err != nil {
+				return err
+			}
+			return status.Error(codes.Unavailable, "injected: connection lost before the answer")
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(intercept)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// TestAmbiguousCommit checks that a commit whose answer is lost is neither
+// lost nor applied twice: the store resolves it through its marker.
+func TestAmbiguousCommit(t *testing.T) {
+	c := etcdtest.StartCluster(t, 1)
+	for _, fault := range []string{"before", "after"} {
+		t.Run(fault, func(t *testing.T) {
+			var calls atomic.Int32
+			calls.Store(-1000) // disarmed while Open runs
+			cli := faultyClient(t, c.Endpoints(), func() string {
+				// The first commit fails; the resolver's own Txns pass.
+				if calls.Add(1) == 1 {
+					return fault
+				}
+				return ""
+			})
+			s, err := etcd.Open(t.Context(), etcd.Config{Client: cli, Prefix: "amb-" + fault + "/"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			calls.Store(0)
+			attempts := 0
+			err = s.Update(t.Context(), func(tx kv.Tx) error {
+				attempts++
+				tx.Add([]byte("n"), 1)
+				return nil
+			})
+			if err != nil {
+				t.Fatalf("Update: %v", err)
+			}
+			if got := counter(t, s, "n"); got != 1 {
+				t.Fatalf("counter %d after one Update with a lost answer (%d attempts), want 1", got, attempts)
+			}
+			want := map[string]int{"before": 2, "after": 1}[fault]
+			if attempts != want {
+				t.Errorf("attempts %d, want %d", attempts, want)
+			}
+		})
+	}
+}
+
+// TestCompactedReadRetries: a transaction whose read revision is compacted
+// while it runs is retried at a new revision, not failed.
+func TestCompactedReadRetries(t *testing.T) {
+	c := etcdtest.StartCluster(t, 1)
+	s, err := etcd.Open(t.Context(), etcd.Config{Endpoints: c.Endpoints(), Prefix: "compact/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx := t.Context()
+	if err := s.Update(ctx, func(tx kv.Tx) error { tx.Set([]byte("a"), []byte("1")); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	attempts := 0
+	err = s.Update(ctx, func(tx kv.Tx) error {
+		attempts++
+		if _, err := tx.Get([]byte("a")); err != nil {
+			return err
+		}
+		if attempts == 1 {
+			// Move the store on and compact past this read revision.
+			r, err := cli.Put(ctx, "compact/other", "x")
+			if err != nil {
+				return err
+			}
+			if _, err := cli.Compact(ctx, r.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+				return err
+			}
+		}
+		_, err := tx.Get([]byte("b"))
+		if err != nil {
+			return err
+		}
+		tx.Set([]byte("b"), []byte("2"))
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Update across compaction: %v", err)
+	}
+	if attempts != 2 {
+		t.Fatalf("attempts %d, want 2 (one retry after compaction)", attempts)
+	}
+}
+
+// TestMemberCrash: while writers increment one counter through a 3-member
+// cluster, one member stops; every Update that returned nil counted once,
+// and the others say why they failed.
+func TestMemberCrash(t *testing.T) {
+	c := etcdtest.StartCluster(t, 3)
+	s, err := etcd.Open(t.Context(), etcd.Config{Endpoints: c.Endpoints(), Prefix: "crash/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var ok, unknown atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 40; i++ {
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				err := s.Update(ctx, func(tx kv.Tx) error { tx.Add([]byte("n"), 1); return nil })
+				cancel()
+				switch {
+				case err == nil:
+					ok.Add(1)
+				case errors.Is(err, etcd.ErrUnknownResult):
+					unknown.Add(1)
+				default:
+					t.Errorf("Update: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	time.Sleep(200 * time.Millisecond)
+	c.Stop(0)
+	wg.Wait()
+	got := counter(t, s, "n")
+	if got < ok.Load() || got > ok.Load()+unknown.Load() {
+		t.Fatalf("counter %d, want between %d acknowledged and %d (+ unknown results)", got, ok.Load(), ok.Load()+unknown.Load())
+	}
+	t.Logf("%d acknowledged, %d unknown, counter %d", ok.Load(), unknown.Load(), got)
+}
+
+// TestOldTransactionConflicts: a transaction that read a range before the
+// horizon moved past its read revision (its tombstones may be gone) must
+// retry rather than commit.
+func TestOldTransactionConflicts(t *testing.T) {
+	c := etcdtest.StartCluster(t, 1)
+	s, err := etcd.Open(t.Context(), etcd.Config{Endpoints: c.Endpoints(), Prefix: "old/", CleanInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := t.Context()
+	if err := s.Update(ctx, func(tx kv.Tx) error { tx.Set([]byte("r/1"), []byte("x")); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	attempts := 0
+	err = s.Update(ctx, func(tx kv.Tx) error {
+		attempts++
+		n := 0
+		if err := tx.Range([]byte("r/"), []byte("r0"), kv.RangeOptions{}, func(k, v []byte) error { n++; return nil }); err != nil {
+			return err
+		}
+		if attempts == 1 {
+			// Another client deletes the key; wait until the cleaner has
+			// moved the horizon past this transaction and dropped the
+			// tombstone.
+			if err := s.Update(ctx, func(tx kv.Tx) error { tx.Clear([]byte("r/1")); return nil }); err != nil {
+				return err
+			}
+			time.Sleep(400 * time.Millisecond)
+		}
+		tx.Set([]byte("count"), []byte{byte(n)})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if attempts < 2 {
+		t.Fatalf("a transaction older than the horizon committed (attempts %d)", attempts)
+	}
+	var got []byte
+	s.View(ctx, func(tx kv.ReadTx) error { got, _ = tx.Get([]byte("count")); return nil })
+	if len(got) != 1 || got[0] != 0 {
+		t.Fatalf("count %v, want [0]", got)
+	}
+}

@@ -1,0 +1,361 @@
+package etcd
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/couchepi/couchepi/plugin/kv"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// tx is one attempt of a transaction: reads at revision rev, writes
+// buffered until commit. Invariant: every value a read returned is covered
+// by points or spans, unless it came from a snapshot read.
+type tx struct {
+	s   *Store
+	ctx context.Context
+	rev int64 // read revision; 0 until the first read
+
+	writes map[string]write // pending writes by user key
+	points map[string]int64 // user key -> ModRevision seen at rev (0: absent)
+	spans  []span           // user-key ranges read; no key in them may change
+
+	vs       *kv.Versionstamp
+	vsModRev int64
+
+	err error // first error of a method that cannot return one
+}
+
+type write struct {
+	value []byte
+	del   bool
+}
+
+// span is [begin, end) in user keys; end nil means no upper bound.
+type span struct{ begin, end []byte }
+
+func (s *Store) newTx(ctx context.Context) *tx {
+	return &tx{s: s, ctx: ctx, writes: map[string]write{}, points: map[string]int64{}}
+}
+
+func (t *tx) fail(err error) {
+	if t.err == nil {
+		t.err = err
+	}
+}
+
+// readErr turns a read failure into ErrConflict when retrying at a new
+// revision will cure it.
+func readErr(err error) error {
+	if errors.Is(err, rpctypes.ErrCompacted) || errors.Is(err, rpctypes.ErrFutureRev) {
+		return fmt.Errorf("kv/etcd: read revision gone (%v): %w", err, kv.ErrConflict)
+	}
+	return fmt.Errorf("kv/etcd: read: %w", err)
+}
+
+// get reads one etcd key at the transaction's revision.
+func (t *tx) get(key string) (*mvccpb.KeyValue, error) {
+	opts := []clientv3.OpOption{}
+	if t.rev != 0 {
+		opts = append(opts, clientv3.WithRev(t.rev))
+	}
+	resp, err := t.s.cli.Get(t.ctx, key, opts...)
+	if err != nil {
+		return nil, readErr(err)
+	}
+	if t.rev == 0 {
+		t.rev = resp.Header.Revision
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, nil
+	}
+	return resp.Kvs[0], nil
+}
+
+// Get implements kv.ReadTx.
+func (t *tx) Get(key []byte) ([]byte, error) {
+	if w, ok := t.writes[string(key)]; ok {
+		if w.del {
+			return nil, nil
+		}
+		return bytes.Clone(w.value), nil
+	}
+	kvp, err := t.get(string(t.s.dataPrefix) + string(key))
+	if err != nil {
+		return nil, err
+	}
+	if kvp == nil {
+		t.points[string(key)] = 0
+		return nil, nil
+	}
+	t.points[string(key)] = kvp.ModRevision
+	if kvp.Value == nil {
+		return []byte{}, nil
+	}
+	return kvp.Value, nil
+}
+
+// AddReadConflictKey implements kv.SnapshotTx: the commit fails if key
+// changed since the transaction's read revision.
+func (t *tx) AddReadConflictKey(key []byte) error {
+	if _, ok := t.points[string(key)]; ok {
+		return nil
+	}
+	kvp, err := t.get(string(t.s.dataPrefix) + string(key))
+	if err != nil {
+		return err
+	}
+	if kvp == nil {
+		t.points[string(key)] = 0
+	} else {
+		t.points[string(key)] = kvp.ModRevision
+	}
+	return nil
+}
+
+// Range implements kv.ReadTx; the range read becomes part of the
+// transaction's read set.
+func (t *tx) Range(begin, end []byte, opt kv.RangeOptions, fn func(k, v []byte) error) error {
+	return t.rangeRead(begin, end, opt, true, fn)
+}
+
+// SnapshotRange implements kv.SnapshotTx: a range read that does not make
+// the commit depend on the range.
+func (t *tx) SnapshotRange(begin, end []byte, opt kv.RangeOptions, fn func(k, v []byte) error) error {
+	return t.rangeRead(begin, end, opt, false, fn)
+}
+
+const pageSize = 512
+
+func (t *tx) rangeRead(begin, end []byte, opt kv.RangeOptions, track bool, fn func(k, v []byte) error) error {
+	if t.err != nil {
+		return t.err
+	}
+	own := t.ownKeys(begin, end, opt.Reverse)
+	remote := &pager{t: t, begin: begin, end: end, reverse: opt.Reverse, page: pageSize}
+	if opt.Limit > 0 && opt.Limit+len(own) < pageSize {
+		remote.page = opt.Limit + len(own)
+	}
+	var last []byte
+	n := 0
+	exhausted := false
+	err := func() error {
+		for {
+			if opt.Limit > 0 && n >= opt.Limit {
+				return nil
+			}
+			rk, rv, ok, err := remote.peek()
+			if err != nil {
+				return err
+			}
+			var k, v []byte
+			switch {
+			case !ok && len(own) == 0:
+				exhausted = true
+				return nil
+			case ok && len(own) > 0 && bytes.Equal(rk, []byte(own[0])):
+				remote.next()
+				fallthrough
+			case !ok || (len(own) > 0 && before([]byte(own[0]), rk, opt.Reverse)):
+				k = []byte(own[0])
+				own = own[1:]
+				w := t.writes[string(k)]
+				if w.del {
+					continue
+				}
+				v = bytes.Clone(w.value)
+			default:
+				remote.next()
+				k, v = rk, rv
+			}
+			last = k
+			n++
+			if err := fn(k, v); err != nil {
+				return err
+			}
+		}
+	}()
+	if track && t.rev != 0 {
+		sp := span{begin: begin, end: end}
+		if !exhausted && last != nil {
+			if opt.Reverse {
+				sp.begin = last
+			} else {
+				sp.end = append(bytes.Clone(last), 0)
+			}
+		}
+		t.spans = append(t.spans, sp)
+	}
+	return err
+}
+
+// before reports whether a sorts before b in the iteration order.
+func before(a, b []byte, reverse bool) bool {
+	if reverse {
+		return bytes.Compare(a, b) > 0
+	}
+	return bytes.Compare(a, b) < 0
+}
+
+// ownKeys returns the buffered keys in [begin, end) in iteration order.
+func (t *tx) ownKeys(begin, end []byte, reverse bool) []string {
+	var out []string
+	for k := range t.writes {
+		if k >= string(begin) && (end == nil || k < string(end)) {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	if reverse {
+		for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+			out[i], out[j] = out[j], out[i]
+		}
+	}
+	return out
+}
+
+// pager reads [begin, end) from etcd at the transaction's revision, a page
+// at a time.
+type pager struct {
+	t          *tx
+	begin, end []byte
+	reverse    bool
+	page       int
+	buf        []*mvccpb.KeyValue
+	more, done bool
+}
+
+func (p *pager) fill() error {
+	dp := string(p.t.s.dataPrefix)
+	var etcdEnd string
+	if p.end == nil {
+		etcdEnd = string(kv.PrefixEnd(p.t.s.dataPrefix))
+	} else {
+		etcdEnd = dp + string(p.end)
+	}
+	order := clientv3.SortAscend
+	if p.reverse {
+		order = clientv3.SortDescend
+	}
+	opts := []clientv3.OpOption{clientv3.WithRange(etcdEnd), clientv3.WithLimit(int64(p.page)), clientv3.WithSort(clientv3.SortByKey, order)}
+	if p.t.rev != 0 {
+		opts = append(opts, clientv3.WithRev(p.t.rev))
+	}
+	resp, err := p.t.s.cli.Get(p.t.ctx, dp+string(p.begin), opts...)
+	if err != nil {
+		return readErr(err)
+	}
+	if p.t.rev == 0 {
+		p.t.rev = resp.Header.Revision
+	}
+	p.buf = resp.Kvs
+	p.done = !resp.More
+	if len(resp.Kvs) > 0 {
+		lastKey := resp.Kvs[len(resp.Kvs)-1].Key[len(dp):]
+		if p.reverse {
+			p.end = bytes.Clone(lastKey)
+		} else {
+			p.begin = append(bytes.Clone(lastKey), 0)
+		}
+	}
+	if p.page < pageSize {
+		p.page *= 2
+	}
+	return nil
+}
+
+func (p *pager) peek() (k, v []byte, ok bool, err error) {
+	if len(p.buf) == 0 {
+		if p.done {
+			return nil, nil, false, nil
+		}
+		if err := p.fill(); err != nil {
+			return nil, nil, false, err
+		}
+		if len(p.buf) == 0 {
+			p.done = true
+			return nil, nil, false, nil
+		}
+	}
+	kvp := p.buf[0]
+	v = kvp.Value
+	if v == nil {
+		v = []byte{}
+	}
+	return kvp.Key[len(p.t.s.dataPrefix):], v, true, nil
+}
+
+func (p *pager) next() { p.buf = p.buf[1:] }
+
+// Set implements kv.Tx.
+func (t *tx) Set(key, value []byte) {
+	t.writes[string(key)] = write{value: bytes.Clone(value)}
+}
+
+// Clear implements kv.Tx.
+func (t *tx) Clear(key []byte) {
+	t.writes[string(key)] = write{del: true}
+}
+
+// ClearRange implements kv.Tx. The keys to delete are those the range
+// holds at the read revision (plus this transaction's own writes); the
+// range joins the read set, so a key inserted concurrently makes the commit
+// retry instead of surviving the clear.
+func (t *tx) ClearRange(begin, end []byte) {
+	var keys []string
+	err := t.Range(begin, end, kv.RangeOptions{}, func(k, _ []byte) error {
+		keys = append(keys, string(k))
+		return nil
+	})
+	if err != nil {
+		t.fail(err)
+		return
+	}
+	for _, k := range keys {
+		t.writes[k] = write{del: true}
+	}
+}
+
+// Add implements kv.Tx. etcd has no atomic add, so this reads the counter
+// (the commit then depends on it) and writes the sum.
+func (t *tx) Add(key []byte, delta int64) {
+	cur, err := t.Get(key)
+	if err != nil {
+		t.fail(err)
+		return
+	}
+	var b [8]byte
+	copy(b[:], cur)
+	n := int64(binary.LittleEndian.Uint64(b[:])) + delta
+	binary.LittleEndian.PutUint64(b[:], uint64(n))
+	t.Set(key, b[:])
+}
+
+// Versionstamp implements kv.Tx: the versionstamp counter plus one.
+func (t *tx) Versionstamp() kv.Versionstamp {
+	if t.vs != nil {
+		return *t.vs
+	}
+	var vs kv.Versionstamp
+	kvp, err := t.get(string(t.s.vsKey))
+	if err != nil {
+		t.fail(err)
+	} else {
+		var n uint64
+		if kvp != nil {
+			t.vsModRev = kvp.ModRevision
+			if len(kvp.Value) == 8 {
+				n = binary.BigEndian.Uint64(kvp.Value)
+			}
+		}
+		vs = kv.NewVersionstamp(n+1, 0)
+	}
+	t.vs = &vs
+	return vs
+}

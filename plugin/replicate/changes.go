@@ -55,6 +55,15 @@ type changesReader struct {
 // It closes out when it returns.
 func (r *changesReader) run(ctx context.Context, since json.RawMessage) error {
 	defer close(r.out)
+	if r.rep.DocIDs != nil && len(r.rep.DocIDs) == 0 {
+		// An empty doc_ids list selects no document: as in CouchDB, there
+		// are no changes to read (a continuous job stays idle).
+		if r.rep.Continuous {
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	}
 	retries := r.rep.RetriesPerRequest
 	wait := r.wait
 	for {

@@ -106,6 +106,9 @@ func TestFilters(t *testing.T) {
 	}{
 		{"doc_ids", func(r *parse.Rep) { r.DocIDs = []string{"conflicted", "doc003", "nodoc"} },
 			func(id string) bool { return id == "doc003" || id == "conflicted" }},
+		// CouchDB copies nothing for an empty doc_ids list (no_changes).
+		{"empty doc_ids", func(r *parse.Rep) { r.DocIDs = []string{} },
+			func(id string) bool { return false }},
 		{"selector", func(r *parse.Rep) { r.Selector = json.RawMessage(`{"type":"even"}`) },
 			func(id string) bool { return id == "withatt" || strings.HasPrefix(id, "doc") && id[len(id)-1]%2 == 0 }},
 		{"ddoc filter with query_params", func(r *parse.Rep) {

@@ -11,6 +11,7 @@ import (
 	"github.com/couchepi/couchepi/hooks"
 	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/jobs"
+	"github.com/couchepi/couchepi/plugin/jobserver"
 	"github.com/couchepi/couchepi/plugin/jobserver/jobdata"
 	"github.com/couchepi/couchepi/plugin/monitor"
 )
@@ -120,8 +121,12 @@ func docState(body []byte) string {
 // add (nil = remove the job), or skip (nothing to do for this doc).
 type planned struct {
 	jobID string
+	docID string
 	fresh *jobdata.Record
 	skip  bool
+	// stripState: the doc is in a legacy state ("triggered", "error")
+	// whose fields CouchDB 3.x removes before running it.
+	stripState bool
 }
 
 // plan parses one doc version (CouchDB 4.x couch_replicator
@@ -130,7 +135,7 @@ type planned struct {
 // before_doc_update, e.g. by a restore) becomes a job in state failed so
 // `_scheduler/docs` shows why.
 func (f *Frontend) plan(c docChange) planned {
-	p := planned{jobID: parse.PersistentJobID(c.uuid, c.docID)}
+	p := planned{jobID: parse.PersistentJobID(c.uuid, c.docID), docID: c.docID}
 	if strings.HasPrefix(c.docID, "_design/") || strings.HasPrefix(c.docID, "_local/") {
 		p.skip = true
 		return p
@@ -142,6 +147,8 @@ func (f *Frontend) plan(c docChange) planned {
 	case jobdata.Completed, jobdata.Failed:
 		p.skip = true
 		return p
+	case "triggered", "error":
+		p.stripState = true
 	}
 	now := f.cfg.Now()
 	rep, err := parse.ReplicationDoc(c.body, parse.UserCtx{}, f.options())
@@ -174,7 +181,7 @@ func (f *Frontend) apply(ctx context.Context, db string, pos jobdata.DBSeq, batc
 			plans = append(plans, f.plan(c))
 		}
 	}
-	return f.cfg.Queue.Transact(ctx, func(tx *jobs.Tx) error {
+	err := f.cfg.Queue.Transact(ctx, func(tx *jobs.Tx) error {
 		for _, p := range plans {
 			if err := applyOne(tx, p); err != nil {
 				return err
@@ -185,6 +192,20 @@ func (f *Frontend) apply(ctx context.Context, db string, pos jobdata.DBSeq, batc
 		}
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	for _, p := range plans {
+		if p.stripState && f.cfg.Services != nil {
+			docID := p.docID
+			go func() {
+				if err := jobserver.WriteDocState(context.Background(), f.cfg.Services, db, docID, jobserver.DocState{}); err != nil {
+					f.log.Warn("removing legacy state fields failed", "db", db, "doc", docID, "error", err)
+				}
+			}()
+		}
+	}
+	return nil
 }
 
 // applyOne makes the job of one doc match its plan, inside tx.

@@ -63,7 +63,7 @@ func joinObject(ms []member) []byte {
 
 // DocState is the terminal state written into a replication doc.
 type DocState struct {
-	State  string          // "completed" or "failed"
+	State  string          // "completed" or "failed"; "" removes every state field
 	Reason string          // `_replication_state_reason` (failed)
 	Stats  json.RawMessage // `_replication_stats` (completed)
 }
@@ -100,6 +100,12 @@ func ApplyDocState(doc []byte, st DocState, now time.Time) (out []byte, changed 
 			ms, changed = append(ms[:i], ms[i+1:]...), true
 		}
 	}
+	if st.State == "" {
+		for _, k := range StateFields {
+			del(k)
+		}
+		return joinObject(ms), changed, nil
+	}
 	state, _ := json.Marshal(st.State)
 	if old, _ := get("_replication_state"); !bytes.Equal(old, state) {
 		set("_replication_state", state)
@@ -117,6 +123,11 @@ func ApplyDocState(doc []byte, st DocState, now time.Time) (out []byte, changed 
 	}
 	return joinObject(ms), changed, nil
 }
+
+// StateFields are the fields the replicator writes into replication docs;
+// CouchDB 3.x removes them all from a doc in a legacy state ("triggered"
+// or "error") before running it.
+var StateFields = []string{"_replication_state", "_replication_state_time", "_replication_state_reason", "_replication_id", "_replication_stats"}
 
 // maxDocUpdateWait bounds the conflict retries of a state write (CouchDB: 12.8 s).
 const maxDocUpdateWait = 12800 * time.Millisecond

@@ -8,10 +8,12 @@ import (
 // StripCredentials applies CouchDB's after_doc_read rule for replicator
 // databases: a reader who is not an admin, not the replicator and not the
 // doc's `owner` gets the doc with credentials removed — "user:password@"
-// from string endpoints, the `headers` and `auth` members of object
-// endpoints, and (beyond CouchDB) "user:password@" from `proxy`,
-// `source_proxy` and `target_proxy` — and a revision that differs from the
-// stored one. Design docs
+// from string endpoints and from the `url` of object endpoints, the
+// `headers` and `auth` members of object endpoints, and (beyond CouchDB)
+// "user:password@" from `proxy`, `source_proxy` and `target_proxy` — and a
+// revision that differs from the stored one, without the members that
+// would reveal the stored one (`_revisions`, `_revs_info`, `_conflicts`,
+// `_deleted_conflicts`). Design docs
 // and docs read by an admin, the replicator or the owner are returned as
 // is. The bool reports whether the doc was changed; a doc with nothing to
 // strip is returned unchanged.
@@ -53,6 +55,13 @@ func StripCredentials(doc []byte, user UserCtx) ([]byte, bool) {
 							changed = true
 							continue
 						}
+						if em.Key == "url" {
+							if s, ok := rawString(em.Value); ok {
+								if t := stripAnyUserinfo(s); t != s {
+									em.Value, changed = jsonString(t), true
+								}
+							}
+						}
 						kept = append(kept, em)
 					}
 					m.Value = encodeObject(kept)
@@ -72,19 +81,23 @@ func StripCredentials(doc []byte, user UserCtx) ([]byte, bool) {
 		return doc, false
 	}
 	rev, hasRev := stringMember(out, "_rev")
-	if !hasRev {
-		return encodeObject(out), true
-	}
+	// Members that would reveal the stored revision go: with it, a
+	// non-owner could write over the doc.
 	noRev := make([]member, 0, len(out))
 	for _, m := range out {
-		if m.Key != "_rev" {
+		switch m.Key {
+		case "_rev", "_revisions", "_revs_info", "_conflicts", "_deleted_conflicts":
+		default:
 			noRev = append(noRev, m)
 		}
+	}
+	if !hasRev {
+		return encodeObject(noRev), true
 	}
 	gen, _, _ := strings.Cut(rev, "-")
 	if _, err := strconv.Atoi(gen); err != nil {
 		gen = "1"
 	}
 	newRev := gen + "-" + md5Hex(encodeObject(noRev))
-	return encodeObject(setMember(out, "_rev", jsonString(newRev))), true
+	return encodeObject(setMember(noRev, "_rev", jsonString(newRev))), true
 }

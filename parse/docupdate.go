@@ -131,3 +131,25 @@ func boolMember(ms []member, key string) (bool, bool) {
 	}
 	return rawBool(v)
 }
+
+// CheckOwner applies the ownership rule to a write by a user who is not an
+// admin: current is the doc's current winning revision (nil when the doc
+// does not exist or is deleted), and a writer may only replace a doc they
+// own. It returns the *Error to send as 403 forbidden, or nil. Admins and
+// the replicator pass.
+func CheckOwner(current []byte, user UserCtx) error {
+	if current == nil || user.IsAdmin() || user.IsReplicator() {
+		return nil
+	}
+	ms, err := objectMembers(current)
+	if err != nil {
+		return nil
+	}
+	if deleted, _ := boolMember(ms, "_deleted"); deleted {
+		return nil
+	}
+	if owner, ok := firstMember(ms, "owner"); ok && isOwner(owner, user) {
+		return nil
+	}
+	return newError(reasonOtherUsers)
+}

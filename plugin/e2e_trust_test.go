@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -43,5 +45,94 @@ func TestE2ELegacyStateFieldsStripped(t *testing.T) {
 	body := c.must("GET", "/_replicator/done", "", 200)
 	if !strings.Contains(body, `"_replication_id":"x"`) {
 		t.Fatalf("completed doc lost its fields: %s", body)
+	}
+}
+
+// TestE2EReplicatorDocOwnership (issue 11 items 2 and 3): a non-admin who
+// does not own a `_replicator` doc sees no credential on any read path,
+// never learns its stored revision, and cannot replace or delete it: not
+// with PUT or DELETE and the real rev, nor with _bulk_docs new_edits=false.
+func TestE2EReplicatorDocOwnership(t *testing.T) {
+	c := startCouch(t, "max_jobs = 0\nmax_churn = 0\n")
+	for _, u := range []string{"alice", "bob"} {
+		c.must("PUT", "/_users/org.couchdb.user:"+u, fmt.Sprintf(`{"name":%q,"type":"user","roles":[],"password":"%spw"}`, u, u), 201)
+	}
+	c.must("PUT", "/_replicator/_security", `{"members":{"names":["alice","bob"]},"admins":{}}`, 200)
+	secretSrc := "http://u1:secret1@" + c.addr + "/src"
+	doc := fmt.Sprintf(`{"source":{"url":%q,"headers":{"Authorization":"Basic c2VjcmV0Mg=="},"auth":{"basic":{"username":"u2","password":"secret2"}}},"target":{"url":"http://u3:secret3@%s/tgt"},"source_proxy":"http://pu:secret4@127.0.0.1:1","target_proxy":"http://pu:secret4@127.0.0.1:1"}`, secretSrc, c.addr)
+	doc = strings.Replace(doc, `,"target_proxy":"http://pu:secret4@127.0.0.1:1"`, "", 1)
+	if code, body := c.reqAs("alice:alicepw", "PUT", "/_replicator/c2", doc); code != 201 {
+		t.Fatalf("alice creates c2: %d %s", code, body)
+	}
+	var stored struct {
+		Rev string `json:"_rev"`
+	}
+	json.Unmarshal([]byte(c.must("GET", "/_replicator/c2", "", 200)), &stored)
+	secrets := []string{"secret1", "secret2", "secret3", "secret4", "c2VjcmV0Mg", stored.Rev}
+	reads := []struct{ method, path, body string }{
+		{"GET", "/_replicator/c2", ""},
+		{"GET", "/_replicator/c2?revs=true", ""},
+		{"GET", "/_replicator/c2?revs_info=true", ""},
+		{"GET", "/_replicator/c2?conflicts=true&deleted_conflicts=true&meta=true", ""},
+		{"GET", "/_replicator/c2?attachments=true&att_encoding_info=true", ""},
+		{"GET", "/_replicator/c2?open_revs=all", ""},
+		{"GET", "/_replicator/c2?open_revs=[\"" + stored.Rev + "\"]", ""},
+		{"GET", "/_replicator/c2?latest=true&local_seq=true", ""},
+		{"GET", "/_replicator/_all_docs?include_docs=true", ""},
+		{"POST", "/_replicator/_all_docs?include_docs=true", `{"keys":["c2"]}`},
+		{"GET", "/_replicator/_changes?include_docs=true", ""},
+		{"GET", "/_replicator/_changes?include_docs=true&style=all_docs&conflicts=true", ""},
+		{"POST", "/_replicator/_bulk_get?revs=true", `{"docs":[{"id":"c2"}]}`},
+		{"POST", "/_replicator/_find", `{"selector":{"_id":"c2"}}`},
+	}
+	for _, r := range reads {
+		code, body := c.reqAs("bob:bobpw", r.method, r.path, r.body)
+		if code == 401 || code == 403 {
+			continue // minicouch keeps some replicator-db reads for admins
+		}
+		if code != 200 {
+			t.Errorf("bob %s %s: %d %s", r.method, r.path, code, body)
+			continue
+		}
+		for _, s := range secrets {
+			if strings.Contains(body, s) {
+				t.Errorf("bob %s %s: body reveals %q: %s", r.method, r.path, s, body)
+			}
+		}
+	}
+	req, _ := http.NewRequest("GET", "http://"+c.addr+"/_replicator/c2", nil)
+	req.SetBasicAuth("bob", "bobpw")
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		if etag := resp.Header.Get("ETag"); strings.Contains(etag, stored.Rev) {
+			t.Errorf("ETag reveals the stored rev to a non-owner: %s", etag)
+		}
+	}
+	if code, body := c.reqAs("alice:alicepw", "GET", "/_replicator/c2", ""); code != 200 || !strings.Contains(body, "secret1") {
+		t.Errorf("the owner must see her doc as stored: %d %s", code, body)
+	}
+
+	// Takeover attempts by bob, even knowing the stored rev.
+	bobsTarget := `"target":"http://bob:bobpw@` + c.addr + `/bobdb"`
+	takeovers := []struct{ name, method, path, body string }{
+		{"put with the real rev", "PUT", "/_replicator/c2", `{"_rev":"` + stored.Rev + `","source":"http://` + c.addr + `/src",` + bobsTarget + `}`},
+		{"put claiming alice", "PUT", "/_replicator/c2", `{"_rev":"` + stored.Rev + `","owner":"alice","source":"http://` + c.addr + `/src",` + bobsTarget + `}`},
+		{"delete with the real rev", "DELETE", "/_replicator/c2?rev=" + stored.Rev, ""},
+		{"new_edits false", "POST", "/_replicator/_bulk_docs", `{"new_edits":false,"docs":[{"_id":"c2","_rev":"61-0123456789abcdef0123456789abcdef","source":"http://` + c.addr + `/src",` + bobsTarget + `}]}`},
+		{"bulk update", "POST", "/_replicator/_bulk_docs", `{"docs":[{"_id":"c2","_rev":"` + stored.Rev + `","source":"http://` + c.addr + `/src",` + bobsTarget + `}]}`},
+	}
+	for _, tc := range takeovers {
+		code, body := c.reqAs("bob:bobpw", tc.method, tc.path, tc.body)
+		if code < 400 && !strings.Contains(body, `"forbidden"`) {
+			t.Errorf("%s: %d %s, want forbidden", tc.name, code, body)
+		}
+	}
+	after := c.must("GET", "/_replicator/c2", "", 200)
+	if !strings.Contains(after, stored.Rev) || strings.Contains(after, "bobdb") {
+		t.Fatalf("alice's doc changed hands: %s", after)
+	}
+	// Bob still owns what he creates.
+	if code, body := c.reqAs("bob:bobpw", "PUT", "/_replicator/bobs", `{"source":"http://`+c.addr+`/src",`+bobsTarget+`}`); code != 201 {
+		t.Fatalf("bob creates his own doc: %d %s", code, body)
 	}
 }

@@ -37,6 +37,7 @@ type replicator struct {
 	serverConf jobserver.Config
 	parseOpts  parse.Options
 
+	host    hooks.Services
 	store   kv.Store
 	queue   *jobs.Queue
 	pool    *couchclient.Pool
@@ -142,7 +143,7 @@ func (p *replicator) Start(ctx context.Context, host hooks.Services) error {
 	monCtx, stopMon := context.WithCancel(context.Background())
 	go q.RunMonitors(monCtx)
 	p.mu.Lock()
-	p.store, p.queue, p.pool, p.front, p.server = store, q, pool, front, server
+	p.host, p.store, p.queue, p.pool, p.front, p.server = host, store, q, pool, front, server
 	p.recs = jobdata.Records{Q: q}
 	p.mon = monitor.New(p.recs)
 	p.stopMon, p.started = stopMon, true
@@ -195,8 +196,21 @@ func (p *replicator) components() (*frontend.Frontend, *monitor.Handler, jobdata
 var errNotStarted = errors.New("replicator not started")
 
 // BeforeDocUpdate validates a replication doc (served before Start too).
-func (p *replicator) BeforeDocUpdate(_ context.Context, _ string, doc []byte, user hooks.UserCtx) ([]byte, error) {
-	return frontend.BeforeDocUpdate(doc, user)
+func (p *replicator) BeforeDocUpdate(ctx context.Context, db string, doc []byte, user hooks.UserCtx) ([]byte, error) {
+	return frontend.BeforeDocUpdate(doc, user, func(id string) ([]byte, error) {
+		p.mu.Lock()
+		host := p.host
+		p.mu.Unlock()
+		if host == nil {
+			return nil, &hooks.Error{Status: 503, Err: "service_unavailable", Reason: "replicator starting; retry"}
+		}
+		cur, err := host.GetDoc(ctx, db, id)
+		var he *hooks.Error
+		if errors.As(err, &he) && he.Status == 404 {
+			return nil, nil
+		}
+		return cur, err
+	})
 }
 
 // AfterDocRead strips credentials for readers who do not own the doc.

@@ -273,25 +273,43 @@ func (s *Server) getDoc(d *dbReq, id string) {
 		return
 	}
 	etag := `"` + doc.Rev + `"`
-	if inm := d.r.Header.Get("If-None-Match"); inm == etag {
-		d.w.Header().Set("ETag", etag)
-		d.w.WriteHeader(http.StatusNotModified)
-		return
-	}
-	d.w.Header().Set("ETag", etag)
-	wantData := false
-	for _, a := range doc.Attachments {
-		wantData = wantData || !a.Stub
-	}
-	if wantData && acceptsMultipart(d.r, "multipart/related") && !s.readHooked(d.name) {
-		s.writeMultipartDoc(d, doc)
-		return
+	if !s.readHooked(d.name) {
+		if inm := d.r.Header.Get("If-None-Match"); inm == etag {
+			d.w.Header().Set("ETag", etag)
+			d.w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		wantData := false
+		for _, a := range doc.Attachments {
+			wantData = wantData || !a.Stub
+		}
+		if wantData && acceptsMultipart(d.r, "multipart/related") {
+			d.w.Header().Set("ETag", etag)
+			s.writeMultipartDoc(d, doc)
+			return
+		}
 	}
 	body, err := s.renderDoc(d, doc, false)
 	if err != nil {
 		writeError(d.w, err)
 		return
 	}
+	if s.readHooked(d.name) {
+		// after_doc_read may present another revision (the replicator
+		// does, to readers who must not learn the stored one): the ETag
+		// follows the body.
+		var rendered struct {
+			Rev string `json:"_rev"`
+		}
+		json.Unmarshal(body, &rendered)
+		etag = `"` + rendered.Rev + `"`
+		if inm := d.r.Header.Get("If-None-Match"); inm == etag {
+			d.w.Header().Set("ETag", etag)
+			d.w.WriteHeader(http.StatusNotModified)
+			return
+		}
+	}
+	d.w.Header().Set("ETag", etag)
 	writeRawJSON(d.w, 200, body)
 }
 

@@ -165,3 +165,31 @@ func TestMaxBackoffReachesCaller(t *testing.T) {
 		t.Fatalf("err = %v, want max_backoff", err)
 	}
 }
+
+// TestUnimportableRevCountsAsFailure (issue 11 item 6): a doc the target
+// refuses (its generation is past what minicouch imports) is counted in
+// doc_write_failures and the other docs still arrive.
+func TestUnimportableRevCountsAsFailure(t *testing.T) {
+	s := startServer(t)
+	if s.Kind != "minicouch" {
+		t.Skip("needs minicouch's generation bound on the target")
+	}
+	src, tgt := s.newDB(t, "src"), s.newDB(t, "tgt")
+	seedSource(t, s, src, 10)
+	if code, body := s.do(t, "POST", src+"/_bulk_docs", `{"new_edits":false,"docs":[{"_id":"big","_rev":"9007199254740991-bbbb"}]}`); code != 201 {
+		t.Fatalf("plant: %d %s", code, body)
+	}
+	if code, body := s.do(t, "PUT", src+"/big", `{"_rev":"9007199254740991-bbbb","x":1}`); code != 201 {
+		t.Fatalf("update past the import bound: %d %s", code, body)
+	}
+	res := runRep(t, testRep(s, src, tgt), Options{})
+	want := s.contents(t, src)
+	delete(want, "big")
+	got := s.contents(t, tgt)
+	if d := diffTrees(want, got, nil); len(d) > 0 {
+		t.Fatalf("target differs:\n%s", strings.Join(d, "\n"))
+	}
+	if res.Stats.DocWriteFailures != 1 {
+		t.Fatalf("doc_write_failures %d, want 1 (stats %+v)", res.Stats.DocWriteFailures, res.Stats)
+	}
+}

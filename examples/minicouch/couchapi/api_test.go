@@ -353,6 +353,8 @@ func FuzzBulkDocs(f *testing.F) {
 		`{"docs":[{"_attachments":{"a":{"data":"aGk=","content_type":"text/plain"}}}]}`,
 		`{"docs":[{"_id":"_local/x"},{"_id":"_design/d","views":{}}]}`,
 		`{"docs":[{"_id":"a","_deleted":true}]}`, `{"docs":{}}`, `[]`, `{`, "\xff",
+		`{"docs":[{"_id":"g","_rev":"9223372036854775807-aaaa"}],"new_edits":false}`,
+		`{"docs":[{"_id":"g","_revisions":{"start":9007199254740992,"ids":["a"]}}],"new_edits":false}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -519,5 +521,26 @@ func TestNoHTMLEscaping(t *testing.T) {
 		{name: "bulk_docs", method: "POST", path: "/db/_bulk_docs", body: `{"docs":[{"_id":"<y>"}]}`, status: 201, has: []string{`"id":"<y>"`}},
 		{name: "changes", method: "GET", path: "/db/_changes", status: 200, has: []string{`"id":"<y>"`}},
 		{name: "find", method: "POST", path: "/db/_find", body: `{"selector":{"v":"<x>&"}}`, status: 200, has: []string{`"v":"<x>&"`}},
+	})
+}
+
+// TestRevGenerationBounds (issue 11 item 6): a client-supplied generation
+// past revtree.MaxImportGen is refused, so no doc can reach a generation
+// whose next update would wrap; a doc at the bound still updates and
+// deletes.
+func TestRevGenerationBounds(t *testing.T) {
+	ts, _ := newTestServer(t)
+	const bad = `"error":"bad_request","reason":"Invalid rev format"`
+	runSteps(t, ts.URL, []step{
+		{name: "db", method: "PUT", path: "/db", status: 201},
+		{name: "int64 max", method: "POST", path: "/db/_bulk_docs", body: `{"new_edits":false,"docs":[{"_id":"a","_rev":"9223372036854775807-aaaa"}]}`, status: 201, has: []string{bad}},
+		{name: "2^53", method: "POST", path: "/db/_bulk_docs", body: `{"new_edits":false,"docs":[{"_id":"a","_rev":"9007199254740992-aaaa"}]}`, status: 201, has: []string{bad}},
+		{name: "revisions start int64 max", method: "POST", path: "/db/_bulk_docs", body: `{"new_edits":false,"docs":[{"_id":"a","_revisions":{"start":9223372036854775807,"ids":["aaaa"]}}]}`, status: 201, has: []string{bad}},
+		{name: "revisions start negative", method: "POST", path: "/db/_bulk_docs", body: `{"new_edits":false,"docs":[{"_id":"a","_revisions":{"start":-1,"ids":["aaaa"]}}]}`, status: 400},
+		{name: "put new_edits false", method: "PUT", path: "/db/a?new_edits=false", body: `{"_rev":"9223372036854775807-aaaa"}`, status: 400, has: []string{bad}},
+		{name: "at the bound", method: "POST", path: "/db/_bulk_docs", body: `{"new_edits":false,"docs":[{"_id":"b","_rev":"9007199254740991-bbbb"}]}`, status: 201, want: `[]`},
+		{name: "update at the bound", method: "PUT", path: "/db/b", body: `{"_rev":"9007199254740991-bbbb","x":1}`, status: 201, has: []string{`"rev":"9007199254740992-`}},
+		{name: "nothing wrapped", method: "GET", path: "/db/_all_docs", status: 200, has: []string{`"rev":"9007199254740992-`}},
+		{name: "not planted", method: "GET", path: "/db/a", status: 404},
 	})
 }

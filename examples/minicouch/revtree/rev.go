@@ -15,6 +15,12 @@ type Rev struct {
 	Hash string
 }
 
+// MaxImportGen is the largest generation a revision may have when a client
+// supplies it (new_edits=false, `_revisions`): the largest integer a
+// JavaScript client such as PouchDB holds exactly, and far enough below
+// the int64 limit that updates from there can never wrap.
+const MaxImportGen = 1<<53 - 1
+
 // ErrBadRev is returned by ParseRev for a string that is not "<gen>-<hash>".
 var ErrBadRev = errors.New("invalid rev format")
 

@@ -5,6 +5,7 @@ import (
 	"crypto/md5"
 	"encoding/binary"
 	"encoding/hex"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -328,6 +329,9 @@ func (db *DB) applyEdit(b *bolt.Bucket, id, parentRev string, deleted bool, tc *
 		}
 		return pb
 	}
+	if parent.Gen >= math.MaxInt64 {
+		return "", BadRequest("Invalid rev format"), nil // never wrap
+	}
 	body, atts, derr := build(parentBody, parent.Gen+1)
 	if derr != nil {
 		return "", derr, nil
@@ -374,6 +378,11 @@ func (db *DB) applyReplicated(b *bolt.Bucket, p *pendingDoc, tc *txCounters) (st
 		path = revtree.Path{Start: r.Gen, IDs: []string{r.Hash}}
 	default:
 		return "", BadRequest("Document revision is missing: new_edits=false needs _rev or _revisions"), nil
+	}
+	if path.Start < 1 || path.Start > revtree.MaxImportGen || len(path.IDs) == 0 {
+		// Out of range generations would wrap on the next update and
+		// leave a doc nobody can update or delete.
+		return "", BadRequest("Invalid rev format"), nil
 	}
 	revs := path.Revs()
 	newRev := revs[0]

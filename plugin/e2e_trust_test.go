@@ -136,3 +136,31 @@ func TestE2EReplicatorDocOwnership(t *testing.T) {
 		t.Fatalf("bob creates his own doc: %d %s", code, body)
 	}
 }
+
+// TestE2EMaxJobsZeroAtStart (issue 11 item 11): `[replicator] max_jobs = 0`
+// holds from the first moment, set in the ini file or at runtime alike.
+func TestE2EMaxJobsZeroAtStart(t *testing.T) {
+	for _, how := range []string{"ini", "runtime"} {
+		t.Run(how, func(t *testing.T) {
+			extra := ""
+			if how == "ini" {
+				extra = "max_jobs = 0\n"
+			}
+			c := startCouch(t, extra)
+			if how == "runtime" {
+				c.must("PUT", "/_node/_local/_config/replicator/max_jobs", `"0"`, 200)
+			}
+			c.must("PUT", "/src", "", 201)
+			c.putDocs("src", 0, 5)
+			c.must("PUT", "/_replicator/r", c.repDoc("src", "tgt", `,"continuous":true,"create_target":true`), 201)
+			time.Sleep(3 * time.Second)
+			if n := c.docCount("tgt"); n > 0 {
+				t.Fatalf("max_jobs = 0 (%s) but %d docs were replicated", how, n)
+			}
+			body := c.must("GET", "/_scheduler/jobs", "", 200)
+			if strings.Contains(body, `"pid":"`) {
+				t.Fatalf("max_jobs = 0 (%s) but a job runs: %s", how, body)
+			}
+		})
+	}
+}

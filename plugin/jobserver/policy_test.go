@@ -165,6 +165,8 @@ func TestAcceptorCounts(t *testing.T) {
 		{"churn partly used", 10, 5, 3, 0, 10, 100, 2},
 		{"few pending", 10, 5, 0, 0, 10, 1, 1},
 		{"over max+churn", 10, 5, 0, 2, 14, 100, 0},
+		{"max_jobs 0 starts nothing", 0, 5, 0, 0, 0, 100, 0},
+		{"rotation only replaces running jobs", 3, 20, 0, 0, 1, 100, 3},
 	}
 	for _, tt := range tests {
 		if got := ExtraAcceptors(tt.maxJobs, tt.maxChurn, tt.churn, tt.acc, tt.wrk, tt.pending); got != tt.want {

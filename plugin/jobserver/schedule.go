@@ -61,10 +61,12 @@ func order(cands []Worker) {
 
 // ChurnSlots is the most extra acceptors the interval step may start so that
 // pending jobs rotate in: bounded by what churn is left this interval and by
-// max_jobs + max_churn running jobs and acceptors in all.
+// max_jobs running jobs and acceptors plus one rotation slot per running
+// job (each job started beyond max_jobs pushes a running one out, so with
+// nothing running, as with max_jobs = 0, nothing starts beyond max_jobs).
 func ChurnSlots(maxJobs, maxChurn, churn, acceptors, workers int) int {
 	churnLeft := maxChurn - churn
-	slots := maxJobs + maxChurn - (acceptors + workers)
+	slots := maxJobs + min(maxChurn, workers) - (acceptors + workers)
 	return max(0, min(churnLeft, slots))
 }
 

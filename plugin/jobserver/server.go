@@ -319,21 +319,24 @@ func (s *Server) spawnAcceptors(extra int) {
 	if s.stopping || s.ctx == nil {
 		return
 	}
-	n := max(WantAcceptors(cfg.MaxJobs, cfg.MaxAcceptors, len(s.workers))-s.acceptors, 0) + extra
-	for i := 0; i < n; i++ {
+	n := max(WantAcceptors(cfg.MaxJobs, cfg.MaxAcceptors, len(s.workers))-s.acceptors, 0)
+	for i := 0; i < n+extra; i++ {
 		s.acceptors++
 		s.wg.Add(1)
+		rotating := i >= n
 		go func() {
 			defer s.wg.Done()
-			s.accept()
+			s.accept(rotating)
 		}()
 	}
 }
 
 // accept waits for a due job and turns into its worker. An acceptor no
 // longer needed (more acceptors than wanted) leaves after a wait of
-// startup_jitter without a job.
-func (s *Server) accept() {
+// startup_jitter without a job. Only a rotating acceptor (started by the
+// interval step to replace a running job) may take a job beyond max_jobs;
+// any other gives it back, so a max_jobs lowered while it waited holds.
+func (s *Server) accept(rotating bool) {
 	leave := func() {
 		s.mu.Lock()
 		s.acceptors--
@@ -369,10 +372,12 @@ func (s *Server) accept() {
 			continue
 		}
 		s.mu.Lock()
-		if s.stopping {
+		if s.stopping || !rotating && len(s.workers) >= s.config().MaxJobs {
 			s.acceptors--
 			s.mu.Unlock()
-			s.q.Resubmit(context.Background(), job, time.Time{}, nil)
+			if err := s.q.Resubmit(context.Background(), job, time.Time{}, nil); err != nil {
+				s.log.Warn("could not give back an accepted job", "job", job.ID, "error", err)
+			}
 			return
 		}
 		s.acceptors--

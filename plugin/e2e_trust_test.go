@@ -164,3 +164,42 @@ func TestE2EMaxJobsZeroAtStart(t *testing.T) {
 		})
 	}
 }
+
+// TestE2EFinishedTransientJobLookup (issue 11 item 14): a finished
+// `POST /_replicate` job stays visible at `_scheduler/jobs/{rep id}` for
+// transient_job_max_age_sec, under its id as given and with "+" sent as a
+// space (form decoding).
+func TestE2EFinishedTransientJobLookup(t *testing.T) {
+	c := startCouch(t, "")
+	c.must("PUT", "/src", "", 201)
+	c.must("PUT", "/tgt", "", 201)
+	c.putDocs("src", 0, 3)
+	// A continuous job's answer names its id; the one-shot job of the same
+	// endpoints has the same base id without the suffix.
+	body := c.must("POST", "/_replicate", fmt.Sprintf(`{"source":%q,"target":%q,"continuous":true}`, c.endpoint("src"), c.endpoint("tgt")), 202)
+	var res struct {
+		OK      bool   `json:"ok"`
+		LocalID string `json:"_local_id"`
+	}
+	json.Unmarshal([]byte(body), &res)
+	if !strings.HasSuffix(res.LocalID, "+continuous") {
+		t.Fatalf("continuous _replicate: %s", body)
+	}
+	for _, id := range []string{res.LocalID, strings.ReplaceAll(res.LocalID, "+", "%20")} {
+		c.eventually("continuous job listed as "+id, 10*time.Second, func() bool {
+			code, _ := c.req("GET", "/_scheduler/jobs/"+id, "")
+			return code == 200
+		})
+	}
+	c.must("POST", "/_replicate", fmt.Sprintf(`{"source":%q,"target":%q,"continuous":true,"cancel":true}`, c.endpoint("src"), c.endpoint("tgt")), 200)
+	base := strings.TrimSuffix(res.LocalID, "+continuous")
+	body = c.must("POST", "/_replicate", fmt.Sprintf(`{"source":%q,"target":%q}`, c.endpoint("src"), c.endpoint("tgt")), 200)
+	if !strings.Contains(body, `"ok":true`) {
+		t.Fatalf("one-shot _replicate: %s", body)
+	}
+	time.Sleep(1500 * time.Millisecond) // a scheduler interval after finishing
+	code, got := c.req("GET", "/_scheduler/jobs/"+base, "")
+	if code != 200 || !strings.Contains(got, base) {
+		t.Errorf("GET /_scheduler/jobs/%s after completion: %d %s", base, code, got)
+	}
+}

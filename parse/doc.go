@@ -68,6 +68,6 @@
 //   - TransientJobID follows CouchDB 4.x's shape but is only meant to be
 //     stable within couchepi.
 //
-// `since_seq` does not change the replication id, as observed on CouchDB
-// 3.5.0 (whose source code suggests otherwise); `winning_revs_only` does.
+// `since_seq` and `winning_revs_only` change the replication id, as in
+// CouchDB 3.5.2 (3.5.0 left since_seq out).
 package parse

@@ -15,8 +15,9 @@ import (
 // filterCode is the JavaScript source of a "ddoc/name" filter as stored in
 // the design doc (`filters.<name>`); it is trimmed as CouchDB trims it (see
 // trimFilterCode), so passing already-trimmed code gives the same id. It is
-// ignored for other filter types. `since_seq` does not change the id, as
-// observed on CouchDB 3.5.0.
+// ignored for other filter types. A `since_seq` is appended last, as
+// CouchDB 3.5.2 does (3.5.0 left it out, so two replications differing only
+// in since_seq shared a checkpoint).
 func ReplicationID(rep *Rep, serverUUID, filterCode string) RepID {
 	return RepID{Base: baseID(rep, serverUUID, filterCode), Ext: idExt(rep)}
 }
@@ -28,7 +29,20 @@ func baseID(rep *Rep, uuid any, filterCode string) string {
 	if rep.WinningRevsOnly {
 		parts = append(parts, "winning_revs_only")
 	}
-	return md5Hex(termToBinary(parts))
+	return md5Hex(termToBinary(appendSinceSeq(parts, rep)))
+}
+
+// appendSinceSeq appends the since_seq value as CouchDB 3.5.2 does: the
+// JSON value as jiffy decodes it (integer, binary, ejson object…).
+func appendSinceSeq(parts []any, rep *Rep) []any {
+	if len(rep.SinceSeq) == 0 {
+		return parts
+	}
+	v, err := decodeOrdered(rep.SinceSeq)
+	if err != nil {
+		return append(parts, string(rep.SinceSeq))
+	}
+	return append(parts, v)
 }
 
 func idExt(rep *Rep) string {
@@ -68,7 +82,7 @@ func TransientJobID(rep *Rep, serverUUID string) string {
 	if rep.WinningRevsOnly {
 		parts = append(parts, "winning_revs_only")
 	}
-	return md5Hex(termToBinary(parts))
+	return md5Hex(termToBinary(appendSinceSeq(parts, rep)))
 }
 
 // endpointInfo is the id's endpoint tuple

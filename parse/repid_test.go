@@ -82,8 +82,6 @@ func TestReplicationIDHandDerived(t *testing.T) {
 	plain := "0e0b715bd9863a3badba441ace7458f0"
 	same := []struct{ name, body string }{
 		{"password", `{"source":"http://admin:other@127.0.0.1:25984/ra","target":"http://admin:x@127.0.0.1:25984/rb"}`},
-		{"since_seq number", `{` + ep + `,"since_seq":5}`},
-		{"since_seq string", `{` + ep + `,"since_seq":"5-g1AAAA"}`},
 		{"trailing slash given", `{"source":"http://admin:pass@127.0.0.1:25984/ra/","target":"http://admin:pass@127.0.0.1:25984/rb/"}`},
 		{"options outside the id", `{` + ep + `,"worker_processes":1,"use_checkpoints":false,"checkpoint_interval":5}`},
 		{"default Accept header", `{"source":{"url":"http://admin:pass@127.0.0.1:25984/ra","headers":{"Accept":"application/json"}},"target":"http://admin:pass@127.0.0.1:25984/rb"}`},
@@ -100,6 +98,9 @@ func TestReplicationIDHandDerived(t *testing.T) {
 		{"host name", `{"source":"http://admin:pass@localhost:25984/ra","target":"http://admin:pass@127.0.0.1:25984/rb"}`},
 		{"builtin filter", `{` + ep + `,"filter":"_design"}`},
 		{"empty doc_ids", `{` + ep + `,"doc_ids":[]}`},
+		{"since_seq number", `{` + ep + `,"since_seq":5}`},
+		{"since_seq string", `{` + ep + `,"since_seq":"5-g1AAAA"}`},
+		{"since_seq other number", `{` + ep + `,"since_seq":6}`},
 	}
 	seen := map[string]string{plain: "plain"}
 	for _, c := range differ {
@@ -182,5 +183,27 @@ func TestJobIDs(t *testing.T) {
 	r2, _ := ReplicateRequest([]byte(`{"source":"http://h/a","target":"http://h/b","filter":"app/f","continuous":true}`), UserCtx{Name: "bob"}, DefaultOptions())
 	if TransientJobID(r1, observedUUID) == TransientJobID(r2, observedUUID) {
 		t.Error("continuous should change the transient job id")
+	}
+}
+
+// TestReplicationIDSinceSeq (issue 11 item 8): since_seq is hashed last, as
+// CouchDB 3.5.2's couch_replicator_ids does (Base4 = Base3 ++ [SinceSeq]).
+// The expected ids were computed with Erlang/OTP's term_to_binary and md5
+// on that term, built from the plain vector's parts (the same construction
+// gives the plain vector, 0e0b715b…, that CouchDB 3.5.0 returned).
+func TestReplicationIDSinceSeq(t *testing.T) {
+	const ep = `"source":"http://admin:pass@127.0.0.1:25984/ra","target":"http://admin:pass@127.0.0.1:25984/rb"`
+	tests := []struct{ name, extra, want string }{
+		{"none", ``, "0e0b715bd9863a3badba441ace7458f0"},
+		{"integer", `,"since_seq":5`, "28d2ee2c2817c7781aad6159f1140042"},
+		{"string", `,"since_seq":"5-g1AAAA"`, "899136923c76f6de8a04e9375f606ee6"},
+		{"object", `,"since_seq":{"a":1}`, "7daa5194d8456e4003efcf63ce29808e"},
+		{"after winning_revs_only", `,"winning_revs_only":true,"since_seq":5`, "198c1cff1567c37e0556e41b872b282f"},
+		{"bignum", `,"since_seq":123456789012345678901234567890`, "dffda44a54e8dfd100675e03a3d58d86"},
+	}
+	for _, tc := range tests {
+		if got := idOf(t, `{`+ep+tc.extra+`}`, "").Base; got != tc.want {
+			t.Errorf("%s: base %s, want %s", tc.name, got, tc.want)
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/couchepi/couchepi/hooks"
@@ -86,6 +87,53 @@ func (i *instance) reportTransportError() {
 	}
 }
 
+// privateCopy copies the binary at path, through one open file, into a new
+// directory only this user can enter, hashing the bytes as they are
+// copied. The host executes the copy, so the bytes it runs are the bytes
+// it hashed, whatever happens to path meanwhile (checking path and then
+// executing it would let a file renamed over path in between run
+// unverified). remove deletes the copy and its directory; a running
+// process keeps its image.
+func privateCopy(path, stateDir string) (exe, sum string, remove func(), err error) {
+	src, err := os.Open(path)
+	if err != nil {
+		return "", "", nil, err
+	}
+	defer src.Close()
+	if fi, err := src.Stat(); err != nil {
+		return "", "", nil, err
+	} else if !fi.Mode().IsRegular() {
+		return "", "", nil, fmt.Errorf("not a regular file")
+	}
+	dir, err := os.MkdirTemp(stateDir, ".couchepi-exec-")
+	if err != nil {
+		return "", "", nil, fmt.Errorf("private copy: %w", err)
+	}
+	remove = func() { os.RemoveAll(dir) }
+	exe = filepath.Join(dir, filepath.Base(path))
+	// No fork while the copy is open for writing: a child forked now would
+	// hold the descriptor until it execs, and executing the copy meanwhile
+	// fails with "text file busy".
+	syscall.ForkLock.Lock()
+	dst, err := os.OpenFile(exe, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o700)
+	if err != nil {
+		syscall.ForkLock.Unlock()
+		remove()
+		return "", "", nil, fmt.Errorf("private copy: %w", err)
+	}
+	hash := sha256.New()
+	_, err = io.Copy(io.MultiWriter(dst, hash), src)
+	if cerr := dst.Close(); err == nil {
+		err = cerr
+	}
+	syscall.ForkLock.Unlock()
+	if err != nil {
+		remove()
+		return "", "", nil, fmt.Errorf("private copy: %w", err)
+	}
+	return exe, hex.EncodeToString(hash.Sum(nil)), remove, nil
+}
+
 // checksum returns the hex SHA-256 of the file at path.
 func checksum(path string) (string, error) {
 	f, err := os.Open(path)
@@ -108,10 +156,11 @@ func (h *Host) launch(ctx context.Context, m *managed, spec Spec) (*instance, er
 	if err != nil {
 		return nil, fmt.Errorf("plugin %s: %w", spec.Path, err)
 	}
-	sum, err := checksum(path)
+	exe, sum, removeCopy, err := privateCopy(path, h.cfg.StateDir)
 	if err != nil {
 		return nil, fmt.Errorf("plugin %s: %w", path, err)
 	}
+	defer removeCopy()
 	var secure *plugin.SecureConfig
 	if spec.SHA256 != "" {
 		want := strings.ToLower(strings.TrimSpace(spec.SHA256))
@@ -122,10 +171,11 @@ func (h *Host) launch(ctx context.Context, m *managed, spec Spec) (*instance, er
 		if want != sum {
 			return nil, fmt.Errorf("plugin %s: checksum mismatch: expected sha256 %s, binary has sha256 %s; not started", path, want, sum)
 		}
+		// go-plugin checks the private copy once more before running it.
 		secure = &plugin.SecureConfig{Checksum: raw, Hash: sha256.New()}
 	}
 	log := m.log
-	cmd := exec.Command(path)
+	cmd := exec.Command(exe)
 	if h.cfg.StateDir != "" {
 		// Plugins keep their durable files (the replicator's job store) here,
 		// named after themselves, so a reloaded binary finds its predecessor's.

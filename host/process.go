@@ -105,6 +105,11 @@ func privateCopy(path, stateDir string) (exe, sum string, remove func(), err err
 	} else if !fi.Mode().IsRegular() {
 		return "", "", nil, fmt.Errorf("not a regular file")
 	}
+	if stateDir != "" {
+		if err := os.MkdirAll(stateDir, 0o700); err != nil {
+			return "", "", nil, fmt.Errorf("private copy: %w", err)
+		}
+	}
 	dir, err := os.MkdirTemp(stateDir, ".couchepi-exec-")
 	if err != nil {
 		return "", "", nil, fmt.Errorf("private copy: %w", err)

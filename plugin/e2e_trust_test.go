@@ -203,3 +203,53 @@ func TestE2EFinishedTransientJobLookup(t *testing.T) {
 		t.Errorf("GET /_scheduler/jobs/%s after completion: %d %s", base, code, got)
 	}
 }
+
+// TestE2ECancelStopsWriting (issue 11 items 9 and 10): once a cancel of a
+// continuous _replicate answers 200, nothing more reaches the target, and
+// the work done since the last interval checkpoint is checkpointed, so the
+// same replication started again at once resumes with cumulative stats
+// instead of re-reading everything.
+func TestE2ECancelStopsWriting(t *testing.T) {
+	// checkpoint_interval far away: only the stop can checkpoint.
+	c := startCouch(t, "checkpoint_interval = 600000\n")
+	c.must("PUT", "/src", "", 201)
+	c.must("PUT", "/tgt", "", 201)
+	c.putDocs("src", 0, 10)
+	body := fmt.Sprintf(`{"source":%q,"target":%q,"continuous":true`, c.endpoint("src"), c.endpoint("tgt"))
+	c.must("POST", "/_replicate", body+"}", 202)
+	c.eventually("first docs replicated", 20*time.Second, func() bool { return c.docCount("tgt") == 10 })
+	c.must("POST", "/_replicate", body+`,"cancel":true}`, 200)
+
+	// Item 10: restarted at once, the job resumes from the checkpoint its
+	// stop wrote: the 10 docs it wrote count, nothing is re-read.
+	c.must("POST", "/_replicate", body+"}", 202)
+	type taskStats struct {
+		DocsRead    int `json:"docs_read"`
+		DocsWritten int `json:"docs_written"`
+	}
+	var stats taskStats
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) && stats.DocsWritten < 10 {
+		time.Sleep(200 * time.Millisecond)
+		_, b := c.req("GET", "/_active_tasks", "")
+		var tasks []json.RawMessage
+		json.Unmarshal([]byte(b), &tasks)
+		for _, task := range tasks {
+			if strings.Contains(string(task), `"type":"replication"`) {
+				json.Unmarshal(task, &stats)
+			}
+		}
+	}
+	if stats.DocsWritten != 10 || stats.DocsRead != 10 {
+		t.Errorf("resumed run stats %+v, want docs_read 10, docs_written 10 (cumulative from the stop checkpoint)", stats)
+	}
+
+	// Item 9: after the cancel answers, nothing more is written.
+	c.must("POST", "/_replicate", body+`,"cancel":true}`, 200)
+	after := c.docCount("tgt")
+	c.must("POST", "/src/_bulk_docs", `{"docs":[{"_id":"late1"},{"_id":"late2"}]}`, 201)
+	time.Sleep(1500 * time.Millisecond)
+	if got := c.docCount("tgt"); got != after {
+		t.Fatalf("target went from %d to %d docs after the cancel answered", after, got)
+	}
+}

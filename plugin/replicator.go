@@ -131,9 +131,11 @@ func (p *replicator) Start(ctx context.Context, host hooks.Services) error {
 	repID := func(ctx context.Context, rep *parse.Rep) (parse.RepID, error) {
 		return replicate.ComputeRepID(ctx, rep, info.UUID, pool)
 	}
-	front := frontend.New(frontend.Config{Queue: q, Services: host, Logger: p.log, ServerUUID: info.UUID, LocalURL: info.URL, RepID: repID})
+	var server *jobserver.Server
+	stopJob := func(ctx context.Context, jobID string) error { return server.StopJob(ctx, jobID) }
+	front := frontend.New(frontend.Config{Queue: q, Services: host, Logger: p.log, ServerUUID: info.UUID, LocalURL: info.URL, RepID: repID, StopJob: stopJob})
 	front.SetOptions(po)
-	server := jobserver.New(jobserver.Options{Queue: q, Services: host, Logger: p.log, Pool: pool, ServerUUID: info.UUID, Node: info.Node, RepID: repID}, sc)
+	server = jobserver.New(jobserver.Options{Queue: q, Services: host, Logger: p.log, Pool: pool, ServerUUID: info.UUID, Node: info.Node, RepID: repID}, sc)
 	// Single-owner store: jobs it shows running were left by a dead process.
 	if err := server.Start(ctx, true); err != nil {
 		q.Close()

@@ -196,6 +196,16 @@ func (f *Frontend) apply(ctx context.Context, db string, pos jobdata.DBSeq, batc
 		return err
 	}
 	for _, p := range plans {
+		if p.fresh == nil && !p.skip && f.cfg.StopJob != nil {
+			// A deleted doc: stop its worker now rather than at its next
+			// update, checkpointing the work done.
+			jobID := p.jobID
+			go func() {
+				if err := f.cfg.StopJob(context.Background(), jobID); err != nil {
+					f.log.Warn("stopping the job of a deleted doc failed", "job", jobID, "error", err)
+				}
+			}()
+		}
 		if p.stripState && f.cfg.Services != nil {
 			docID := p.docID
 			go func() {

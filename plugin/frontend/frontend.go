@@ -41,6 +41,10 @@ type Config struct {
 	RepID RepIDFunc
 	// Now is the clock (nil = time.Now).
 	Now func() time.Time
+	// StopJob, when set, stops the local worker of a removed job and
+	// returns once it has stopped writing (jobserver.Server.StopJob), so
+	// that a cancel's answer means the replication has stopped.
+	StopJob func(ctx context.Context, jobID string) error
 }
 
 // Frontend creates, updates and removes replication jobs.

@@ -132,6 +132,11 @@ func (f *Frontend) cancel(ctx context.Context, w http.ResponseWriter, rep *parse
 	}); err != nil {
 		return &hooks.Error{Status: 500, Err: "error", Reason: err.Error()}
 	}
+	if f.cfg.StopJob != nil {
+		if err := f.cfg.StopJob(ctx, jobID); err != nil {
+			return &hooks.Error{Status: 500, Err: "error", Reason: "cancelled, but the replication did not stop in time: " + err.Error()}
+		}
+	}
 	f.log.Info("transient replication cancelled", "job", jobID, "rep_id", repID)
 	monitor.WriteJSON(w, http.StatusOK, okLocalID{true, repID})
 	return nil

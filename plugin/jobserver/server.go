@@ -27,6 +27,7 @@ var (
 	errShutdown     = errors.New("job server stopping")
 	errRepIDChanged = errors.New("replication id changed")
 	errLockLost     = errors.New("job lock lost")
+	errRemoved      = errors.New("job removed")
 )
 
 // shutdownGrace bounds how long Stop waits for running jobs to checkpoint.
@@ -396,6 +397,27 @@ func (s *Server) accept(rotating bool) {
 		}()
 		s.spawnAcceptors(0)
 		return
+	}
+}
+
+// StopJob stops this node's worker of a job that was removed (a
+// cancelled _replicate, a deleted doc) and waits until it has stopped
+// writing and written its final checkpoint, or ctx ends. A job this node
+// does not run is not an error: a worker elsewhere stops at its next
+// update, when the queue tells it the job is gone.
+func (s *Server) StopJob(ctx context.Context, jobID string) error {
+	s.mu.Lock()
+	w := s.workers[jobID]
+	s.mu.Unlock()
+	if w == nil {
+		return nil
+	}
+	w.stop(errRemoved)
+	select {
+	case <-w.exited:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

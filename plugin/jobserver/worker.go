@@ -34,10 +34,11 @@ type worker struct {
 	cancel context.CancelCauseFunc
 	cause  error // set by stop before the replication started
 	done   atomic.Bool
+	exited chan struct{} // closed when run has returned (final checkpoint written)
 }
 
 func newWorker(s *Server, job *jobs.Job) *worker {
-	w := &worker{s: s, job: job, started: time.Now()}
+	w := &worker{s: s, job: job, started: time.Now(), exited: make(chan struct{})}
 	if rec, err := jobdata.Decode(job.Data); err == nil {
 		w.continuous = rec.Continuous()
 		w.key = rec.ShareKey()
@@ -76,6 +77,7 @@ func isUserFilter(f string) bool { return f != "" && !strings.HasPrefix(f, "_") 
 
 // run is the life of one job run (CouchDB 4.x couch_replicator_job).
 func (w *worker) run() {
+	defer close(w.exited)
 	defer w.done.Store(true)
 	s, cfg := w.s, w.s.config()
 	log := s.log.With("job", w.job.ID)
@@ -91,7 +93,9 @@ func (w *worker) run() {
 		return
 	}
 	if cause := w.stopCause(); cause != nil {
-		w.requeue(rec, cause)
+		if !errors.Is(cause, errRemoved) {
+			w.requeue(rec, cause)
+		}
 		return
 	}
 	// 1. Replication id.
@@ -430,8 +434,8 @@ func (w *worker) execute(rec *jobdata.Record, repID parse.RepID, cfg Config) {
 				checkFilter()
 			}
 		case out := <-done:
-			if halted || errors.Is(context.Cause(ctx), errLockLost) {
-				return
+			if halted || errors.Is(context.Cause(ctx), errLockLost) || errors.Is(context.Cause(ctx), errRemoved) {
+				return // the job is gone or someone else's: leave its record alone
 			}
 			statsMu.Lock()
 			rec.Stats = latest

@@ -579,3 +579,12 @@ func redactText(s string) string {
 	}
 	return s
 }
+
+// RedactedProxy returns the endpoint's proxy URL without credentials, or ""
+// when it has none.
+func (c *Client) RedactedProxy() string {
+	if c.ep.Proxy == "" {
+		return ""
+	}
+	return parse.RedactURL(c.ep.Proxy)
+}

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"strings"
+	"syscall"
 
 	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/couchclient"
@@ -64,3 +67,50 @@ func maxBackoff(err error) *Error {
 	}
 	return nil
 }
+
+// openFailure words why an endpoint could not be opened, naming the cause
+// (CouchDB 3.x says "could not open <url>" for every one): connection
+// refused, timeout, TLS, HTTP status, or the proxy that could not be
+// reached. It never includes credentials.
+func openFailure(c *couchclient.Client, err error, status string) string {
+	msg := "could not open " + c.RedactedURL()
+	if status != "" {
+		return msg + ": the server answered " + status
+	}
+	var proxyAddr string
+	if p := c.RedactedProxy(); p != "" {
+		if u, perr := url.Parse(p); perr == nil {
+			proxyAddr = u.Host
+		}
+	}
+	var op *net.OpError
+	isOp := errors.As(err, &op)
+	viaProxy := c.RedactedProxy() != "" && isOp && (op.Op == "proxyconnect" || op.Addr != nil && sameHostPort(op.Addr.String(), proxyAddr))
+	var cause string
+	var ne net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		cause = "connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		cause = "connection reset"
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		cause = "host unreachable"
+	case errors.As(err, &ne) && ne.Timeout():
+		cause = "timed out"
+	default:
+		var ue *url.Error
+		inner := err
+		if errors.As(err, &ue) {
+			inner = ue.Err // url.Error repeats the URL, credentials included
+		}
+		cause = redactAll(inner.Error())
+	}
+	if viaProxy {
+		return msg + ": proxy " + c.RedactedProxy() + " unreachable: " + cause
+	}
+	return msg + ": " + cause
+}
+
+// sameHostPort compares two host:port strings, treating "localhost" and
+// the loopback address alike only when equal as written.
+func sameHostPort(a, b string) bool { return a != "" && b != "" && a == b }

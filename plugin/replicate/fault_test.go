@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/couchepi/couchepi/parse"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -191,5 +194,61 @@ func TestUnimportableRevCountsAsFailure(t *testing.T) {
 	}
 	if res.Stats.DocWriteFailures != 1 {
 		t.Fatalf("doc_write_failures %d, want 1 (stats %+v)", res.Stats.DocWriteFailures, res.Stats)
+	}
+}
+
+// TestOpenFailureCauses (issue 11 item 15): an endpoint that cannot be
+// opened says why (connection refused, an HTTP status, a dead proxy named
+// as such), never with credentials; only a 404 is the bare "could not open".
+func TestOpenFailureCauses(t *testing.T) {
+	s := startServer(t)
+	closed := func() string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		return addr
+	}
+	unavailable := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer unavailable.Close()
+	deadProxy := "http://pu:proxysecret@" + closed()
+	tgt := s.newDB(t, "tgt")
+	tests := []struct {
+		name   string
+		source parse.Endpoint
+		want   string
+	}{
+		{"missing db", s.endpoint("nodb-here"), "db_not_found: could not open " + s.Base + "nodb-here/"},
+		{"connection refused", parse.Endpoint{URL: "http://u:secret@" + closed() + "/db/"}, ": connection refused"},
+		{"503 to everything", parse.Endpoint{URL: unavailable.URL + "/db/"}, ": the server answered 503 Service Unavailable"},
+		{"dead proxy", parse.Endpoint{URL: s.Base + "db/", Proxy: deadProxy}, ": proxy http://pu:*****@" + strings.TrimPrefix(deadProxy, "http://pu:proxysecret@") + " unreachable: connection refused"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := testRep(s, "x", tgt)
+			rep.Source = tc.source
+			rep.RetriesPerRequest = 0
+			_, err := Run(context.Background(), rep, Options{ServerUUID: "0123456789abcdef0123456789abcdef"})
+			if err == nil {
+				t.Fatal("Run succeeded")
+			}
+			msg := err.Error()
+			if tc.name == "missing db" {
+				if msg != tc.want {
+					t.Fatalf("error %q, want %q", msg, tc.want)
+				}
+			} else if !strings.Contains(msg, tc.want) {
+				t.Fatalf("error %q does not say %q", msg, tc.want)
+			}
+			for _, secret := range []string{"secret", "proxysecret"} {
+				if strings.Contains(msg, secret) {
+					t.Fatalf("error reveals a credential: %q", msg)
+				}
+			}
+		})
 	}
 }

@@ -179,7 +179,7 @@ func openDB(ctx context.Context, c *couchclient.Client) (dbInfo, error) {
 			return info, newError("db_not_found", "could not open "+c.RedactedURL()+": "+certErr.Error()+
 				" (see [replicator] ssl_trusted_certificates_file and verify_ssl_certificates)", false)
 		}
-		return info, newError("db_not_found", "could not open "+c.RedactedURL(), false)
+		return info, newError("db_not_found", openFailure(c, err, ""), false)
 	}
 	defer resp.Body.Close()
 	switch resp.StatusCode {
@@ -190,9 +190,12 @@ func openDB(ctx context.Context, c *couchclient.Client) (dbInfo, error) {
 	case http.StatusForbidden:
 		drainClose(resp)
 		return info, newError("forbidden", "forbidden to access database "+c.RedactedURL(), true)
-	default:
+	case http.StatusNotFound:
 		drainClose(resp)
 		return info, newError("db_not_found", "could not open "+c.RedactedURL(), false)
+	default:
+		drainClose(resp)
+		return info, newError("db_not_found", openFailure(c, nil, resp.Status), false)
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&info); err != nil || info.UpdateSeq == nil {
 		return info, newError("db_not_found", "could not open "+c.RedactedURL(), false)

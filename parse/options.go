@@ -44,6 +44,13 @@ func OptionsFromConfig(replicatorSection map[string]string) (Options, error) {
 			errs = append(errs, newError("[replicator] "+reasonBoolean(key)))
 		}
 	}
+	if v := replicatorSection["connect_to"]; v != "" {
+		ct, err := ParseConnectTo(v)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		o.ConnectTo = ct
+	}
 	intKey("worker_processes", &o.WorkerProcesses, 1)
 	intKey("worker_batch_size", &o.WorkerBatchSize, 1)
 	intKey("http_connections", &o.HTTPConnections, 1)

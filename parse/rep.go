@@ -250,6 +250,9 @@ type Options struct {
 	// Password is `password`, the passphrase of an encrypted KeyFile.
 	// It is a secret: never log it.
 	Password string
+	// ConnectTo is connect_to: connection overrides, like curl's
+	// --connect-to (see ParseConnectTo).
+	ConnectTo []ConnectTo
 
 	// LocalURL is the server's own base URL (e.g. "http://127.0.0.1:5984/");
 	// POST /_replicate rewrites bare db names to LocalURL + url.PathEscape(name).

@@ -11,6 +11,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -116,7 +118,7 @@ func (p *Pool) Configure(o parse.Options) error {
 	defer p.mu.Unlock()
 	old := p.settings.Load()
 	p.settings.Store(&poolSettings{opts: o, tls: cfg, requestTimeout: time.Duration(o.RequestTimeout) * time.Millisecond, configured: true})
-	if !old.configured || tlsKeysChanged(old.opts, o) {
+	if !old.configured || tlsKeysChanged(old.opts, o) || !slices.Equal(old.opts.ConnectTo, o.ConnectTo) {
 		for _, t := range p.transports {
 			t.CloseIdleConnections()
 		}
@@ -198,7 +200,7 @@ func (p *Pool) transport(u *url.URL, proxyURL string, maxConns int) (*http.Trans
 	// one server each hold a connection open for their changes feed; a
 	// host-wide cap of http_connections starved all but the first few.
 	t := &http.Transport{
-		DialContext:         dialer.DialContext,
+		DialContext:         p.connectTo(dialer.DialContext),
 		MaxIdleConnsPerHost: maxConns,
 		MaxIdleConns:        0,
 		IdleConnTimeout:     p.opts.ConnectionCloseInterval,
@@ -237,6 +239,25 @@ func (p *Pool) transport(u *url.URL, proxyURL string, maxConns int) (*http.Trans
 	}
 	p.transports[key] = t
 	return t, gen, nil
+}
+
+// connectTo wraps dial so that an address matching a `[replicator]
+// connect_to` override is dialled at its target instead; the request keeps
+// the original host for its Host header, TLS server name and certificate
+// check.
+func (p *Pool) connectTo(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if list := p.settings.Load().opts.ConnectTo; len(list) > 0 {
+			if host, port, err := net.SplitHostPort(addr); err == nil {
+				if n, err := strconv.Atoi(port); err == nil {
+					if target, ok := parse.ResolveConnectTo(list, host, n); ok {
+						addr = target
+					}
+				}
+			}
+		}
+		return dial(ctx, network, addr)
+	}
 }
 
 func hostPort(u *url.URL) string {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -250,5 +251,45 @@ func TestOpenFailureCauses(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestConnectTo (issue 11 item 13): with `[replicator] connect_to` mapping
+// a name that does not resolve to the server's address, the replication
+// runs; without it, the name fails to resolve.
+func TestConnectTo(t *testing.T) {
+	s := startServer(t)
+	src, tgt := s.newDB(t, "src"), s.newDB(t, "tgt")
+	seedSource(t, s, src, 5)
+	u, err := url.Parse(s.Base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := u.Port()
+	rep := testRep(s, src, tgt)
+	rep.Source.URL = "http://couchepi-connect-to.invalid:" + port + "/" + src + "/"
+	rep.RetriesPerRequest = 0
+
+	_, err = Run(context.Background(), rep, Options{ServerUUID: "0123456789abcdef0123456789abcdef"})
+	if err == nil || !strings.Contains(err.Error(), "could not resolve") {
+		t.Fatalf("without connect_to: %v, want a resolution failure", err)
+	}
+
+	opts := parse.DefaultOptions()
+	opts.ConnectTo, err = parse.ParseConnectTo("couchepi-connect-to.invalid:" + port + ":127.0.0.1:" + port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := couchclient.NewPool(couchclient.PoolOptions{})
+	defer pool.Close()
+	if err := pool.Configure(opts); err != nil {
+		t.Fatal(err)
+	}
+	res := runRep(t, rep, Options{Pool: pool})
+	if res.Stats.DocsWritten == 0 {
+		t.Fatalf("nothing replicated through connect_to: %+v", res.Stats)
+	}
+	if d := diffTrees(s.contents(t, src), s.contents(t, tgt), nil); len(d) > 0 {
+		t.Fatalf("target differs:\n%s", strings.Join(d, "\n"))
 	}
 }

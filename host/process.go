@@ -40,7 +40,8 @@ type instance struct {
 	client *plugin.Client
 	rpc    pb.PluginClient
 	broker *plugin.GRPCBroker
-	path   string
+	path   string // the binary as the user named it
+	exe    string // the private copy executed (see privateCopy)
 	sum    string
 	pid    int
 	info   hooks.PluginInfo
@@ -200,7 +201,7 @@ func (h *Host) launch(ctx context.Context, m *managed, spec Spec) (*instance, er
 		StartTimeout:     time.Minute,
 		GRPCDialOptions:  pluginDialOptions(),
 	})
-	inst := &instance{m: m, client: client, path: path, sum: sum,
+	inst := &instance{m: m, client: client, path: path, exe: exe, sum: sum,
 		exited: make(chan struct{}), retired: make(chan struct{}), suspect: make(chan struct{}, 1),
 		hookStreams: make(chan *hookStream, idleHookStreams)}
 	inst.streamCtx, inst.stopStreams = context.WithCancel(context.Background())
@@ -288,7 +289,9 @@ func (h *Host) spawn(inst *instance) error {
 			return
 		}
 		inst.pid = inst.client.ReattachConfig().Pid
-		pidFile := writePidFile(h.cfg.StateDir, inst.pid, inst.path, h.log)
+		// The pid file names the executed copy: killStale matches it
+		// against /proc/<pid>/exe.
+		pidFile := writePidFile(h.cfg.StateDir, inst.pid, inst.exe, h.log)
 		started <- nil
 		for !inst.client.Exited() {
 			time.Sleep(50 * time.Millisecond)

@@ -53,26 +53,34 @@ func newReplicator(log hclog.Logger) *replicator {
 	return &replicator{log: log, serverConf: jobserver.DefaultConfig(), parseOpts: parse.DefaultOptions()}
 }
 
-// Info declares the hooks and routes of the replicator.
+// Info declares the hooks and routes of the replicator. A node that is not
+// an api_frontend still validates replicator docs and hides credentials
+// (writes may land on any node), but turns no doc into a job and serves no
+// route.
 func (p *replicator) Info() hooks.PluginInfo {
+	p.mu.Lock()
+	nt := readNodeTypes(p.conf)
+	p.mu.Unlock()
 	var subs []hooks.Subscription
 	for _, h := range hooks.Hooks {
+		if !nt.apiFrontend && h != hooks.BeforeDocUpdate && h != hooks.AfterDocRead {
+			continue
+		}
 		for _, db := range replicatorDBs {
 			subs = append(subs, hooks.Subscription{Hook: h, DB: db})
 		}
 	}
-	return hooks.PluginInfo{
-		Name:          "replicator",
-		Version:       version,
-		Subscriptions: subs,
-		Routes: []hooks.Route{
+	info := hooks.PluginInfo{Name: "replicator", Version: version, Subscriptions: subs}
+	if nt.apiFrontend {
+		info.Routes = []hooks.Route{
 			{Method: http.MethodPost, Path: "/_replicate"},
 			{Method: http.MethodGet, Path: "/_scheduler/jobs"},
 			{Method: http.MethodGet, Path: "/_scheduler/jobs/*"},
 			{Method: http.MethodGet, Path: "/_scheduler/docs"},
 			{Method: http.MethodGet, Path: "/_scheduler/docs/*"},
-		},
+		}
 	}
+	return info
 }
 
 // Configure reads the `[replicator]` and `[replicator.shares]` sections;
@@ -114,10 +122,14 @@ func (p *replicator) Start(ctx context.Context, host hooks.Services) error {
 	p.mu.Lock()
 	conf, sc, po := p.conf, p.serverConf, p.parseOpts
 	p.mu.Unlock()
-	path := storePath(conf)
-	store, err := openStore(ctx, path, p.log)
+	nt := readNodeTypes(conf)
+	stc, err := readStoreConfig(conf)
 	if err != nil {
-		return fmt.Errorf("open job store %s: %w", path, err)
+		return err
+	}
+	store, err := openStore(ctx, stc, p.log)
+	if err != nil {
+		return fmt.Errorf("open job store %s: %w", stc, err)
 	}
 	q, err := jobs.New(store, jobs.Options{Logger: p.log, Prefix: jobdata.QueuePrefix, Tag: jobdata.ShareTag})
 	if err != nil {
@@ -132,15 +144,24 @@ func (p *replicator) Start(ctx context.Context, host hooks.Services) error {
 		return replicate.ComputeRepID(ctx, rep, info.UUID, pool)
 	}
 	var server *jobserver.Server
-	stopJob := func(ctx context.Context, jobID string) error { return server.StopJob(ctx, jobID) }
+	stopJob := func(ctx context.Context, jobID string) error {
+		if server == nil {
+			return nil
+		}
+		return server.StopJob(ctx, jobID)
+	}
 	front := frontend.New(frontend.Config{Queue: q, Services: host, Logger: p.log, ServerUUID: info.UUID, LocalURL: info.URL, RepID: repID, StopJob: stopJob})
 	front.SetOptions(po)
-	server = jobserver.New(jobserver.Options{Queue: q, Services: host, Logger: p.log, Pool: pool, ServerUUID: info.UUID, Node: info.Node, RepID: repID}, sc)
-	// Single-owner store: jobs it shows running were left by a dead process.
-	if err := server.Start(ctx, true); err != nil {
-		q.Close()
-		store.Close()
-		return err
+	if nt.replication {
+		server = jobserver.New(jobserver.Options{Queue: q, Services: host, Logger: p.log, Pool: pool, ServerUUID: info.UUID, Node: info.Node, RepID: repID}, sc)
+		// A single-owner (bolt) store's running jobs were left by a dead
+		// process; in a shared store they may be another node's, and the
+		// queue's activity monitor re-enqueues those of dead nodes.
+		if err := server.Start(ctx, stc.kind == "bolt"); err != nil {
+			q.Close()
+			store.Close()
+			return err
+		}
 	}
 	monCtx, stopMon := context.WithCancel(context.Background())
 	go q.RunMonitors(monCtx)
@@ -150,12 +171,15 @@ func (p *replicator) Start(ctx context.Context, host hooks.Services) error {
 	p.mon = monitor.New(p.recs)
 	p.stopMon, p.started = stopMon, true
 	p.mu.Unlock()
-	go func() {
-		if err := front.StartCatchUp(context.Background()); err != nil {
-			p.log.Warn("catch-up at start incomplete", "error", err)
-		}
-	}()
-	p.log.Info("replicator started", "version", version, "store", path, "node", info.Node)
+	if nt.apiFrontend {
+		go func() {
+			if err := front.StartCatchUp(context.Background()); err != nil {
+				p.log.Warn("catch-up at start incomplete", "error", err)
+			}
+		}()
+	}
+	p.log.Info("replicator started", "version", version, "store", stc.String(), "node", info.Node,
+		"api_frontend", nt.apiFrontend, "replication", nt.replication)
 	return nil
 }
 
@@ -173,7 +197,10 @@ func (p *replicator) Stop(ctx context.Context) error {
 	if err := p.front.Flush(ctx); err != nil {
 		p.log.Warn("doc events left for catch-up", "error", err)
 	}
-	err := p.server.Stop(ctx)
+	var err error
+	if p.server != nil {
+		err = p.server.Stop(ctx)
+	}
 	p.stopMon()
 	p.queue.Close()
 	if cerr := p.store.Close(); cerr != nil {

@@ -54,6 +54,7 @@ func run(args []string) error {
 	configFile := fs.String("config", "", "CouchDB-style ini file read before <data>/local.ini")
 	fauxton := fs.String("fauxton", "", "directory with Fauxton's static files served at /_utils/")
 	logLevel := fs.String("log-level", "info", "log level: trace, debug, info, warn, error")
+	node := fs.String("node", "", `node name in _membership, _node and _scheduler/jobs (default "nonode@nohost", or "minicouch@<listen address>" with [replicator] job_store = etcd)`)
 	var admins, plugins listFlag
 	fs.Var(&admins, "admin", "server admin NAME:PASSWORD (repeatable)")
 	fs.Var(&plugins, "plugin", "plugin binary to load, PATH or PATH@SHA256 (repeatable)")
@@ -69,6 +70,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	applyNodeTypeEnv(cfg)
 	if err := setAdmins(cfg, admins); err != nil {
 		return err
 	}
@@ -92,7 +94,12 @@ func run(args []string) error {
 	}
 	baseURL := "http://" + ln.Addr().String() + "/"
 
-	srv := couchapi.New(couchapi.Options{Store: st, Config: cfg, Logger: log.Named("http"), URL: baseURL, FauxtonDir: *fauxton})
+	nodeName := *node
+	if nodeName == "" && cfg.GetDefault("replicator", "job_store", "bolt") == "etcd" {
+		// Several nodes share the queue: tell them apart.
+		nodeName = "minicouch@" + ln.Addr().String()
+	}
+	srv := couchapi.New(couchapi.Options{Store: st, Config: cfg, Logger: log.Named("http"), URL: baseURL, FauxtonDir: *fauxton, Node: nodeName})
 	h := host.New(host.Config{Services: srv, Logger: log.Named("couchepi"), Config: cfg.All(),
 		StateDir: filepath.Join(*data, "plugins")})
 	srv.SetHooks(h)
@@ -205,4 +212,21 @@ func setAdmins(cfg *config.Config, admins []string) error {
 		}
 	}
 	return nil
+}
+
+// applyNodeTypeEnv maps CouchDB 4.x's node type variables onto `[node_types]`:
+// COUCHDB_NODE_TYPE_API_FRONTEND and COUCHDB_NODE_TYPE_REPLICATION, when set,
+// override the ini ("false" turns the type off; anything else, on).
+func applyNodeTypeEnv(cfg *config.Config) {
+	for env, key := range map[string]string{
+		"COUCHDB_NODE_TYPE_API_FRONTEND": "api_frontend",
+		"COUCHDB_NODE_TYPE_REPLICATION":  "replication",
+	} {
+		if v, ok := os.LookupEnv(env); ok {
+			if v != "false" {
+				v = "true"
+			}
+			cfg.Override("node_types", key, v)
+		}
+	}
 }

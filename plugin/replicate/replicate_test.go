@@ -233,7 +233,7 @@ func TestCrashReasons(t *testing.T) {
 			r.Source.URL = "http://127.0.0.1:1/db/"
 			r.RetriesPerRequest = 0
 			return r
-		}, "db_not_found: could not open http://127.0.0.1:1/db/"},
+		}, "db_not_found: could not open http://127.0.0.1:1/db/: connection refused"},
 		{"wrong password", func() *parse.Rep {
 			r := testRep(s, src, src)
 			r.Source.Auth = &parse.BasicAuth{Username: "nobody", Password: "wrong-secret"}

@@ -49,6 +49,7 @@ var Defaults = map[string]map[string]string{
 type Config struct {
 	mu        sync.RWMutex
 	values    map[string]map[string]string
+	volatile  map[string]bool // "section\x00key" set by Override: never saved
 	localPath string
 	listeners []func(section, key string)
 }
@@ -185,12 +186,27 @@ func (c *Config) All() hooks.Config {
 // value ("" and false when there was none).
 func (c *Config) Set(section, key, value string) (string, bool, error) {
 	c.mu.Lock()
+	delete(c.volatile, section+"\x00"+key)
 	old, had := c.values[section][key]
 	c.set(section, key, value)
 	err := c.save()
 	c.mu.Unlock()
 	c.notify(section, key)
 	return old, had, err
+}
+
+// Override sets section/key = value for this process only (from the
+// environment, say): it is never written to local.ini, unless a later Set
+// of the same key makes it a persisted value.
+func (c *Config) Override(section, key, value string) {
+	c.mu.Lock()
+	if c.volatile == nil {
+		c.volatile = map[string]bool{}
+	}
+	c.volatile[section+"\x00"+key] = true
+	c.set(section, key, value)
+	c.mu.Unlock()
+	c.notify(section, key)
 }
 
 // Delete removes section/key, persists the change and returns the removed
@@ -242,7 +258,7 @@ func (c *Config) save() error {
 		sort.Strings(keys)
 		for _, k := range keys {
 			v := c.values[s][k]
-			if d, ok := Defaults[s][k]; ok && d == v {
+			if d, ok := Defaults[s][k]; ok && d == v || c.volatile[s+"\x00"+k] {
 				continue
 			}
 			sec, err := f.NewSection(s)

@@ -57,3 +57,30 @@ func TestLoadSetPersist(t *testing.T) {
 		}
 	}
 }
+
+// TestOverrideNotPersisted: a value from the environment applies but never
+// lands in local.ini; a later Set of the same key does.
+func TestOverrideNotPersisted(t *testing.T) {
+	dir := t.TempDir()
+	c, err := Load("", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Override("node_types", "replication", "false")
+	c.Set("couchdb", "max_dbs_open", "7")
+	if v, _ := c.Get("node_types", "replication"); v != "false" {
+		t.Fatalf("override not applied: %q", v)
+	}
+	c2, err := Load("", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := c2.Get("node_types", "replication"); ok {
+		t.Fatalf("override persisted: %q", v)
+	}
+	c.Set("node_types", "replication", "false")
+	c3, _ := Load("", dir)
+	if v, _ := c3.Get("node_types", "replication"); v != "false" {
+		t.Fatalf("Set after Override not persisted: %q", v)
+	}
+}

@@ -50,6 +50,9 @@ type Options struct {
 	URL string
 	// FauxtonDir serves /_utils/ from this directory when set.
 	FauxtonDir string
+	// Node is the node name shown in _membership, _node and _scheduler
+	// (NodeName when empty).
+	Node string
 }
 
 // Server is minicouch's HTTP handler. It also implements hooks.Services.
@@ -61,6 +64,7 @@ type Server struct {
 	log     hclog.Logger
 	url     string
 	fauxton string
+	node    string
 	started time.Time
 	mx      *httpMetrics
 }
@@ -70,9 +74,12 @@ func New(opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = hclog.NewNullLogger()
 	}
+	if opts.Node == "" {
+		opts.Node = NodeName
+	}
 	s := &Server{
 		store: opts.Store, cfg: opts.Config, hooks: opts.Hooks, log: opts.Logger,
-		url: opts.URL, fauxton: opts.FauxtonDir, started: time.Now(), mx: newHTTPMetrics(),
+		url: opts.URL, fauxton: opts.FauxtonDir, node: opts.Node, started: time.Now(), mx: newHTTPMetrics(),
 	}
 	s.auth = auth.New(opts.Config, s.lookupUser)
 	return s

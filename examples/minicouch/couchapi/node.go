@@ -13,12 +13,12 @@ var errUnknownConfig = &hooks.Error{Status: 404, Err: "not_found", Reason: "unkn
 
 // handleNode serves `/_node/{_local|nonode@nohost}/…`: _config and _plugins.
 func (s *Server) handleNode(q *request) {
-	if len(q.segs) < 2 || (q.segs[1] != "_local" && q.segs[1] != NodeName) {
+	if len(q.segs) < 2 || (q.segs[1] != "_local" && q.segs[1] != s.node) {
 		writeError(q.w, &hooks.Error{Status: 404, Err: "not_found", Reason: "missing"})
 		return
 	}
 	if len(q.segs) == 2 {
-		s.only(q, "GET,HEAD", func() { writeJSON(q.w, 200, map[string]string{"name": NodeName}) })
+		s.only(q, "GET,HEAD", func() { writeJSON(q.w, 200, map[string]string{"name": s.node}) })
 		return
 	}
 	if err := auth.CheckServerAdmin(q.user); err != nil {

@@ -19,7 +19,7 @@ const Version = "3.5.0"
 // Vendor is minicouch's vendor name in `GET /`.
 const Vendor = "couchepi minicouch"
 
-// NodeName is the single node's name, as a CouchDB started without -name.
+// NodeName is the default node name, as a CouchDB started without -name.
 const NodeName = "nonode@nohost"
 
 // serveServer dispatches the top-level `/_…` endpoints.
@@ -39,7 +39,7 @@ func (s *Server) serveServer(q *request) {
 		s.only(q, "GET,HEAD", func() { s.handleUUIDs(q) })
 	case "_membership":
 		s.only(q, "GET,HEAD", func() {
-			writeRawJSON(q.w, 200, []byte(`{"all_nodes":["`+NodeName+`"],"cluster_nodes":["`+NodeName+`"]}`))
+			writeRawJSON(q.w, 200, []byte(`{"all_nodes":["`+s.node+`"],"cluster_nodes":["`+s.node+`"]}`))
 		})
 	case "_active_tasks":
 		s.only(q, "GET,HEAD", func() { s.handleActiveTasks(q) })

@@ -14,7 +14,7 @@ var _ hooks.Services = (*Server)(nil)
 // ServerInfo reports the server's uuid, version, vendor, node and URL.
 func (s *Server) ServerInfo(ctx context.Context) (hooks.ServerInfo, error) {
 	uuid, _ := s.cfg.Get("couchdb", "uuid")
-	return hooks.ServerInfo{UUID: uuid, Version: Version, Vendor: Vendor, Node: NodeName, URL: s.url}, nil
+	return hooks.ServerInfo{UUID: uuid, Version: Version, Vendor: Vendor, Node: s.node, URL: s.url}, nil
 }
 
 // ListDBs lists every database with its uuid and update seq.

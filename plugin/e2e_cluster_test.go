@@ -3,6 +3,9 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"sync"
 	"strings"
 	"testing"
 	"time"
@@ -113,4 +116,181 @@ func TestE2EClusterOnEtcd(t *testing.T) {
 		front.eventually(tgt+" caught up", 30*time.Second, func() bool { return front.docCount(tgt) == 25 })
 	}
 	t.Logf("jobs per node: %v", perNode)
+}
+
+// tcpProxy forwards 127.0.0.1 connections to target until Cut, which
+// closes the listener and every open connection: a network partition.
+type tcpProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	conns  []net.Conn
+	cut    bool
+}
+
+func startProxy(t *testing.T, target string) *tcpProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &tcpProxy{ln: ln, target: target}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("tcp", target)
+			p.mu.Lock()
+			if err != nil || p.cut {
+				p.mu.Unlock()
+				c.Close()
+				if u != nil {
+					u.Close()
+				}
+				continue
+			}
+			p.conns = append(p.conns, c, u)
+			p.mu.Unlock()
+			go func() { io.Copy(u, c); u.Close() }()
+			go func() { io.Copy(c, u); c.Close() }()
+		}
+	}()
+	t.Cleanup(p.Cut)
+	return p
+}
+
+func (p *tcpProxy) URL() string { return "http://" + p.ln.Addr().String() }
+
+// Cut drops every connection and refuses new ones.
+func (p *tcpProxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = true
+	p.ln.Close()
+	for _, c := range p.conns {
+		c.Close()
+	}
+}
+
+// runningNodes returns, per running job id, the node the frontend says
+// runs it.
+func runningNodes(c *couch) map[string]string {
+	_, body := c.req("GET", "/_scheduler/jobs", "")
+	var list struct {
+		Jobs []struct {
+			ID   any `json:"id"`
+			Node any `json:"node"`
+			PID  any `json:"pid"`
+		} `json:"jobs"`
+	}
+	json.Unmarshal([]byte(body), &list)
+	out := map[string]string{}
+	for _, j := range list.Jobs {
+		if j.PID != nil {
+			id, _ := j.ID.(string)
+			n, _ := j.Node.(string)
+			out[id] = n
+		}
+	}
+	return out
+}
+
+// TestE2EClusterFailover (issue 13): with activity_timeout_sec = 6, the
+// jobs of a replication node killed with SIGKILL run on the other node
+// within the timeout plus a scheduler interval (and the monitor's jitter);
+// losing one etcd member stops nothing; a replication node cut off from
+// etcd abandons its jobs before any other node starts them.
+func TestE2EClusterFailover(t *testing.T) {
+	skipShort(t)
+	etcdc := etcdtest.StartCluster(t, 3)
+	eps := etcdc.Endpoints()
+	prefix := fmt.Sprintf("failover-%d/", time.Now().UnixNano())
+	const extra = "activity_timeout_sec = 6\nmax_jobs = 10\n"
+	front := startClusterNode(t, eps, prefix, true, false, extra)
+	w1 := startClusterNode(t, eps, prefix, false, true, extra)
+	w2 := startClusterNode(t, eps, prefix, false, true, extra)
+	front.must("PUT", "/src", "", 201)
+	front.putDocs("src", 0, 10)
+	const n = 6
+	for i := 0; i < n; i++ {
+		front.must("PUT", fmt.Sprintf("/_replicator/c%d", i), front.repDoc("src", fmt.Sprintf("t%d", i), `,"continuous":true,"create_target":true`), 201)
+	}
+	front.eventually("all jobs running", 30*time.Second, func() bool { return len(runningNodes(front)) == n })
+	for i := 0; i < n; i++ {
+		tgt := fmt.Sprintf("t%d", i)
+		front.eventually(tgt+" replicated", 30*time.Second, func() bool { return front.docCount(tgt) == 10 })
+	}
+
+	// kill -9 one replication node: its jobs move to the other.
+	w2name := "minicouch@" + w2.addr
+	killed := time.Now()
+	w2.s.Kill()
+	front.eventually("jobs off the killed node", 30*time.Second, func() bool {
+		nodes := runningNodes(front)
+		if len(nodes) != n {
+			return false
+		}
+		for _, node := range nodes {
+			if node == w2name {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("failover of the killed node's jobs took %v (activity timeout 6 s)", time.Since(killed).Round(100*time.Millisecond))
+	front.putDocs("src", 10, 5)
+	for i := 0; i < n; i++ {
+		tgt := fmt.Sprintf("t%d", i)
+		front.eventually(tgt+" caught up after failover", 30*time.Second, func() bool { return front.docCount(tgt) == 15 })
+	}
+
+	// One etcd member down: nothing stops.
+	etcdc.Stop(2)
+	front.putDocs("src", 15, 5)
+	for i := 0; i < n; i++ {
+		tgt := fmt.Sprintf("t%d", i)
+		front.eventually(tgt+" caught up with an etcd member down", 60*time.Second, func() bool { return front.docCount(tgt) == 20 })
+	}
+
+	// Partition: a new node w3 reaches etcd through a proxy; once it runs
+	// jobs, cut it off. It must abandon them before w1 starts them.
+	proxy := startProxy(t, strings.TrimPrefix(eps[0], "http://"))
+	w3 := startClusterNode(t, []string{proxy.URL()}, prefix, false, true, extra)
+	w3name := "minicouch@" + w3.addr
+	// Make room on w1 so that w3 takes some jobs: lower w1's max_jobs.
+	w1.must("PUT", "/_node/_local/_config/replicator/max_jobs", `"3"`, 200)
+	front.eventually("w3 runs jobs", 60*time.Second, func() bool {
+		count := 0
+		for _, node := range runningNodes(front) {
+			if node == w3name {
+				count++
+			}
+		}
+		return count > 0
+	})
+	w1.must("PUT", "/_node/_local/_config/replicator/max_jobs", `"10"`, 200)
+	cut := time.Now()
+	proxy.Cut()
+	front.eventually("w3's jobs on w1", 60*time.Second, func() bool {
+		nodes := runningNodes(front)
+		if len(nodes) != n {
+			return false
+		}
+		for _, node := range nodes {
+			if node != "minicouch@"+w1.addr {
+				return false
+			}
+		}
+		return true
+	})
+	moved := time.Since(cut)
+	abandoned := strings.Count(w3.s.Log(), "abandoning the job")
+	if abandoned == 0 {
+		t.Fatalf("w3 never abandoned its jobs after the partition; log:\n%s", w3.s.Log())
+	}
+	if moved < 3*time.Second {
+		t.Fatalf("w3's jobs ran on w1 %v after the cut, before w3 could have abandoned them", moved)
+	}
+	t.Logf("partition: w3 abandoned %d jobs; they ran on w1 %v after the cut", abandoned, moved.Round(100*time.Millisecond))
 }

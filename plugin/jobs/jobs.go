@@ -5,7 +5,19 @@
 // monitor re-enqueues running jobs whose runner stopped updating for a whole
 // type timeout; subscribers see every state transition. The queue keeps no
 // per-job state in memory: everything lives in the store, so many processes
-// can share one queue on FoundationDB.
+// can share one queue (on etcd or FoundationDB).
+//
+// # Timing rule: a job never runs on two runners at once
+//
+// Let T be the type's activity timeout. The monitor re-enqueues a running
+// job only after a whole T (and up to twice that) without an Update. A
+// runner must therefore Update at least every T/8, and stop writing for a
+// job whose last successful Update is T/2 old (it may have been cut off
+// from the store); stopping must then take well under T/2 - T/8. The
+// replicator's worker does exactly this (jobserver: it abandons the job,
+// cancelling in-flight requests and skipping the final checkpoint). A
+// runner that reconnects after its job was re-enqueued gets ErrHalt from
+// its next Update, since the lock moved on.
 package jobs
 
 import (

@@ -30,6 +30,10 @@ type Config struct {
 	StartupJitter   time.Duration  // startup_jitter (ms): acceptor retry jitter
 	TransientMaxAge time.Duration  // transient_job_max_age_sec: finished transient jobs kept this long
 	StatsUpdate     time.Duration  // stats_update_interval_sec: stats push and heartbeat period
+	// ActivityTimeout is activity_timeout_sec (couchepi's; CouchDB fixes
+	// 61 s): a running job not renewed for this long is re-enqueued by the
+	// queue's monitor, and its runner abandons it after half of it.
+	ActivityTimeout time.Duration
 	UsageCoeff      float64        // usage_coeff (fair share)
 	PriorityCoeff   float64        // priority_coeff (fair share)
 	Shares          map[string]int // [replicator.shares] key -> 1..1000
@@ -53,6 +57,7 @@ func DefaultConfig() Config {
 		StartupJitter:   5000 * time.Millisecond,
 		TransientMaxAge: 86400 * time.Second,
 		StatsUpdate:     10 * time.Second,
+		ActivityTimeout: TypeTimeout,
 		UsageCoeff:      0.5,
 		PriorityCoeff:   0.98,
 		Shares:          map[string]int{},
@@ -114,6 +119,7 @@ func ParseConfig(replicator, shares map[string]string) (Config, error) {
 	durKey(&c.StartupJitter, "startup_jitter", time.Millisecond, 0)
 	durKey(&c.TransientMaxAge, "transient_job_max_age_sec", time.Second, 0)
 	durKey(&c.StatsUpdate, "stats_update_interval_sec", time.Second, 1)
+	durKey(&c.ActivityTimeout, "activity_timeout_sec", time.Second, 2)
 	floatKey(&c.UsageCoeff, "usage_coeff")
 	floatKey(&c.PriorityCoeff, "priority_coeff")
 	for k, v := range shares {

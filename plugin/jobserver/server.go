@@ -92,6 +92,11 @@ func New(opts Options, cfg Config) *Server {
 // acceptor decision and scheduling cycle.
 func (s *Server) SetConfig(cfg Config) {
 	old := s.cfg.Swap(&cfg)
+	if cfg.ActivityTimeout != old.ActivityTimeout && s.ctx != nil {
+		if err := s.q.SetTypeTimeout(s.ctx, jobdata.JobType, cfg.ActivityTimeout); err != nil {
+			s.log.Warn("could not change the activity timeout", "error", err)
+		}
+	}
 	s.mu.Lock()
 	if cfg.MaxJobs < old.MaxJobs {
 		s.lowered = true
@@ -106,7 +111,7 @@ func (s *Server) config() Config { return *s.cfg.Load() }
 // process when reclaim is set (single-owner stores only), and starts the
 // acceptors and the scheduling cycle.
 func (s *Server) Start(ctx context.Context, reclaim bool) error {
-	if err := s.q.SetTypeTimeout(ctx, jobdata.JobType, TypeTimeout); err != nil {
+	if err := s.q.SetTypeTimeout(ctx, jobdata.JobType, s.config().ActivityTimeout); err != nil {
 		return err
 	}
 	if reclaim {

@@ -374,9 +374,16 @@ func (w *worker) execute(rec *jobdata.Record, repID parse.RepID, cfg Config) {
 		})
 		done <- outcome{res, err}
 	}()
-	tick := time.NewTicker(cfg.StatsUpdate)
+	// Renewal rule (see package jobs): the job's record is updated at
+	// least every ActivityTimeout/8; if no update has succeeded for
+	// ActivityTimeout/2 (the queue unreachable, say a partition), the
+	// worker abandons the job: it stops at once, without a final
+	// checkpoint, long before the monitor can give the job to another
+	// node (after a whole ActivityTimeout without renewal).
+	tick := time.NewTicker(min(cfg.StatsUpdate, cfg.ActivityTimeout/8))
 	defer tick.Stop()
 	halted := false
+	lastRenew := time.Now()
 	push := func() {
 		statsMu.Lock()
 		rec.Stats = latest
@@ -386,9 +393,21 @@ func (w *worker) execute(rec *jobdata.Record, repID parse.RepID, cfg Config) {
 		if rec.ErrorCount > 0 && Heal(rec.ErrorCount, unix(rec.LastStart), now, cfg.HealthThreshold) == 0 {
 			rec.ErrorCount, rec.LastError = 0, ""
 		}
-		if err := s.q.Update(context.Background(), w.job, rec.Encode()); errors.Is(err, jobs.ErrHalt) {
+		uctx, cancelU := context.WithTimeout(context.Background(), cfg.ActivityTimeout/8)
+		err := s.q.Update(uctx, w.job, rec.Encode())
+		cancelU()
+		switch {
+		case err == nil:
+			lastRenew = now
+		case errors.Is(err, jobs.ErrHalt):
 			halted = true
 			cancel(errLockLost)
+		case time.Since(lastRenew) >= cfg.ActivityTimeout/2:
+			s.log.Warn("job lock not renewed; abandoning the job", "job", w.job.ID, "since", time.Since(lastRenew), "error", err)
+			halted = true
+			cancel(replicate.ErrAbandoned)
+		default:
+			s.log.Warn("job lock renewal failed; retrying", "job", w.job.ID, "error", err)
 		}
 	}
 	// A user filter's code is part of the id: re-check it after each
@@ -434,7 +453,7 @@ func (w *worker) execute(rec *jobdata.Record, repID parse.RepID, cfg Config) {
 				checkFilter()
 			}
 		case out := <-done:
-			if halted || errors.Is(context.Cause(ctx), errLockLost) || errors.Is(context.Cause(ctx), errRemoved) {
+			if halted || errors.Is(context.Cause(ctx), errLockLost) || errors.Is(context.Cause(ctx), errRemoved) || errors.Is(context.Cause(ctx), replicate.ErrAbandoned) {
 				return // the job is gone or someone else's: leave its record alone
 			}
 			statsMu.Lock()

@@ -70,6 +70,13 @@ type Result struct {
 // ErrStopped is returned by Run when ctx was cancelled and the final checkpoint was written.
 var ErrStopped = errors.New("replication stopped")
 
+// ErrAbandoned, as the cause of ctx's cancellation
+// (context.WithCancelCause), makes Run stop at once: in-flight requests are
+// cancelled and no final checkpoint is written. A runner uses it when it
+// may no longer own the job (its lock could not be renewed), so that it
+// stops writing before another runner can take the job.
+var ErrAbandoned = errors.New("replication abandoned: job lock not renewed")
+
 // Error is a replication failure in CouchDB's words.
 type Error struct {
 	// Kind is CouchDB's error atom: db_not_found, unauthorized, forbidden,

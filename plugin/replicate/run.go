@@ -301,7 +301,11 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 	case <-workersDone:
 	case <-ctx.Done():
 		stopped = true
-		t := time.NewTimer(stopGrace)
+		grace := stopGrace
+		if errors.Is(context.Cause(ctx), ErrAbandoned) {
+			grace = 0
+		}
+		t := time.NewTimer(grace)
 		select {
 		case <-workersDone:
 		case <-t.C:
@@ -317,7 +321,7 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 	}
 
 	runErr := r.err()
-	if r.rep.UseCheckpoints {
+	if r.rep.UseCheckpoints && !errors.Is(context.Cause(ctx), ErrAbandoned) {
 		cctx, cancel := context.WithTimeout(context.Background(), finalCheckpoint)
 		if err := r.checkpoint(cctx); err != nil && runErr == nil {
 			runErr = err

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"sync"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 

@@ -18,18 +18,18 @@ import (
 // `health_threshold` are read when the 4.x ones are absent) plus the
 // `[replicator.shares]` section used by fair share.
 type Config struct {
-	MaxJobs         int            // max_jobs: running jobs per node
-	MaxChurn        int            // max_churn: jobs started/stopped per interval
-	MaxAcceptors    int            // max_acceptors: concurrent acceptors
-	Interval        time.Duration  // interval_sec: scheduling cycle
-	MinRunTime      time.Duration  // min_run_time_sec: a continuous job runs at least this long before rotation
-	MaxHistory      int            // max_history: events kept per job
-	HealthThreshold time.Duration  // health_threshold_sec: running this long resets error_count
-	MinBackoff      time.Duration  // min_backoff_penalty_sec
-	MaxBackoff      time.Duration  // max_backoff_penalty_sec
-	StartupJitter   time.Duration  // startup_jitter (ms): acceptor retry jitter
-	TransientMaxAge time.Duration  // transient_job_max_age_sec: finished transient jobs kept this long
-	StatsUpdate     time.Duration  // stats_update_interval_sec: stats push and heartbeat period
+	MaxJobs         int           // max_jobs: running jobs per node
+	MaxChurn        int           // max_churn: jobs started/stopped per interval
+	MaxAcceptors    int           // max_acceptors: concurrent acceptors
+	Interval        time.Duration // interval_sec: scheduling cycle
+	MinRunTime      time.Duration // min_run_time_sec: a continuous job runs at least this long before rotation
+	MaxHistory      int           // max_history: events kept per job
+	HealthThreshold time.Duration // health_threshold_sec: running this long resets error_count
+	MinBackoff      time.Duration // min_backoff_penalty_sec
+	MaxBackoff      time.Duration // max_backoff_penalty_sec
+	StartupJitter   time.Duration // startup_jitter (ms): acceptor retry jitter
+	TransientMaxAge time.Duration // transient_job_max_age_sec: finished transient jobs kept this long
+	StatsUpdate     time.Duration // stats_update_interval_sec: stats push and heartbeat period
 	// ActivityTimeout is activity_timeout_sec (couchepi's; CouchDB fixes
 	// 61 s): a running job not renewed for this long is re-enqueued by the
 	// queue's monitor, and its runner abandons it after half of it.

@@ -15,7 +15,7 @@ DEMO_DATA ?= .demo/data
 DEMO_USER ?= admin
 DEMO_PASS ?= pass
 
-.PHONY: all build test test-short test-browser interop-deps browser-deps bench proto lint fuzz demo clean
+.PHONY: all build test test-short test-browser interop-deps browser-deps bench proto lint fuzz demo demo-cluster clean
 
 all: build
 
@@ -90,6 +90,13 @@ demo: build
 	@test/browser/fauxton.sh .demo/fauxton || echo "Fauxton not fetched; /_utils/ will be missing"
 	@echo "minicouch: http://$(DEMO_USER):$(DEMO_PASS)@$(DEMO_ADDR)/   Fauxton: http://$(DEMO_ADDR)/_utils/   (Ctrl-C stops it)"
 	$(BIN)/minicouch --addr $(DEMO_ADDR) --data $(DEMO_DATA) --admin $(DEMO_USER):$(DEMO_PASS) --plugin $(BIN)/replicator --fauxton .demo/fauxton
+
+# A 3-member etcd (Debian's etcd-server, installed when missing) and three
+# minicouch sharing one job queue: :5984 api_frontend, :5985 and :5986
+# replication. See docs/cluster.md.
+demo-cluster: build
+	@command -v etcd >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server)
+	examples/minicouch/demo-cluster.sh
 
 clean:
 	rm -rf $(BIN) .demo bench.out

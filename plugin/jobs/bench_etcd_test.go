@@ -1,0 +1,126 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/couchepi/couchepi/plugin/kv"
+	"github.com/couchepi/couchepi/plugin/kv/etcd"
+	"github.com/couchepi/couchepi/plugin/kv/etcd/etcdtest"
+)
+
+// etcdNode opens one node's store and queue on the benchmark's etcd, as a
+// separate replication node would.
+func etcdNode(b *testing.B, endpoints []string, prefix string) *Queue {
+	s, err := etcd.Open(context.Background(), etcd.Config{Endpoints: endpoints, Prefix: prefix})
+	if err != nil {
+		b.Fatal(err)
+	}
+	q, err := New(s, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { q.Close(); s.Close() })
+	return q
+}
+
+// etcdQueues returns n queues (nodes) on the etcd at endpoints, topped up
+// to benchPending pending jobs.
+func etcdQueues(b *testing.B, endpoints []string, prefix string, n int) []*Queue {
+	qs := make([]*Queue, n)
+	for i := range qs {
+		qs[i] = etcdNode(b, endpoints, prefix)
+	}
+	ctx := context.Background()
+	if err := qs[0].SetTypeTimeout(ctx, typ, time.Minute); err != nil {
+		b.Fatal(err)
+	}
+	have, err := qs[0].PendingCount(ctx, typ, time.Time{}, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	for have < benchPending {
+		// etcd takes 1.5 MiB per request: 500 jobs per transaction.
+		k := min(500, benchPending-have)
+		err := qs[0].Transact(ctx, func(tx *Tx) error {
+			for i := 0; i < k; i++ {
+				if err := tx.Add(typ, fmt.Sprintf("etcd-%032x", benchNext+i), benchData, time.Time{}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchNext += k
+		have += k
+	}
+	if d := time.Since(start); d > time.Second {
+		b.Logf("setup: topped up to %d pending jobs in %s", benchPending, d.Round(time.Millisecond))
+	}
+	return qs
+}
+
+// BenchmarkAcceptEtcd accepts jobs one by one from 100k pending on a
+// 3-member loopback etcd, from one node and from two nodes at once,
+// reporting accept latency percentiles and job starts per second.
+func BenchmarkAcceptEtcd(b *testing.B) {
+	cluster := etcdtest.StartCluster(b, 3)
+	prefix := fmt.Sprintf("bench-%d/", time.Now().UnixNano())
+	for _, nodes := range []int{1, 2} {
+		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) {
+			qs := etcdQueues(b, cluster.Endpoints(), prefix, nodes)
+			benchAcceptOn(b, qs)
+		})
+	}
+}
+
+// BenchmarkAcceptBoltNodes is the same measure on the embedded bolt store
+// (one node: bolt has one owner process), for comparison in one run.
+func BenchmarkAcceptBoltNodes(b *testing.B) {
+	benchAcceptOn(b, []*Queue{benchQueue(b)})
+}
+
+func benchAcceptOn(b *testing.B, qs []*Queue) {
+	ctx := context.Background()
+	var mu sync.Mutex
+	lat := make([]time.Duration, 0, b.N)
+	var wg sync.WaitGroup
+	per := (b.N + len(qs) - 1) / len(qs)
+	b.ResetTimer()
+	for _, q := range qs {
+		wg.Add(1)
+		go func(q *Queue) {
+			defer wg.Done()
+			local := make([]time.Duration, 0, per)
+			for i := 0; i < per; i++ {
+				start := time.Now()
+				if _, err := q.Accept(ctx, typ, AcceptOptions{NoWait: true}); err != nil {
+					b.Error(err)
+					return
+				}
+				local = append(local, time.Since(start))
+			}
+			mu.Lock()
+			lat = append(lat, local...)
+			mu.Unlock()
+		}(q)
+	}
+	wg.Wait()
+	b.StopTimer()
+	if len(lat) == 0 {
+		return
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50_ms")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99_ms")
+	b.ReportMetric(float64(len(lat))/b.Elapsed().Seconds(), "starts/s")
+}
+
+var _ kv.Store = (*etcd.Store)(nil)

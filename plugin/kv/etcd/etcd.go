@@ -163,47 +163,42 @@ func (s *Store) closed() bool { return s.ctx.Err() != nil }
 // View runs fn on a snapshot at one revision. It retries when the revision
 // is compacted while fn reads.
 func (s *Store) View(ctx context.Context, fn func(kv.ReadTx) error) error {
-	for attempt := 0; ; attempt++ {
-		if s.closed() {
-			return kv.ErrClosed
-		}
-		if err := ctx.Err(); err != nil {
+	return s.retry(ctx, func(t *tx) error {
+		if err := fn(t); err != nil {
 			return err
 		}
-		t := s.newTx(ctx)
-		err := fn(t)
-		if err == nil && t.err != nil {
-			err = t.err
+		return t.err
+	})
+}
+
+// Update implements kv.Store.
+func (s *Store) Update(ctx context.Context, fn func(kv.Tx) error) error {
+	return s.retry(ctx, func(t *tx) error {
+		if err := fn(t); err != nil {
+			return err
 		}
-		if errors.Is(err, kv.ErrConflict) && attempt < maxRetries {
-			backoff(ctx, attempt)
-			continue
+		if t.err != nil {
+			return t.err
 		}
-		return err
-	}
+		return s.commit(ctx, t)
+	})
 }
 
 const maxRetries = 1000
 
-// Update implements kv.Store.
-func (s *Store) Update(ctx context.Context, fn func(kv.Tx) error) error {
-	for attempt := 0; ; attempt++ {
+// retry runs attempt on fresh transactions until it returns something
+// other than a conflict (or maxRetries conflicts), backing off in between.
+func (s *Store) retry(ctx context.Context, attempt func(*tx) error) error {
+	for n := 0; ; n++ {
 		if s.closed() {
 			return kv.ErrClosed
 		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		t := s.newTx(ctx)
-		err := fn(t)
-		if err == nil {
-			err = t.err
-		}
-		if err == nil {
-			err = s.commit(ctx, t)
-		}
-		if errors.Is(err, kv.ErrConflict) && attempt < maxRetries {
-			backoff(ctx, attempt)
+		err := attempt(s.newTx(ctx))
+		if errors.Is(err, kv.ErrConflict) && n < maxRetries {
+			backoff(ctx, n)
 			continue
 		}
 		return err

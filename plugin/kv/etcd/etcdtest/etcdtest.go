@@ -24,9 +24,30 @@ type Cluster struct {
 }
 
 // StartCluster starts an n-member embedded etcd cluster and stops it when
-// the test ends.
+// the test ends. Ports are picked free and may be taken by another process
+// before etcd binds them; then it starts over on new ports.
 func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
+	for attempt := 1; ; attempt++ {
+		c, err := startCluster(t, n)
+		if err == nil {
+			t.Cleanup(c.close)
+			for _, e := range c.members {
+				select {
+				case <-e.Server.ReadyNotify():
+				case <-time.After(30 * time.Second):
+					t.Fatalf("etcdtest: cluster not ready after 30s")
+				}
+			}
+			return c
+		}
+		if !strings.Contains(err.Error(), "address already in use") || attempt == 5 {
+			t.Fatalf("etcdtest: %v", err)
+		}
+	}
+}
+
+func startCluster(t testing.TB, n int) (*Cluster, error) {
 	dir := t.TempDir()
 	cfgs := make([]*embed.Config, n)
 	var initial []string
@@ -54,20 +75,12 @@ func StartCluster(t testing.TB, n int) *Cluster {
 		e, err := embed.StartEtcd(cfg)
 		if err != nil {
 			c.close()
-			t.Fatalf("etcdtest: start %s: %v", cfg.Name, err)
+			return nil, fmt.Errorf("start %s: %w", cfg.Name, err)
 		}
 		c.members = append(c.members, e)
 		c.clients = append(c.clients, cfg.AdvertiseClientUrls[0].String())
 	}
-	t.Cleanup(c.close)
-	for _, e := range c.members {
-		select {
-		case <-e.Server.ReadyNotify():
-		case <-time.After(30 * time.Second):
-			t.Fatalf("etcdtest: cluster not ready after 30s")
-		}
-	}
-	return c
+	return c, nil
 }
 
 // Endpoints returns the client URLs of every member.

@@ -378,7 +378,17 @@ func (s *Server) accept(rotating bool) {
 			continue
 		}
 		s.mu.Lock()
-		if s.stopping || !rotating && len(s.workers) >= s.config().MaxJobs {
+		full := s.live() >= s.config().MaxJobs
+		var victim *worker
+		if full && rotating && !s.stopping {
+			// Rotation stops a running job before the new one starts, as
+			// CouchDB does, so max_jobs is never exceeded.
+			if victim = s.rotationVictim(cfg, time.Now()); victim != nil {
+				victim.stop(errRotated)
+				s.churn++
+			}
+		}
+		if s.stopping || full && victim == nil {
 			s.acceptors--
 			s.mu.Unlock()
 			if err := s.q.Resubmit(context.Background(), job, time.Time{}, nil); err != nil {
@@ -394,6 +404,9 @@ func (s *Server) accept(rotating bool) {
 		s.mu.Unlock()
 		go func() {
 			defer s.wg.Done()
+			if victim != nil {
+				<-victim.exited
+			}
 			w.run()
 			s.mu.Lock()
 			delete(s.workers, job.ID)
@@ -424,6 +437,39 @@ func (s *Server) StopJob(ctx context.Context, jobID string) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// live counts the workers not asked to stop. Callers hold s.mu.
+func (s *Server) live() int {
+	n := 0
+	for _, w := range s.workers {
+		if w.stopCause() == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// rotationVictim picks the running job a rotation stops: the one Trim
+// would stop first (a continuous job past min_run_time, highest fair-share
+// priority first), or nil when none may be stopped. Callers hold s.mu.
+func (s *Server) rotationVictim(cfg Config, now time.Time) *worker {
+	count := map[string]int{}
+	for _, w := range s.workers {
+		count[w.key]++
+	}
+	var list []Worker
+	for id, w := range s.workers {
+		if w.stopCause() != nil {
+			continue
+		}
+		list = append(list, Worker{ID: id, Continuous: w.continuous, Started: w.started, Priority: s.share.Priority(id, w.key, count[w.key], cfg)})
+	}
+	stop := Trim(list, len(list)-1, cfg.MinRunTime, now, false)
+	if len(stop) == 0 {
+		return nil
+	}
+	return s.workers[stop[0]]
 }
 
 // nextPID names a worker as CouchDB shows Erlang pids in monitoring.

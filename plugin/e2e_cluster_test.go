@@ -93,7 +93,14 @@ func TestE2EClusterOnEtcd(t *testing.T) {
 		front.eventually(tgt+" replicated", 60*time.Second, func() bool { return front.docCount(tgt) == 20 })
 	}
 	for i := 0; i < oneShot; i++ {
-		front.waitState("_replicator", fmt.Sprintf("o%d", i), "completed", 30*time.Second)
+		id := fmt.Sprintf("o%d", i)
+		front.waitState("_replicator", id, "completed", 30*time.Second)
+		// The job ran on a replication node; the frontend, which has the
+		// doc, writes the terminal state into it.
+		front.eventually(id+" doc says completed", 30*time.Second, func() bool {
+			_, body := front.req("GET", "/_replicator/"+id, "")
+			return strings.Contains(body, `"_replication_state":"completed"`) && strings.Contains(body, `"_replication_stats":{`)
+		})
 	}
 
 	// Every continuous job runs, on one of the two replication nodes, at

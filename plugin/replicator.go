@@ -153,7 +153,10 @@ func (p *replicator) Start(ctx context.Context, host hooks.Services) error {
 	front := frontend.New(frontend.Config{Queue: q, Services: host, Logger: p.log, ServerUUID: info.UUID, LocalURL: info.URL, RepID: repID, StopJob: stopJob})
 	front.SetOptions(po)
 	if nt.replication {
-		server = jobserver.New(jobserver.Options{Queue: q, Services: host, Logger: p.log, Pool: pool, ServerUUID: info.UUID, Node: info.Node, RepID: repID}, sc)
+		// On a shared queue the doc of a job may live on another server:
+		// the api_frontend that has it writes its terminal state.
+		server = jobserver.New(jobserver.Options{Queue: q, Services: host, Logger: p.log, Pool: pool, ServerUUID: info.UUID, Node: info.Node, RepID: repID,
+			SkipDocStates: stc.kind != "bolt"}, sc)
 		// A single-owner (bolt) store's running jobs were left by a dead
 		// process; in a shared store they may be another node's, and the
 		// queue's activity monitor re-enqueues those of dead nodes.
@@ -165,6 +168,9 @@ func (p *replicator) Start(ctx context.Context, host hooks.Services) error {
 	}
 	monCtx, stopMon := context.WithCancel(context.Background())
 	go q.RunMonitors(monCtx)
+	if nt.apiFrontend && stc.kind != "bolt" {
+		go front.WriteDocStates(monCtx, sc.Interval)
+	}
 	p.mu.Lock()
 	p.host, p.store, p.queue, p.pool, p.front, p.server = host, store, q, pool, front, server
 	p.recs = jobdata.Records{Q: q}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/couchepi/couchepi/hooks"
 	"github.com/couchepi/couchepi/plugin/jobserver/jobdata"
+	"github.com/couchepi/couchepi/plugin/monitor"
 )
 
 // member is one top-level member of a JSON object, kept in document order.
@@ -122,6 +123,23 @@ func ApplyDocState(doc []byte, st DocState, now time.Time) (out []byte, changed 
 		del("_replication_stats")
 	}
 	return joinObject(ms), changed, nil
+}
+
+// TerminalDocState is what a finished job writes into its doc: completed
+// with its stats, or failed with its reason; ok is false for a job in any
+// other state.
+func TerminalDocState(rec *jobdata.Record) (st DocState, ok bool) {
+	switch rec.State {
+	case jobdata.Completed:
+		return DocState{State: jobdata.Completed, Stats: monitor.ReplicationStats(rec)}, true
+	case jobdata.Failed:
+		reason := rec.LastError
+		if reason == "" {
+			reason = rec.ErrorReason()
+		}
+		return DocState{State: jobdata.Failed, Reason: reason}, true
+	}
+	return DocState{}, false
 }
 
 // StateFields are the fields the replicator writes into replication docs;

@@ -43,6 +43,10 @@ type Options struct {
 	ServerUUID, Node string
 	// RepID computes a replication id; nil = replicate.ComputeRepID.
 	RepID func(ctx context.Context, rep *parse.Rep) (parse.RepID, error)
+	// SkipDocStates leaves terminal states out of replication docs: on a
+	// node sharing the queue with others, the doc may live on another
+	// server, whose api_frontend writes them (frontend.WriteDocStates).
+	SkipDocStates bool
 }
 
 // Server is the job server of one replication node.

@@ -11,7 +11,6 @@ import (
 	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/jobs"
 	"github.com/couchepi/couchepi/plugin/jobserver/jobdata"
-	"github.com/couchepi/couchepi/plugin/monitor"
 	"github.com/couchepi/couchepi/plugin/replicate"
 )
 
@@ -230,7 +229,8 @@ func (w *worker) fail(rec *jobdata.Record, reason string, now time.Time, countEr
 	}
 	s.log.Info("replication failed", "job", w.job.ID, "reason", reason)
 	if !rec.Transient() {
-		w.writeDoc(rec, DocState{State: jobdata.Failed, Reason: reason})
+		st, _ := TerminalDocState(rec)
+		w.writeDoc(rec, st)
 	}
 }
 
@@ -251,6 +251,9 @@ func (w *worker) finish(rec *jobdata.Record) error {
 
 // writeDoc writes a terminal state into the job's doc.
 func (w *worker) writeDoc(rec *jobdata.Record, st DocState) {
+	if w.s.opts.SkipDocStates {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*maxDocUpdateWait)
 	defer cancel()
 	if err := WriteDocState(ctx, w.s.opts.Services, rec.DBName, rec.DocID, st); err != nil {
@@ -484,7 +487,8 @@ func (w *worker) settle(rec *jobdata.Record, ctx context.Context, res *replicate
 		}
 		s.log.Info("replication completed", "job", w.job.ID, "docs_written", rec.Stats.DocsWritten)
 		if !rec.Transient() {
-			w.writeDoc(rec, DocState{State: jobdata.Completed, Stats: monitor.ReplicationStats(rec)})
+			st, _ := TerminalDocState(rec)
+			w.writeDoc(rec, st)
 		}
 	case cause != nil && (errors.Is(err, replicate.ErrStopped) || ctx.Err() != nil):
 		w.requeue(rec, cause)

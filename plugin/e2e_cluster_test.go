@@ -15,8 +15,18 @@ import (
 )
 
 // startClusterNode runs minicouch with the replicator on a job queue in
-// etcd, with the given node types.
+// etcd, with the given node types, and waits until a frontend serves its
+// routes.
 func startClusterNode(t *testing.T, endpoints []string, prefix string, frontend, replication bool, extra string) *couch {
+	c := newClusterNode(t, endpoints, prefix, frontend, replication, extra)
+	if frontend {
+		c.waitUp()
+	}
+	return c
+}
+
+// newClusterNode is startClusterNode without the wait.
+func newClusterNode(t *testing.T, endpoints []string, prefix string, frontend, replication bool, extra string) *couch {
 	skipShort(t)
 	data := t.TempDir()
 	cfg := e2eConfig + "job_store = etcd\n" + extra +
@@ -25,11 +35,7 @@ func startClusterNode(t *testing.T, endpoints []string, prefix string, frontend,
 	s := minicouchtest.Start(t, minicouchtest.Options{
 		Data: data, Config: cfg, Plugins: []string{minicouchtest.Replicator(t, "v1")},
 	})
-	c := &couch{t: t, s: s, addr: s.Addr}
-	if frontend {
-		c.waitUp()
-	}
-	return c
+	return &couch{t: t, s: s, addr: s.Addr}
 }
 
 // TestE2EClusterOnEtcd (issue 13): one api_frontend-only and two
@@ -148,14 +154,15 @@ func TestE2EClusterOnEtcd(t *testing.T) {
 	t.Logf("jobs per node: %v", perNode)
 }
 
-// tcpProxy forwards 127.0.0.1 connections to target until Cut, which
-// closes the listener and every open connection: a network partition.
+// tcpProxy forwards 127.0.0.1 connections to target. While it is down it
+// drops every connection at once: a network partition, or a server not
+// (yet) reachable.
 type tcpProxy struct {
 	ln     net.Listener
 	target string
 	mu     sync.Mutex
 	conns  []net.Conn
-	cut    bool
+	down   bool
 }
 
 func startProxy(t *testing.T, target string) *tcpProxy {
@@ -170,37 +177,47 @@ func startProxy(t *testing.T, target string) *tcpProxy {
 			if err != nil {
 				return
 			}
-			u, err := net.Dial("tcp", target)
 			p.mu.Lock()
-			if err != nil || p.cut {
-				p.mu.Unlock()
+			down := p.down
+			p.mu.Unlock()
+			if down {
 				c.Close()
-				if u != nil {
-					u.Close()
-				}
 				continue
 			}
+			u, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
 			p.conns = append(p.conns, c, u)
 			p.mu.Unlock()
 			go func() { io.Copy(u, c); u.Close() }()
 			go func() { io.Copy(c, u); c.Close() }()
 		}
 	}()
-	t.Cleanup(p.Cut)
+	t.Cleanup(func() { p.Cut(); ln.Close() })
 	return p
 }
 
 func (p *tcpProxy) URL() string { return "http://" + p.ln.Addr().String() }
 
-// Cut drops every connection and refuses new ones.
+// Cut drops every connection and refuses new ones until Restore.
 func (p *tcpProxy) Cut() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.cut = true
-	p.ln.Close()
+	p.down = true
 	for _, c := range p.conns {
 		c.Close()
 	}
+	p.conns = nil
+}
+
+// Restore lets connections through again.
+func (p *tcpProxy) Restore() {
+	p.mu.Lock()
+	p.down = false
+	p.mu.Unlock()
 }
 
 // runningNodes returns, per running job id, the node the frontend says
@@ -323,4 +340,47 @@ func TestE2EClusterFailover(t *testing.T) {
 		t.Fatalf("w3's jobs ran on w1 %v after the cut, before w3 could have abandoned them", moved)
 	}
 	t.Logf("partition: w3 abandoned %d jobs; they ran on w1 %v after the cut", abandoned, moved.Round(100*time.Millisecond))
+}
+
+// TestE2EEtcdUnavailable (issue 13): a node started while its etcd is
+// unreachable comes up anyway: _replicator writes are validated, while
+// _replicate and _scheduler/* answer 503; once etcd answers, the doc
+// written meanwhile becomes a job and replicates. When etcd goes away
+// again, _scheduler/* answers 503 instead of hanging.
+func TestE2EEtcdUnavailable(t *testing.T) {
+	skipShort(t)
+	etcdc := etcdtest.StartCluster(t, 1)
+	proxy := startProxy(t, strings.TrimPrefix(etcdc.Endpoints()[0], "http://"))
+	proxy.Cut()
+	prefix := fmt.Sprintf("down-%d/", time.Now().UnixNano())
+	c := newClusterNode(t, []string{proxy.URL()}, prefix, true, true, "")
+	c.must("PUT", "/src", "", 201)
+	c.putDocs("src", 0, 5)
+	if code, body := c.req("PUT", "/_replicator/bad", `{"source":"x"}`); code != 403 {
+		t.Fatalf("invalid doc with etcd down: %d %s, want 403 (validation needs no queue)", code, body)
+	}
+	c.must("PUT", "/_replicator/r", c.repDoc("src", "tgt", `,"create_target":true`), 201)
+	for _, r := range []struct{ method, path, body string }{
+		{"POST", "/_replicate", fmt.Sprintf(`{"source":%q,"target":%q}`, c.endpoint("src"), c.endpoint("tgt2"))},
+		{"GET", "/_scheduler/jobs", ""},
+		{"GET", "/_scheduler/docs", ""},
+	} {
+		if code, body := c.req(r.method, r.path, r.body); code != 503 || !strings.Contains(body, `"service_unavailable"`) {
+			t.Errorf("%s %s with etcd down: %d %s, want 503", r.method, r.path, code, body)
+		}
+	}
+	proxy.Restore()
+	c.waitUp()
+	c.eventually("the doc written while etcd was down replicated", 60*time.Second, func() bool { return c.docCount("tgt") == 5 })
+
+	proxy.Cut()
+	start := time.Now()
+	code, body := c.req("GET", "/_scheduler/jobs", "")
+	if code != 503 || !strings.Contains(body, "job queue is unavailable") {
+		t.Errorf("_scheduler/jobs with etcd gone: %d %s, want 503", code, body)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("_scheduler/jobs took %v to answer with etcd gone", d)
+	}
+	proxy.Restore()
 }

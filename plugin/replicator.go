@@ -47,6 +47,8 @@ type replicator struct {
 	recs    jobdata.Records
 	stopMon context.CancelFunc
 	started bool
+	// cancelStart ends a background start still waiting for its store.
+	cancelStart context.CancelFunc
 }
 
 func newReplicator(log hclog.Logger) *replicator {
@@ -114,7 +116,35 @@ func (p *replicator) Configure(_ context.Context, cfg hooks.Config) error {
 
 // Start opens the job store (waiting for a previous process to release
 // it), catches up with every replicator db and starts the job server.
+//
+// With job_store = etcd, Start returns at once and the rest happens in
+// the background, retrying until etcd answers: the server comes up (doc
+// writes are validated, their events caught up later) while _replicate
+// and _scheduler/* answer 503.
 func (p *replicator) Start(ctx context.Context, host hooks.Services) error {
+	p.mu.Lock()
+	conf := p.conf
+	p.mu.Unlock()
+	stc, err := readStoreConfig(conf)
+	if err != nil {
+		return err
+	}
+	if stc.kind != "etcd" {
+		return p.start(ctx, host, stc)
+	}
+	bg, cancel := context.WithCancel(context.Background())
+	p.mu.Lock()
+	p.cancelStart = cancel
+	p.mu.Unlock()
+	go func() {
+		if err := p.start(bg, host, stc); err != nil && bg.Err() == nil {
+			p.log.Error("replicator could not start", "store", stc.String(), "error", err)
+		}
+	}()
+	return nil
+}
+
+func (p *replicator) start(ctx context.Context, host hooks.Services, stc storeConfig) error {
 	info, err := host.ServerInfo(ctx)
 	if err != nil {
 		return fmt.Errorf("server info: %w", err)
@@ -123,10 +153,6 @@ func (p *replicator) Start(ctx context.Context, host hooks.Services) error {
 	conf, sc, po := p.conf, p.serverConf, p.parseOpts
 	p.mu.Unlock()
 	nt := readNodeTypes(conf)
-	stc, err := readStoreConfig(conf)
-	if err != nil {
-		return err
-	}
 	store, err := openStore(ctx, stc, p.log)
 	if err != nil {
 		return fmt.Errorf("open job store %s: %w", stc, err)
@@ -172,6 +198,16 @@ func (p *replicator) Start(ctx context.Context, host hooks.Services) error {
 		go front.WriteDocStates(monCtx, sc.Interval)
 	}
 	p.mu.Lock()
+	if ctx.Err() != nil { // Stop came while a background start waited
+		p.mu.Unlock()
+		stopMon()
+		if server != nil {
+			server.Stop(context.Background())
+		}
+		q.Close()
+		store.Close()
+		return ctx.Err()
+	}
 	p.host, p.store, p.queue, p.pool, p.front, p.server = host, store, q, pool, front, server
 	p.recs = jobdata.Records{Q: q}
 	p.mon = monitor.New(p.recs)
@@ -195,6 +231,9 @@ func (p *replicator) Stop(ctx context.Context) error {
 	p.mu.Lock()
 	started := p.started
 	p.started = false
+	if p.cancelStart != nil {
+		p.cancelStart()
+	}
 	p.mu.Unlock()
 	if !started {
 		return nil
@@ -315,6 +354,10 @@ func (p *replicator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		monitor.WriteError(w, http.StatusServiceUnavailable, "service_unavailable", "The replicator is starting.")
 		return
 	}
+	if err := p.probeStore(r.Context()); err != nil {
+		monitor.WriteError(w, http.StatusServiceUnavailable, "service_unavailable", "The replication job queue is unavailable: "+err.Error())
+		return
+	}
 	user := sdk.User(r)
 	switch path := r.URL.EscapedPath(); {
 	case path == "/_replicate":
@@ -324,4 +367,21 @@ func (p *replicator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		monitor.WriteError(w, http.StatusNotFound, "not_found", "missing")
 	}
+}
+
+// probeStore checks, within a few seconds, that the job store answers, so
+// that a request does not wait on an unreachable etcd.
+func (p *replicator) probeStore(ctx context.Context) error {
+	p.mu.Lock()
+	store := p.store
+	p.mu.Unlock()
+	if store == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	return store.View(ctx, func(tx kv.ReadTx) error {
+		_, err := tx.Get([]byte("probe"))
+		return err
+	})
 }

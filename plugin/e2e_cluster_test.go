@@ -139,11 +139,21 @@ func TestE2EClusterOnEtcd(t *testing.T) {
 		return len(perNode) == 2 && perNode["minicouch@"+workers[0].addr]+perNode["minicouch@"+workers[1].addr] == continuous+transient
 	})
 
-	// New docs keep flowing.
+	// A live swap of the replicator on one replication node while the
+	// other runs: writes keep flowing and nothing is lost.
+	v2 := minicouchtest.Replicator(t, "v2")
+	workers[0].must("POST", "/_node/_local/_plugins/replicator/_reload", fmt.Sprintf(`{"path":%q}`, v2), 200)
+	if body := workers[0].must("GET", "/_node/_local/_plugins", "", 200); !strings.Contains(body, `"version":"v2"`) {
+		t.Fatalf("replication node not swapped to v2: %s", body)
+	}
 	front.putDocs("src", 20, 5)
 	for i := 0; i < continuous; i++ {
 		tgt := fmt.Sprintf("tc%d", i)
-		front.eventually(tgt+" caught up", 30*time.Second, func() bool { return front.docCount(tgt) == 25 })
+		front.eventually(tgt+" caught up across the swap", 60*time.Second, func() bool { return front.docCount(tgt) == 25 })
+	}
+	for i := 0; i < transient; i++ {
+		tgt := fmt.Sprintf("tr%d", i)
+		front.eventually(tgt+" caught up across the swap", 60*time.Second, func() bool { return front.docCount(tgt) == 25 })
 	}
 	close(stopSampling)
 	for n, most := range <-sampled {

@@ -24,6 +24,9 @@ type tx struct {
 
 	writes map[string]write // pending writes by user key
 	points map[string]int64 // user key -> ModRevision seen at rev (0: absent)
+	// seen holds the pairs range reads returned (all at rev), so a Get or
+	// AddReadConflictKey of one of them needs no round trip.
+	seen map[string]*mvccpb.KeyValue
 	spans  []span           // user-key ranges read; no key in them may change
 
 	vs       *kv.Versionstamp
@@ -41,7 +44,7 @@ type write struct {
 type span struct{ begin, end []byte }
 
 func (s *Store) newTx(ctx context.Context) *tx {
-	return &tx{s: s, ctx: ctx, writes: map[string]write{}, points: map[string]int64{}}
+	return &tx{s: s, ctx: ctx, writes: map[string]write{}, points: map[string]int64{}, seen: map[string]*mvccpb.KeyValue{}}
 }
 
 func (t *tx) fail(err error) {
@@ -61,6 +64,9 @@ func readErr(err error) error {
 
 // get reads one etcd key at the transaction's revision.
 func (t *tx) get(key string) (*mvccpb.KeyValue, error) {
+	if kvp, ok := t.seen[key]; ok {
+		return kvp, nil
+	}
 	opts := []clientv3.OpOption{}
 	if t.rev != 0 {
 		opts = append(opts, clientv3.WithRev(t.rev))
@@ -256,6 +262,9 @@ func (p *pager) fill() error {
 	}
 	p.buf = resp.Kvs
 	p.done = !resp.More
+	for _, kvp := range resp.Kvs {
+		p.t.seen[string(kvp.Key)] = kvp
+	}
 	if len(resp.Kvs) > 0 {
 		lastKey := resp.Kvs[len(resp.Kvs)-1].Key[len(dp):]
 		if p.reverse {

@@ -251,7 +251,7 @@ func (p *replicator) Stop(ctx context.Context) error {
 	if cerr := p.store.Close(); cerr != nil {
 		err = errors.Join(err, cerr)
 	}
-	p.log.Info("replicator stopped", "took", time.Since(start))
+	p.log.Info("replicator stopped", "took", time.Since(start).Round(time.Millisecond).String())
 	return err
 }
 

@@ -218,7 +218,7 @@ func (c *Client) Do(ctx context.Context, r *Request) (*http.Response, error) {
 			// on every retry: say so at once rather than after the backoff.
 			var certErr *tls.CertificateVerificationError
 			if !errors.As(err, &certErr) && canRetry() {
-				c.log.Debug("retrying request", "method", r.Method, "url", redURL, "error", err.Error(), "wait", wait)
+				c.log.Debug("retrying request", "method", r.Method, "url", redURL, "error", err.Error(), "wait", wait.String())
 				if serr := backOff(); serr != nil {
 					return nil, serr
 				}
@@ -238,7 +238,7 @@ func (c *Client) Do(ctx context.Context, r *Request) (*http.Response, error) {
 			c.pool.limiter.Success(key)
 			if canRetry() {
 				drain(resp)
-				c.log.Debug("retrying request", "method", r.Method, "url", redURL, "status", resp.StatusCode, "wait", wait)
+				c.log.Debug("retrying request", "method", r.Method, "url", redURL, "status", resp.StatusCode, "wait", wait.String())
 				if serr := backOff(); serr != nil {
 					return nil, serr
 				}

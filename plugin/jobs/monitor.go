@@ -151,7 +151,7 @@ func (q *Queue) monitorOnce(ctx context.Context, types map[string]*monitorType) 
 				return err
 			}
 			if n > 0 {
-				q.log.Info("re-enqueued running jobs with no update for a whole type timeout", "type", typ, "count", n, "timeout", timeout)
+				q.log.Info("re-enqueued running jobs with no update for a whole type timeout", "type", typ, "count", n, "timeout", timeout.String())
 			}
 		}
 		mt.last = &cur

@@ -280,7 +280,7 @@ func (w *worker) crash(rec *jobdata.Record, err error, now time.Time) {
 	rec.History = AppendHistory(rec.History, jobdata.Event{Type: jobdata.EventCrashed, Timestamp: now.Unix(), Reason: reason}, cfg.MaxHistory)
 	wait := Backoff(rec.ErrorCount, cfg, nil)
 	if s.q.Resubmit(context.Background(), w.job, now.Add(wait), rec.Encode()) == nil {
-		s.log.Info("replication crashed", "job", w.job.ID, "reason", reason, "error_count", rec.ErrorCount, "retry_in", wait)
+		s.log.Info("replication crashed", "job", w.job.ID, "reason", reason, "error_count", rec.ErrorCount, "retry_in", wait.String())
 	}
 }
 
@@ -406,7 +406,7 @@ func (w *worker) execute(rec *jobdata.Record, repID parse.RepID, cfg Config) {
 			halted = true
 			cancel(errLockLost)
 		case time.Since(lastRenew) >= cfg.ActivityTimeout/2:
-			s.log.Warn("job lock not renewed; abandoning the job", "job", w.job.ID, "since", time.Since(lastRenew), "error", err)
+			s.log.Warn("job lock not renewed; abandoning the job", "job", w.job.ID, "since", time.Since(lastRenew).Round(time.Millisecond).String(), "error", err)
 			halted = true
 			cancel(replicate.ErrAbandoned)
 		default:

@@ -92,7 +92,7 @@ func (r *changesReader) run(ctx context.Context, since json.RawMessage) error {
 					return asError(err)
 				}
 				retries--
-				r.log.Debug("changes feed failed, retrying", "error", err.Error(), "wait", wait)
+				r.log.Debug("changes feed failed, retrying", "error", err.Error(), "wait", wait.String())
 				t := time.NewTimer(wait)
 				select {
 				case <-t.C:

@@ -11,6 +11,8 @@ import (
 	"github.com/couchepi/couchepi/plugin/kv"
 	"github.com/couchepi/couchepi/plugin/kv/etcd"
 	"github.com/couchepi/couchepi/plugin/kv/etcd/etcdtest"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 // etcdNode opens one node's store and queue on the benchmark's etcd, as a
@@ -77,8 +79,25 @@ func BenchmarkAcceptEtcd(b *testing.B) {
 		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) {
 			qs := etcdQueues(b, cluster.Endpoints(), prefix, nodes)
 			benchAcceptOn(b, qs)
+			if size := etcdSizeInUse(b, cluster.Endpoints()[0]); size > 0 {
+				b.ReportMetric(float64(size)/benchPending, "etcd_bytes/job")
+			}
 		})
 	}
+}
+
+// etcdSizeInUse is the logical size of the etcd member's database.
+func etcdSizeInUse(b *testing.B, endpoint string) int64 {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, Logger: zap.NewNop()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cli.Close()
+	st, err := cli.Status(context.Background(), endpoint)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return st.DbSizeInUse
 }
 
 // BenchmarkAcceptBoltNodes is the same measure on the embedded bolt store

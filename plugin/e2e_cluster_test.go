@@ -279,6 +279,26 @@ func TestE2EClusterFailover(t *testing.T) {
 		front.eventually(tgt+" replicated", 30*time.Second, func() bool { return front.docCount(tgt) == 10 })
 	}
 
+	// Every job has checkpointed what it wrote.
+	front.eventually("all jobs checkpointed", 30*time.Second, func() bool {
+		_, body := front.req("GET", "/_scheduler/jobs", "")
+		var list struct {
+			Jobs []struct {
+				Info struct {
+					Checkpointed any `json:"checkpointed_source_seq"`
+					Through      any `json:"through_seq"`
+				} `json:"info"`
+			} `json:"jobs"`
+		}
+		json.Unmarshal([]byte(body), &list)
+		for _, j := range list.Jobs {
+			if j.Info.Checkpointed == nil || j.Info.Checkpointed != j.Info.Through {
+				return false
+			}
+		}
+		return len(list.Jobs) == n
+	})
+
 	// kill -9 one replication node: its jobs move to the other.
 	w2name := "minicouch@" + w2.addr
 	killed := time.Now()
@@ -296,6 +316,54 @@ func TestE2EClusterFailover(t *testing.T) {
 		return true
 	})
 	t.Logf("failover of the killed node's jobs took %v (activity timeout 6 s)", time.Since(killed).Round(100*time.Millisecond))
+	// They resumed from their checkpoints: the 10 docs already written
+	// count (a run from 0 would re-read them and write none).
+	defer func() {
+		if t.Failed() {
+			summary := func(db string) string {
+				_, b := front.req("GET", "/"+db+"/_local_docs?include_docs=true", "")
+				var l struct {
+					Rows []struct {
+						ID  string `json:"id"`
+						Doc struct {
+							Session string            `json:"session_id"`
+							History []json.RawMessage `json:"history"`
+						} `json:"doc"`
+					} `json:"rows"`
+				}
+				json.Unmarshal([]byte(b), &l)
+				out := ""
+				for _, r := range l.Rows {
+					out += fmt.Sprintf(" %s=%s(%d)", r.ID[7:15], r.Doc.Session[:8], len(r.Doc.History))
+				}
+				return out
+			}
+			t.Logf("src:%s", summary("src"))
+			for i := 0; i < n; i++ {
+				t.Logf("t%d:%s", i, summary(fmt.Sprintf("t%d", i)))
+			}
+		}
+	}()
+	front.eventually("moved jobs resumed from checkpoints", 30*time.Second, func() bool {
+		_, body := front.req("GET", "/_scheduler/jobs", "")
+		var list struct {
+			Jobs []struct {
+				Info struct {
+					DocsWritten int `json:"docs_written"`
+				} `json:"info"`
+			} `json:"jobs"`
+		}
+		json.Unmarshal([]byte(body), &list)
+		if len(list.Jobs) != n {
+			return false
+		}
+		for _, j := range list.Jobs {
+			if j.Info.DocsWritten < 10 {
+				return false
+			}
+		}
+		return true
+	})
 	front.putDocs("src", 10, 5)
 	for i := 0; i < n; i++ {
 		tgt := fmt.Sprintf("t%d", i)

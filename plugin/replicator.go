@@ -157,6 +157,12 @@ func (p *replicator) start(ctx context.Context, host hooks.Services, stc storeCo
 	if err != nil {
 		return fmt.Errorf("open job store %s: %w", stc, err)
 	}
+	if stc.kind != "bolt" {
+		if info.UUID, err = clusterUUID(ctx, store, info.UUID); err != nil {
+			store.Close()
+			return fmt.Errorf("cluster uuid: %w", err)
+		}
+	}
 	q, err := jobs.New(store, jobs.Options{Logger: p.log, Prefix: jobdata.QueuePrefix, Tag: jobdata.ShareTag})
 	if err != nil {
 		store.Close()

@@ -137,3 +137,31 @@ func readNodeTypes(cfg hooks.Config) nodeTypes {
 		replication: strings.TrimSpace(nt["replication"]) != "false",
 	}
 }
+
+// clusterUUIDKey holds, in a shared store, the server uuid every node uses
+// in replication ids (outside the queue's key prefix).
+var clusterUUIDKey = []byte("cluster_uuid")
+
+// clusterUUID returns the server uuid replication ids are computed with.
+// CouchDB computes them with the server's uuid, which all nodes of a
+// cluster share; nodes sharing a queue on etcd have their own uuids, so the
+// first node to start records its own and every node uses that one. A job
+// that moves to another node thus keeps its replication id, and with it
+// its checkpoints.
+func clusterUUID(ctx context.Context, store kv.Store, own string) (string, error) {
+	var uuid string
+	err := store.Update(ctx, func(tx kv.Tx) error {
+		v, err := tx.Get(clusterUUIDKey)
+		if err != nil {
+			return err
+		}
+		if v == nil {
+			tx.Set(clusterUUIDKey, []byte(own))
+			uuid = own
+			return nil
+		}
+		uuid = string(v)
+		return nil
+	})
+	return uuid, err
+}

@@ -26,8 +26,8 @@ type tx struct {
 	points map[string]int64 // user key -> ModRevision seen at rev (0: absent)
 	// seen holds the pairs range reads returned (all at rev), so a Get or
 	// AddReadConflictKey of one of them needs no round trip.
-	seen map[string]*mvccpb.KeyValue
-	spans  []span           // user-key ranges read; no key in them may change
+	seen  map[string]*mvccpb.KeyValue
+	spans []span // user-key ranges read; no key in them may change
 
 	vs       *kv.Versionstamp
 	vsModRev int64

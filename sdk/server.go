@@ -59,7 +59,41 @@ func (s *server) enter() error {
 }
 
 func (s *server) GetInfo(context.Context, *pb.Empty) (*pb.PluginInfo, error) {
-	return wire.InfoToPB(s.p.Info()), nil
+	info := s.p.Info()
+	if err := checkImplements(s.p, info); err != nil {
+		return nil, status.Error(codes.FailedPrecondition, err.Error())
+	}
+	return wire.InfoToPB(info), nil
+}
+
+// checkImplements refuses a plugin that subscribes to a hook it does not
+// implement: the host would otherwise call it for nothing (sync hooks) or
+// drop its events (after_* hooks) without anyone noticing.
+func checkImplements(p Plugin, info hooks.PluginInfo) error {
+	for _, sub := range info.Subscriptions {
+		var ok bool
+		var iface string
+		switch sub.Hook {
+		case hooks.BeforeDocUpdate:
+			_, ok = p.(BeforeDocUpdater)
+			iface = "sdk.BeforeDocUpdater"
+		case hooks.AfterDocRead:
+			_, ok = p.(AfterDocReader)
+			iface = "sdk.AfterDocReader"
+		case hooks.AfterDocWrite:
+			_, ok = p.(AfterDocWriter)
+			iface = "sdk.AfterDocWriter"
+		case hooks.AfterDBCreate, hooks.AfterDBDelete:
+			_, ok = p.(DBWatcher)
+			iface = "sdk.DBWatcher"
+		default:
+			continue // unknown hooks are the host's to refuse
+		}
+		if !ok {
+			return fmt.Errorf("plugin %s subscribes to %s but does not implement %s", info.Name, sub.Hook, iface)
+		}
+	}
+	return nil
 }
 
 func (s *server) Configure(ctx context.Context, req *pb.ConfigureRequest) (*pb.Empty, error) {

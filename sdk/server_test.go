@@ -69,3 +69,31 @@ func TestDeliver(t *testing.T) {
 		})
 	}
 }
+
+// TestSubscribedHooksImplemented: a plugin subscribing to a hook it does
+// not implement is refused at GetInfo, with the reason.
+func TestSubscribedHooksImplemented(t *testing.T) {
+	sub := func(h hooks.Hook) hooks.PluginInfo {
+		return hooks.PluginInfo{Name: "recorder", Subscriptions: []hooks.Subscription{{Hook: h, DB: "*"}}}
+	}
+	tests := []struct {
+		hook hooks.Hook
+		want string // "" = accepted
+	}{
+		{hooks.AfterDocWrite, ""},
+		{hooks.AfterDBCreate, ""},
+		{hooks.AfterDBDelete, ""},
+		{hooks.BeforeDocUpdate, "plugin recorder subscribes to before_doc_update but does not implement sdk.BeforeDocUpdater"},
+		{hooks.AfterDocRead, "plugin recorder subscribes to after_doc_read but does not implement sdk.AfterDocReader"},
+	}
+	for _, tc := range tests {
+		err := checkImplements(&recorder{}, sub(tc.hook))
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.hook, got, tc.want)
+		}
+	}
+}

@@ -14,20 +14,14 @@ import (
 // chunkSize is the largest request body chunk sent in one stream message.
 const chunkSize = 32 << 10
 
-type userKey struct{}
-
 // WithUser returns a copy of ctx carrying the authenticated user of a
 // request; ServeHTTP forwards it to the plugin (sdk.User reads it there).
+// It is hooks.WithUser.
 func WithUser(ctx context.Context, u hooks.UserCtx) context.Context {
-	return context.WithValue(ctx, userKey{}, u)
+	return hooks.WithUser(ctx, u)
 }
 
-func userFrom(ctx context.Context) hooks.UserCtx {
-	if u, ok := ctx.Value(userKey{}).(hooks.UserCtx); ok {
-		return u
-	}
-	return hooks.UserCtx{Roles: []string{}}
-}
+func userFrom(ctx context.Context) hooks.UserCtx { return hooks.UserFrom(ctx) }
 
 // ServeHTTP forwards a request for a plugin route (see HasRoute) to the
 // plugin: method, escaped path, query, headers, the body streamed in chunks

@@ -15,21 +15,15 @@ import (
 // chunkSize is the largest body chunk sent in one stream message.
 const chunkSize = 32 << 10
 
-type userKey struct{}
-
 // User returns the user context of a request forwarded by the host (the
 // caller authenticated by the server); anonymous when there is none.
-func User(r *http.Request) hooks.UserCtx {
-	if u, ok := r.Context().Value(userKey{}).(hooks.UserCtx); ok {
-		return u
-	}
-	return hooks.UserCtx{Roles: []string{}}
-}
+func User(r *http.Request) hooks.UserCtx { return hooks.UserFrom(r.Context()) }
 
 // WithUser returns a copy of ctx carrying u, as User reads it; useful to
-// test a plugin's handler without a host.
+// test a plugin's handler without a host. It is hooks.WithUser: the host
+// and the sdk use one context key.
 func WithUser(ctx context.Context, u hooks.UserCtx) context.Context {
-	return context.WithValue(ctx, userKey{}, u)
+	return hooks.WithUser(ctx, u)
 }
 
 // serveHTTP turns a ServeHTTP stream into a call of h: the request body is

@@ -124,6 +124,7 @@ func (p *replicator) Configure(_ context.Context, cfg hooks.Config) error {
 func (p *replicator) Start(ctx context.Context, host hooks.Services) error {
 	p.mu.Lock()
 	conf := p.conf
+	p.host = host // validation needs it even while the store is not open
 	p.mu.Unlock()
 	stc, err := readStoreConfig(conf)
 	if err != nil {

@@ -116,6 +116,14 @@ func (h *Host) Load(ctx context.Context, spec Spec) error {
 		return err
 	}
 	h.mu.Lock()
+	if h.closed {
+		// Close ran while the process started: it did not see this
+		// plugin, so it must not outlive the host.
+		h.mu.Unlock()
+		inst.kill()
+		<-inst.exited
+		return errors.New("couchepi host is closed")
+	}
 	for _, o := range h.plugins {
 		if o.name == inst.info.Name {
 			h.mu.Unlock()

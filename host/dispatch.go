@@ -50,6 +50,10 @@ func (h *Host) docHook(ctx context.Context, hook hooks.Hook, db string, doc []by
 	return doc, nil
 }
 
+// curChangeWait bounds how long a sync hook call that found its plugin
+// unavailable waits for another instance to take over.
+const curChangeWait = 20 * time.Millisecond
+
 // callDocHook calls one plugin. A call that fails because the process was
 // swapped out meanwhile is retried on its successor. result says how the
 // call ended, for the metrics: resultOK, resultRejected or resultUnavailable.
@@ -85,8 +89,20 @@ func (h *Host) callDocHook(ctx context.Context, m *managed, hook hooks.Hook, db 
 		}
 		if status.Code(err) == codes.Unavailable {
 			inst.reportTransportError()
-			// A process stopping for a swap refuses new calls for a moment.
-			time.Sleep(20 * time.Millisecond)
+			// The process may be on its way out (a swap, a crash the
+			// monitor is about to see): wait for the change of instance,
+			// briefly, instead of failing the write at once.
+			changed := m.curChanged()
+			if m.cur.Load() != inst {
+				continue
+			}
+			t := time.NewTimer(curChangeWait)
+			select {
+			case <-changed:
+			case <-t.C:
+			case <-ctx.Done():
+			}
+			t.Stop()
 			if m.cur.Load() != inst {
 				continue
 			}

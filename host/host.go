@@ -137,10 +137,10 @@ func (h *Host) Load(ctx context.Context, spec Spec) error {
 	m.mx = h.mx.forPlugin(m.name)
 	h.plugins = append(h.plugins, m)
 	h.mu.Unlock()
-	m.cur.Store(inst)
+	m.setCur(inst)
 	h.rebuild()
 	if err := h.startInstance(ctx, inst); err != nil {
-		m.cur.Store(nil)
+		m.setCur(nil)
 		h.mu.Lock()
 		h.plugins = h.plugins[:len(h.plugins)-1]
 		h.mu.Unlock()

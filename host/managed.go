@@ -31,7 +31,10 @@ type managed struct {
 	cancelDelivery func()
 
 	// cur answers sync hooks and routes; nil while the plugin is down.
+	// Change it only through setCur/swapCur/casCur, which wake waiters.
 	cur atomic.Pointer[instance]
+	// curChange is closed (and replaced) whenever cur changes.
+	curChange atomic.Pointer[chan struct{}]
 
 	// lifeMu serialises lifecycle changes: restart, reload, close.
 	lifeMu sync.Mutex
@@ -123,7 +126,7 @@ func (m *managed) onDeath(inst *instance, why string) {
 	m.lifeMu.Lock()
 	defer m.lifeMu.Unlock()
 	go inst.kill()
-	if m.closed || !m.cur.CompareAndSwap(inst, nil) {
+	if m.closed || !m.casCur(inst, nil) {
 		return
 	}
 	m.q.setDown(true)
@@ -178,13 +181,13 @@ func (m *managed) restartOnce() (done bool, err error) {
 		inst.kill()
 		return false, fmt.Errorf("binary %s now calls itself %q, not %q", spec.Path, inst.info.Name, m.name)
 	}
-	m.cur.Store(inst)
+	m.setCur(inst)
 	m.mu.Lock()
 	m.info = inst.info
 	m.mu.Unlock()
 	m.h.rebuild()
 	if err := m.h.startInstance(ctx, inst); err != nil {
-		m.cur.Store(nil)
+		m.setCur(nil)
 		inst.kill()
 		return false, err
 	}
@@ -224,7 +227,7 @@ func (m *managed) reload(ctx context.Context, spec Spec) error {
 		return fmt.Errorf("cannot reload plugin %s with %s: it is plugin %q", m.name, spec.Path, next.info.Name)
 	}
 	// From here the new process answers sync hooks and routes.
-	old := m.cur.Swap(next)
+	old := m.swapCur(next)
 	m.mu.Lock()
 	m.spec = spec
 	m.info = next.info
@@ -249,7 +252,7 @@ func (m *managed) reload(ctx context.Context, spec Spec) error {
 	if err != nil {
 		m.log.Error("new plugin failed to start after swap", "error", err)
 		m.reloadsFailed.Add(1)
-		m.cur.CompareAndSwap(next, nil)
+		m.casCur(next, nil)
 		next.kill()
 		m.q.setDown(true)
 		m.setState(StateRestarting)
@@ -287,7 +290,7 @@ func (m *managed) close() error {
 	close(m.stop)
 	m.drainDelivery(drainGrace)
 	defer m.deliverMu.Unlock()
-	inst := m.cur.Swap(nil)
+	inst := m.swapCur(nil)
 	m.setState(StateStopped)
 	if inst == nil {
 		return nil
@@ -301,4 +304,42 @@ func (m *managed) close() error {
 		return fmt.Errorf("plugin %s: stop: %w", m.name, err)
 	}
 	return nil
+}
+
+// curChanged returns a channel closed at the next change of cur.
+func (m *managed) curChanged() <-chan struct{} {
+	for {
+		if ch := m.curChange.Load(); ch != nil {
+			return *ch
+		}
+		ch := make(chan struct{})
+		m.curChange.CompareAndSwap(nil, &ch)
+	}
+}
+
+// notifyCur wakes the callers waiting in curChanged.
+func (m *managed) notifyCur() {
+	ch := make(chan struct{})
+	if old := m.curChange.Swap(&ch); old != nil {
+		close(*old)
+	}
+}
+
+func (m *managed) setCur(inst *instance) {
+	m.cur.Store(inst)
+	m.notifyCur()
+}
+
+func (m *managed) swapCur(inst *instance) *instance {
+	old := m.cur.Swap(inst)
+	m.notifyCur()
+	return old
+}
+
+func (m *managed) casCur(old, inst *instance) bool {
+	if !m.cur.CompareAndSwap(old, inst) {
+		return false
+	}
+	m.notifyCur()
+	return true
 }

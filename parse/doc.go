@@ -44,10 +44,12 @@
 //     strings (4.x rule) that percent-decode to UTF-8; a "ddoc/name" filter
 //     and the `_view` filter's view must have non-empty parts; selectors are
 //     validated as Mango does (unknown operators, wrong argument types).
-//   - Bare database names and non-http(s) URLs are refused in documents
-//     ("Local endpoints are not supported: …"); an unparseable URL gives
-//     "`source` has an invalid url". The http/https scheme is recognised
-//     case-insensitively.
+//   - Bare database names are refused in documents ("Local endpoints are
+//     not supported: …"); a URL with another scheme, such as a typo like
+//     htp://, says so ("`source` must be an http:// or https:// URL, not
+//     htp://") in documents and _replicate bodies alike; an unparseable URL
+//     gives "`source` has an invalid url". The http/https scheme is
+//     recognised case-insensitively.
 //   - In documents, `_local_id`/`replication_id`/`id` and `cancel` have no
 //     effect (cancel is only type-checked): a doc is cancelled by deleting
 //     it. Only ReplicateRequest honours `{"cancel":true,"replication_id":…}`

@@ -68,6 +68,9 @@ func parseEndpoint(side string, raw json.RawMessage, proxy string, loc *local) (
 	}
 
 	if !hasHTTPScheme(rawURL) {
+		if scheme, _, ok := strings.Cut(rawURL, "://"); ok && validScheme(scheme) {
+			return Endpoint{}, newError(reasonURLScheme(side, scheme))
+		}
 		if loc == nil {
 			return Endpoint{}, newError(reasonLocalEndpoint(side))
 		}

@@ -31,7 +31,9 @@ func TestReplicationDocErrors(t *testing.T) {
 		{"null source", `{"source":null,"target":` + tgt + `}`, "Missing `source` field"},
 		{"bare name", `{"source":"db","target":` + tgt + `}`, "Local endpoints are not supported: `source` must be an http:// or https:// URL"},
 		{"bare name in object", `{"source":` + src + `,"target":{"url":"db"}}`, "Local endpoints are not supported: `target` must be an http:// or https:// URL"},
-		{"other scheme", `{"source":"ftp://h/db","target":` + tgt + `}`, "Local endpoints are not supported: `source` must be an http:// or https:// URL"},
+		{"other scheme", `{"source":"ftp://h/db","target":` + tgt + `}`, "`source` must be an http:// or https:// URL, not ftp://"},
+		{"scheme typo", `{"source":"htp://u:secret@h/db","target":` + tgt + `}`, "`source` must be an http:// or https:// URL, not htp://"},
+		{"scheme typo in object", `{"source":` + src + `,"target":{"url":"htps://h/db"}}`, "`target` must be an http:// or https:// URL, not htps://"},
 		{"number endpoint", `{"source":5,"target":` + tgt + `}`, "`source` must be a URL string or an object"},
 		{"object without url", `{"source":{},"target":` + tgt + `}`, "`source` must have a `url`"},
 		{"url not a string", `{"source":{"url":5},"target":` + tgt + `}`, "`source` has an invalid url"},
@@ -266,6 +268,10 @@ func TestReplicateRequest(t *testing.T) {
 		if !errors.As(err, &pe) || pe.Reason != c.reason {
 			t.Errorf("%s: err = %v, want %q", c.body, err, c.reason)
 		}
+	}
+	// A scheme typo is not a bare db name, even where bare names are.
+	if _, err := ReplicateRequest([]byte(`{"source":"htp://h/db","target":"b"}`), user, opts); err == nil || !strings.Contains(err.Error(), "not htp://") {
+		t.Errorf("scheme typo with LocalURL: %v", err)
 	}
 	// Without LocalURL bare names are invalid, as in documents.
 	if _, err := ReplicateRequest([]byte(`{"source":"a","target":"b"}`), user, DefaultOptions()); err == nil {

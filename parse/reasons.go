@@ -33,6 +33,13 @@ const (
 
 func reasonMissing(side string) string { return "Missing `" + side + "` field" }
 
+// reasonURLScheme words an endpoint URL with another scheme than http(s)
+// (a typo such as htp://, or ftp://): no db name holds "://", so it is not
+// a local endpoint either.
+func reasonURLScheme(side, scheme string) string {
+	return "`" + side + "` must be an http:// or https:// URL, not " + scheme + "://"
+}
+
 func reasonLocalEndpoint(side string) string {
 	return "Local endpoints are not supported: `" + side + "` must be an http:// or https:// URL"
 }

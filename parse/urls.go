@@ -82,6 +82,21 @@ func stripAnyUserinfo(u string) string {
 
 // hasHTTPScheme reports whether u starts with "http://" or "https://"
 // (case-insensitively).
+// validScheme reports whether s has the form of a URL scheme (RFC 3986:
+// a letter, then letters, digits, "+", "-" or ".").
+func validScheme(s string) bool {
+	if s == "" || len(s) > 32 {
+		return false
+	}
+	for i, c := range s {
+		letter := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+		if !letter && (i == 0 || !(c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.')) {
+			return false
+		}
+	}
+	return true
+}
+
 func hasHTTPScheme(u string) bool {
 	return hasPrefixFold(u, "http://") || hasPrefixFold(u, "https://")
 }

@@ -47,7 +47,7 @@ func TestE2EDocValidation(t *testing.T) {
 		{"bad filter", "admin:pass", doc(`,"filter":"nodesign"`), "Invalid filter. Must match `ddocname/filtername`."},
 		{"query_params not an object", "admin:pass", doc(`,"query_params":1`), "`query_params` is not `null` or object"},
 		{"bare db name source", "admin:pass", fmt.Sprintf(`{"source":"src","target":%q}`, tgt), "Local endpoints are not supported: `source` must be an http:// or https:// URL"},
-		{"non-http url", "admin:pass", fmt.Sprintf(`{"source":"ftp://%s/src","target":%q}`, c.addr, tgt), "Local endpoints are not supported: `source` must be an http:// or https:// URL"},
+		{"non-http url", "admin:pass", fmt.Sprintf(`{"source":"ftp://%s/src","target":%q}`, c.addr, tgt), "`source` must be an http:// or https:// URL, not ftp://"},
 		{"another user's owner", "bob:bobpw", doc(`,"owner":"alice"`), "Can't update replication documents from other users."},
 	}
 	for i, tc := range tests {

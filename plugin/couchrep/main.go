@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -200,12 +201,19 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, sig <-chan os
 		err error
 	}
 	done := make(chan outcome, 1)
+	var carriedMu sync.Mutex
+	var carried replicate.Stats // totals of earlier runs this one resumes
 	go func() {
 		res, err := replicate.Run(ctx, rep, replicate.Options{
 			Logger:     engineLog,
 			Pool:       pool,
 			ServerUUID: c.ServerUUID,
 			OnStats:    p.Update,
+			OnStart: func(s replicate.Stats) {
+				carriedMu.Lock()
+				carried = s
+				carriedMu.Unlock()
+			},
 			// Replicator-wide keys of --config, as the job server passes them.
 			MaxDocumentIDLength: c.Options.MaxDocumentIDLength,
 			MissingDocRetry:     time.Duration(c.Options.MissingDocRetry()) * time.Millisecond,
@@ -230,7 +238,9 @@ wait:
 	select {
 	case <-interrupted:
 		if out.err == nil || errors.Is(out.err, replicate.ErrStopped) {
-			summary(stdout, mode, outLog, "stopped", m.view(time.Now()).Stats, elapsed)
+			carriedMu.Lock()
+			summary(stdout, mode, outLog, "stopped", m.view(time.Now()).Stats, carried, elapsed)
+			carriedMu.Unlock()
 			return exitInterrupted
 		}
 	default:
@@ -239,7 +249,9 @@ wait:
 		fmt.Fprintf(stderr, "couchrep: %s\n", redactText(out.err.Error()))
 		return exitFailed
 	}
-	summary(stdout, mode, outLog, "completed", out.res.Stats, elapsed)
+	carriedMu.Lock()
+	summary(stdout, mode, outLog, "completed", out.res.Stats, carried, elapsed)
+	carriedMu.Unlock()
 	return exitDone
 }
 
@@ -262,21 +274,41 @@ func sourceUpdateSeq(ctx context.Context, pool *couchclient.Pool, rep *parse.Rep
 	return info.UpdateSeq, len(info.UpdateSeq) > 0
 }
 
-// summary prints the final state: a sentence on a terminal, a log line otherwise.
-func summary(w io.Writer, mode string, log hclog.Logger, state string, s replicate.Stats, elapsed time.Duration) {
+// summary prints the final state: a sentence on a terminal, a log line
+// otherwise. s holds totals including what earlier runs did (a resumed run
+// starts from its checkpoint's counts, carried); the counts and rate shown
+// first are this run's own, and the totals follow when they differ.
+func summary(w io.Writer, mode string, log hclog.Logger, state string, s, carried replicate.Stats, elapsed time.Duration) {
+	run := replicate.Stats{
+		DocsRead:              s.DocsRead - carried.DocsRead,
+		DocsWritten:           s.DocsWritten - carried.DocsWritten,
+		DocWriteFailures:      s.DocWriteFailures - carried.DocWriteFailures,
+		RevisionsChecked:      s.RevisionsChecked - carried.RevisionsChecked,
+		MissingRevisionsFound: s.MissingRevisionsFound - carried.MissingRevisionsFound,
+	}
+	resumed := carried.DocsRead != 0 || carried.DocsWritten != 0 || carried.DocWriteFailures != 0 || carried.RevisionsChecked != 0
 	rate := 0.0
 	if elapsed > 0 {
-		rate = float64(s.DocsWritten) / elapsed.Seconds()
+		rate = float64(run.DocsWritten) / elapsed.Seconds()
 	}
 	switch mode {
 	case "log":
-		log.Info(state, "docs_read", s.DocsRead, "docs_written", s.DocsWritten, "doc_write_failures", s.DocWriteFailures,
-			"revisions_checked", s.RevisionsChecked, "missing_revisions_found", s.MissingRevisionsFound,
-			"docs_per_second", int64(rate+0.5), "elapsed", shortDuration(elapsed))
+		args := []any{"docs_read", run.DocsRead, "docs_written", run.DocsWritten, "doc_write_failures", run.DocWriteFailures,
+			"revisions_checked", run.RevisionsChecked, "missing_revisions_found", run.MissingRevisionsFound,
+			"docs_per_second", int64(rate + 0.5), "elapsed", shortDuration(elapsed)}
+		if resumed {
+			args = append(args, "total_docs_read", s.DocsRead, "total_docs_written", s.DocsWritten, "total_doc_write_failures", s.DocWriteFailures)
+		}
+		log.Info(state, args...)
 	case "bar":
-		fmt.Fprintf(w, "%s: %s docs read, %s written, %s failed in %s (%s docs/s)\n", state,
-			thousands(s.DocsRead), thousands(s.DocsWritten), thousands(s.DocWriteFailures),
+		fmt.Fprintf(w, "%s: %s docs read, %s written, %s failed in %s (%s docs/s)", state,
+			thousands(run.DocsRead), thousands(run.DocsWritten), thousands(run.DocWriteFailures),
 			shortDuration(elapsed), thousands(int64(rate+0.5)))
+		if resumed {
+			fmt.Fprintf(w, "; with earlier runs: %s read, %s written, %s failed",
+				thousands(s.DocsRead), thousands(s.DocsWritten), thousands(s.DocWriteFailures))
+		}
+		fmt.Fprintln(w)
 	}
 }
 

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+
+	"github.com/couchepi/couchepi/plugin/replicate"
 	"os"
 	"path/filepath"
 	"strings"
@@ -78,7 +80,8 @@ func TestExitCodes(t *testing.T) {
 func TestOneShotLogOutput(t *testing.T) {
 	s := startServer(t)
 	s.seed(t, "src", 300)
-	code, stdout, stderr := runCLI(t, nil, "--create-target", "--log-interval", "200ms", s.base+"src", s.base+"tgt")
+	const uuid = "0123456789abcdef0123456789abcdef" // one replication id for both runs
+	code, stdout, stderr := runCLI(t, nil, "--server-uuid", uuid, "--create-target", "--log-interval", "200ms", s.base+"src", s.base+"tgt")
 	if code != exitDone {
 		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 	}
@@ -103,10 +106,33 @@ func TestOneShotLogOutput(t *testing.T) {
 	if s.pass != "" && strings.Contains(stdout+stderr, s.pass+"@") {
 		t.Errorf("password printed")
 	}
-	// A second run resumes from the checkpoint and writes nothing.
-	code, stdout, _ = runCLI(t, nil, s.base+"src", s.base+"tgt")
-	if code != exitDone || !strings.Contains(stdout, "docs_written=0") {
-		t.Errorf("second run: exit %d, stdout %s", code, stdout)
+	// A second run resumes from the checkpoint: it reports its own work
+	// (nothing) and, separately, the totals with the first run.
+	code, stdout, _ = runCLI(t, nil, "--server-uuid", uuid, "--create-target", s.base+"src", s.base+"tgt")
+	lines = strings.Split(strings.TrimSpace(stdout), "\n")
+	last = lines[len(lines)-1]
+	for _, want := range []string{"docs_read=0 ", "docs_written=0 ", "revisions_checked=0 ", "docs_per_second=0 ", "total_docs_read=300", "total_docs_written=300"} {
+		if code != exitDone || !strings.Contains(last+" ", want) {
+			t.Errorf("second run: exit %d, last line %q lacks %q", code, last, want)
+		}
+	}
+}
+
+// TestResumedSummary: the terminal summary of a resumed run shows this
+// run's counts and rate, then the totals with earlier runs.
+func TestResumedSummary(t *testing.T) {
+	var b bytes.Buffer
+	carried := replicate.Stats{DocsRead: 50000, DocsWritten: 50000}
+	total := replicate.Stats{DocsRead: 50010, DocsWritten: 50010, DocWriteFailures: 1}
+	summary(&b, "bar", nil, "completed", total, carried, 2*time.Second)
+	want := "completed: 10 docs read, 10 written, 1 failed in 2s (5 docs/s); with earlier runs: 50,010 read, 50,010 written, 1 failed\n"
+	if b.String() != want {
+		t.Errorf("got  %q\nwant %q", b.String(), want)
+	}
+	b.Reset()
+	summary(&b, "bar", nil, "completed", replicate.Stats{DocsRead: 3, DocsWritten: 3}, replicate.Stats{}, time.Second)
+	if want := "completed: 3 docs read, 3 written, 0 failed in 1s (3 docs/s)\n"; b.String() != want {
+		t.Errorf("fresh run: got %q, want %q", b.String(), want)
 	}
 }
 

@@ -47,6 +47,10 @@ type Options struct {
 	OnStats func(Stats)
 	// OnCheckpoint is called after each successful checkpoint.
 	OnCheckpoint func(Stats)
+	// OnStart, when set, is called once the run knows where it starts,
+	// with the stats it carries over from earlier runs (StartStats and the
+	// checkpoint's history): what the run's own work is counted from.
+	OnStart func(carried Stats)
 	// MaxDocumentIDLength is `[replicator] max_document_id_length` in bytes:
 	// changes of docs with longer ids are skipped and counted as
 	// doc_write_failures (0 = no limit, CouchDB's default).

@@ -156,6 +156,9 @@ func (r *run) start(ctx context.Context) error {
 	r.committed = r.startSeq
 	r.stats.setCheckpointed(r.startSeq)
 	r.tracker = newThroughTracker(r.startSeq)
+	if r.opts.OnStart != nil {
+		r.opts.OnStart(r.snapshot())
+	}
 	r.log.Debug("replication starting", "since", string(r.startSeq), "session_id", r.sessionID)
 	return nil
 }

@@ -88,7 +88,7 @@ lint:
 demo: build
 	@mkdir -p $(DEMO_DATA)
 	@test/browser/fauxton.sh .demo/fauxton || echo "Fauxton not fetched; /_utils/ will be missing"
-	@echo "minicouch: http://$(DEMO_USER):$(DEMO_PASS)@$(DEMO_ADDR)/   Fauxton: http://$(DEMO_ADDR)/_utils/   (Ctrl-C stops it)"
+	@echo "starting minicouch: http://$(DEMO_USER):$(DEMO_PASS)@$(DEMO_ADDR)/   Fauxton: http://$(DEMO_ADDR)/_utils/   (ready at 'minicouch listening'; Ctrl-C stops it)"
 	$(BIN)/minicouch --addr $(DEMO_ADDR) --data $(DEMO_DATA) --admin $(DEMO_USER):$(DEMO_PASS) --plugin $(BIN)/replicator --fauxton .demo/fauxton
 
 # A 3-member etcd (Debian's etcd-server, installed when missing) and three

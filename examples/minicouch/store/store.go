@@ -58,7 +58,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		opts.Logger = hclog.NewNullLogger()
 	}
 	if opts.OpenTimeout == 0 {
-		opts.OpenTimeout = 5 * time.Second
+		opts.OpenTimeout = time.Second
 	}
 	if opts.MaxBatchDocs <= 0 {
 		opts.MaxBatchDocs = 256
@@ -78,9 +78,13 @@ func Open(dir string, opts Options) (*Store, error) {
 		// Applies to new files only.
 		PageSize: 16 << 10,
 	})
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, inUseError(dir)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
+	writeOwner(dir)
 	b.AllocSize = 64 << 20 // grow the file in large steps: fewer grow syncs while ingesting
 	if err := b.Update(func(tx *bolt.Tx) error {
 		_, err := tx.CreateBucketIfNotExists(bucketDBs)

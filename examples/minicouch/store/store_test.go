@@ -2,8 +2,12 @@ package store
 
 import (
 	"context"
+	"errors"
+	"os"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestDatabases(t *testing.T) {
@@ -114,5 +118,28 @@ func TestInfoCounters(t *testing.T) {
 	}
 	if err := db.SetRevsLimit(ctx, 0); err == nil {
 		t.Fatal("revs_limit 0 accepted")
+	}
+}
+
+// TestOpenInUse: a second Open of a held data directory fails at once,
+// saying the directory is in use and by which process.
+func TestOpenInUse(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	start := time.Now()
+	_, err = Open(dir, Options{NoSync: true, OpenTimeout: 100 * time.Millisecond})
+	var inUse *ErrInUse
+	if !errors.As(err, &inUse) || inUse.PID != os.Getpid() {
+		t.Fatalf("second Open: %v, want ErrInUse naming pid %d", err, os.Getpid())
+	}
+	if want := "data directory " + dir + " is in use by another process (pid "; !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("message %q", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("took %v", d)
 	}
 }

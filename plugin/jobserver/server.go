@@ -382,9 +382,11 @@ func (s *Server) accept(rotating bool) {
 			continue
 		}
 		s.mu.Lock()
-		full := s.live() >= s.config().MaxJobs
+		// Workers asked to stop still count until they have exited: they
+		// may still be writing.
+		full := len(s.workers) >= s.config().MaxJobs
 		var victim *worker
-		if full && rotating && !s.stopping {
+		if full && rotating && !s.stopping && s.live() >= s.config().MaxJobs {
 			// Rotation stops a running job before the new one starts, as
 			// CouchDB does, so max_jobs is never exceeded.
 			if victim = s.rotationVictim(cfg, time.Now()); victim != nil {

@@ -24,6 +24,9 @@ type Source interface {
 	FoldSummaries(ctx context.Context, fn func(jobID string, s jobdata.Summary) error) error
 	// Get returns one job's record; ErrNotFound if it is gone.
 	Get(ctx context.Context, jobID string) (*jobdata.Record, error)
+	// GetMany returns the records of jobIDs as of one moment (nil for a
+	// job that is gone), so a page never mixes two states of the queue.
+	GetMany(ctx context.Context, jobIDs []string) ([]*jobdata.Record, error)
 	// Lookup finds a job by replication id or job id; ErrNotFound if none.
 	Lookup(ctx context.Context, id string) (*jobdata.Record, error)
 	// Doc finds the job of a replication doc; ErrNotFound if none.
@@ -222,16 +225,19 @@ func (h *Handler) collect(ctx context.Context, keep func(jobdata.Summary) bool, 
 // records decodes the records of one page of a listing. A job removed
 // since the listing was made is left out.
 func (h *Handler) records(ctx context.Context, page []keyed, shape func(*jobdata.Record) json.RawMessage) ([]json.RawMessage, error) {
+	ids := make([]string, len(page))
+	for i, k := range page {
+		ids[i] = k.jobID
+	}
+	recs, err := h.src.GetMany(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
 	out := []json.RawMessage{}
-	for _, k := range page {
-		rec, err := h.src.Get(ctx, k.jobID)
-		if errors.Is(err, ErrNotFound) {
-			continue
+	for _, rec := range recs {
+		if rec != nil {
+			out = append(out, shape(rec))
 		}
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, shape(rec))
 	}
 	return out, nil
 }

@@ -175,6 +175,14 @@ func (m memSource) Get(_ context.Context, jobID string) (*jobdata.Record, error)
 	return nil, ErrNotFound
 }
 
+func (m memSource) GetMany(_ context.Context, ids []string) ([]*jobdata.Record, error) {
+	out := make([]*jobdata.Record, len(ids))
+	for i, id := range ids {
+		out[i] = m[id]
+	}
+	return out, nil
+}
+
 func (m memSource) Lookup(_ context.Context, id string) (*jobdata.Record, error) {
 	if r, ok := m[id]; ok {
 		return r, nil

@@ -66,6 +66,29 @@ func (r Records) Get(ctx context.Context, jobID string) (*Record, error) {
 	return Decode(data)
 }
 
+// GetMany returns the records of jobIDs read in one transaction, so that
+// they show one moment of the queue; a job that is gone has a nil record.
+func (r Records) GetMany(ctx context.Context, jobIDs []string) ([]*Record, error) {
+	out := make([]*Record, len(jobIDs))
+	err := r.Q.Transact(ctx, func(tx *jobs.Tx) error {
+		for i, id := range jobIDs {
+			out[i] = nil
+			data, err := tx.GetData(JobType, id)
+			if errors.Is(err, jobs.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if out[i], err = Decode(data); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
 // Lookup finds a job by replication id (full, or with "+" turned into
 // spaces by form decoding) through the ownership index, else by job id.
 func (r Records) Lookup(ctx context.Context, id string) (*Record, error) {

@@ -10,6 +10,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/couchepi/couchepi/internal/jsonobj"
 )
 
 // Hook names one of the couch_epi-style hooks a plugin can subscribe to.
@@ -120,10 +122,8 @@ func (e *Error) Error() string {
 
 // MarshalJSON encodes e as CouchDB's error body {"error":…,"reason":…}.
 func (e *Error) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		Error  string `json:"error"`
-		Reason string `json:"reason"`
-	}{e.Err, e.Reason})
+	var o jsonobj.Builder
+	return o.Add("error", e.Err).Add("reason", e.Reason).Raw(), nil
 }
 
 // Forbidden returns CouchDB's 403 {"error":"forbidden","reason":reason}.

@@ -3,6 +3,8 @@ package parse
 import (
 	"strconv"
 	"strings"
+
+	"github.com/couchepi/couchepi/internal/jsonobj"
 )
 
 // StripCredentials applies CouchDB's after_doc_read rule for replicator
@@ -24,7 +26,7 @@ import (
 // (CouchDB computes a new revision id from the parent revision; only the
 // fact that the rev differs matters to clients, which cannot update with it.)
 func StripCredentials(doc []byte, user UserCtx) ([]byte, bool) {
-	ms, err := objectMembers(doc)
+	ms, err := jsonobj.Parse(doc)
 	if err != nil {
 		return doc, false
 	}
@@ -34,21 +36,21 @@ func StripCredentials(doc []byte, user UserCtx) ([]byte, bool) {
 	if user.IsAdmin() || user.IsReplicator() {
 		return doc, false
 	}
-	if owner, ok := firstMember(ms, "owner"); ok && isOwner(owner, user) {
+	if owner, ok := ms.Get("owner"); ok && isOwner(owner, user) {
 		return doc, false
 	}
 	changed := false
-	out := make([]member, 0, len(ms))
+	out := make(jsonobj.Object, 0, len(ms))
 	for _, m := range ms {
 		if m.Key == "source" || m.Key == "target" {
 			switch kindOf(m.Value) {
 			case kindString:
 				s, _ := rawString(m.Value)
 				if t := stripUserinfo(s); t != s {
-					m.Value, changed = jsonString(t), true
+					m.Value, changed = jsonobj.AppendString(nil, t), true
 				}
 			case kindObject:
-				if ems, err := objectMembers(m.Value); err == nil {
+				if ems, err := jsonobj.Parse(m.Value); err == nil {
 					kept := ems[:0:0]
 					for _, em := range ems {
 						if em.Key == "headers" || em.Key == "auth" {
@@ -58,20 +60,20 @@ func StripCredentials(doc []byte, user UserCtx) ([]byte, bool) {
 						if em.Key == "url" {
 							if s, ok := rawString(em.Value); ok {
 								if t := stripAnyUserinfo(s); t != s {
-									em.Value, changed = jsonString(t), true
+									em.Value, changed = jsonobj.AppendString(nil, t), true
 								}
 							}
 						}
 						kept = append(kept, em)
 					}
-					m.Value = encodeObject(kept)
+					m.Value = kept.Bytes()
 				}
 			}
 		}
 		if m.Key == "proxy" || m.Key == "source_proxy" || m.Key == "target_proxy" {
 			if s, ok := rawString(m.Value); ok {
 				if t := stripAnyUserinfo(s); t != s {
-					m.Value, changed = jsonString(t), true
+					m.Value, changed = jsonobj.AppendString(nil, t), true
 				}
 			}
 		}
@@ -83,7 +85,7 @@ func StripCredentials(doc []byte, user UserCtx) ([]byte, bool) {
 	rev, hasRev := stringMember(out, "_rev")
 	// Members that would reveal the stored revision go: with it, a
 	// non-owner could write over the doc.
-	noRev := make([]member, 0, len(out))
+	noRev := make(jsonobj.Object, 0, len(out))
 	for _, m := range out {
 		switch m.Key {
 		case "_rev", "_revisions", "_revs_info", "_conflicts", "_deleted_conflicts":
@@ -92,12 +94,12 @@ func StripCredentials(doc []byte, user UserCtx) ([]byte, bool) {
 		}
 	}
 	if !hasRev {
-		return encodeObject(noRev), true
+		return noRev.Bytes(), true
 	}
 	gen, _, _ := strings.Cut(rev, "-")
 	if _, err := strconv.Atoi(gen); err != nil {
 		gen = "1"
 	}
-	newRev := gen + "-" + md5Hex(encodeObject(noRev))
-	return encodeObject(setMember(noRev, "_rev", jsonString(newRev))), true
+	newRev := gen + "-" + md5Hex(noRev.Bytes())
+	return noRev.Set("_rev", jsonobj.AppendString(nil, newRev)).Bytes(), true
 }

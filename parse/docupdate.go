@@ -3,6 +3,8 @@ package parse
 import (
 	"encoding/json"
 	"strings"
+
+	"github.com/couchepi/couchepi/internal/jsonobj"
 )
 
 // BeforeDocUpdate applies CouchDB's write-time rules for documents in a
@@ -24,7 +26,7 @@ import (
 // All other fields are preserved; when nothing changes the input slice is
 // returned as is.
 func BeforeDocUpdate(doc []byte, user UserCtx) ([]byte, error) {
-	ms, err := objectMembers(doc)
+	ms, err := jsonobj.Parse(doc)
 	if err != nil {
 		return nil, newError(reasonNotObject)
 	}
@@ -35,15 +37,15 @@ func BeforeDocUpdate(doc []byte, user UserCtx) ([]byte, error) {
 		return doc, nil
 	}
 	out := doc
-	owner, hasOwner := firstMember(ms, "owner")
+	owner, hasOwner := ms.Get("owner")
 	switch {
 	case !hasOwner:
-		out = encodeObject(setMember(ms, "owner", nameJSON(user.Name)))
+		out = ms.Set("owner", nameJSON(user.Name)).Bytes()
 	case isOwner(owner, user):
 	case !user.IsAdmin():
 		return nil, newError(reasonOtherUsers)
 	case kindOf(owner) == kindNull:
-		out = encodeObject(setMember(ms, "owner", nameJSON(user.Name)))
+		out = ms.Set("owner", nameJSON(user.Name)).Bytes()
 	}
 
 	if deleted, _ := boolMember(ms, "_deleted"); deleted {
@@ -52,7 +54,7 @@ func BeforeDocUpdate(doc []byte, user UserCtx) ([]byte, error) {
 	if state, _ := stringMember(ms, "_replication_state"); state == "failed" {
 		return out, nil
 	}
-	if uc, ok := firstMember(ms, "user_ctx"); ok && !user.IsAdmin() {
+	if uc, ok := ms.Get("user_ctx"); ok && !user.IsAdmin() {
 		if e := checkUserCtxClaim(uc, user); e != nil {
 			return nil, e
 		}
@@ -97,35 +99,19 @@ func nameJSON(name string) json.RawMessage {
 	if name == "" {
 		return json.RawMessage("null")
 	}
-	return jsonString(name)
+	return jsonobj.AppendString(nil, name)
 }
 
-// setMember replaces the first member named key, or appends it.
-func setMember(ms []member, key string, v json.RawMessage) []member {
-	out := make([]member, 0, len(ms)+1)
-	done := false
-	for _, m := range ms {
-		if m.Key == key && !done {
-			m.Value, done = v, true
-		}
-		out = append(out, m)
-	}
-	if !done {
-		out = append(out, member{Key: key, Value: v})
-	}
-	return out
-}
-
-func stringMember(ms []member, key string) (string, bool) {
-	v, ok := firstMember(ms, key)
+func stringMember(ms jsonobj.Object, key string) (string, bool) {
+	v, ok := ms.Get(key)
 	if !ok {
 		return "", false
 	}
 	return rawString(v)
 }
 
-func boolMember(ms []member, key string) (bool, bool) {
-	v, ok := firstMember(ms, key)
+func boolMember(ms jsonobj.Object, key string) (bool, bool) {
+	v, ok := ms.Get(key)
 	if !ok {
 		return false, false
 	}
@@ -141,14 +127,14 @@ func CheckOwner(current []byte, user UserCtx) error {
 	if current == nil || user.IsAdmin() || user.IsReplicator() {
 		return nil
 	}
-	ms, err := objectMembers(current)
+	ms, err := jsonobj.Parse(current)
 	if err != nil {
 		return nil
 	}
 	if deleted, _ := boolMember(ms, "_deleted"); deleted {
 		return nil
 	}
-	if owner, ok := firstMember(ms, "owner"); ok && isOwner(owner, user) {
+	if owner, ok := ms.Get("owner"); ok && isOwner(owner, user) {
 		return nil
 	}
 	return newError(reasonOtherUsers)

@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/couchepi/couchepi/internal/jsonobj"
 )
 
 // header is one user header, in document order.
@@ -26,7 +28,7 @@ func parseEndpoint(side string, raw json.RawMessage, proxy string, loc *local) (
 	var (
 		rawURL  string
 		headers []header
-		authMs  []member
+		authMs  jsonobj.Object
 		hasAuth bool
 	)
 	switch kindOf(raw) {
@@ -38,27 +40,27 @@ func parseEndpoint(side string, raw json.RawMessage, proxy string, loc *local) (
 			return Endpoint{}, newError(reasonMissing(side))
 		}
 	case kindObject:
-		ms, err := objectMembers(raw)
+		ms, err := jsonobj.Parse(raw)
 		if err != nil {
 			return Endpoint{}, newError(reasonEndpointType(side))
 		}
-		u, ok := firstMember(ms, "url")
+		u, ok := ms.Get("url")
 		if !ok {
 			return Endpoint{}, newError(reasonNeedsURL(side))
 		}
 		if rawURL, ok = rawString(u); !ok || rawURL == "" {
 			return Endpoint{}, newError(reasonInvalidURL(side))
 		}
-		if h, ok := firstMember(ms, "headers"); ok {
+		if h, ok := ms.Get("headers"); ok {
 			if headers, err = parseHeaders(h); err != nil {
 				return Endpoint{}, err.(*Error)
 			}
 		}
-		if a, ok := firstMember(ms, "auth"); ok {
+		if a, ok := ms.Get("auth"); ok {
 			if kindOf(a) != kindObject {
 				return Endpoint{}, newError(reasonAuthObject)
 			}
-			if authMs, err = objectMembers(a); err != nil {
+			if authMs, err = jsonobj.Parse(a); err != nil {
 				return Endpoint{}, newError(reasonAuthObject)
 			}
 			hasAuth = true
@@ -88,7 +90,7 @@ func parseEndpoint(side string, raw json.RawMessage, proxy string, loc *local) (
 	headers, headerCreds := takeBasicHeader(headers)
 	var authCreds *BasicAuth
 	if hasAuth {
-		var other []member
+		var other jsonobj.Object
 		for _, m := range authMs {
 			if m.Key == "basic" {
 				if authCreds == nil {
@@ -99,7 +101,7 @@ func parseEndpoint(side string, raw json.RawMessage, proxy string, loc *local) (
 			other = append(other, m)
 		}
 		if len(other) > 0 {
-			e.AuthOther = compact(encodeObject(other))
+			e.AuthOther = compact(other.Bytes())
 		}
 	}
 	switch {
@@ -126,7 +128,7 @@ func parseHeaders(raw json.RawMessage) ([]header, error) {
 	if kindOf(raw) != kindObject {
 		return nil, newError(reasonHeadersObject)
 	}
-	ms, err := objectMembers(raw)
+	ms, err := jsonobj.Parse(raw)
 	if err != nil {
 		return nil, newError(reasonHeadersObject)
 	}
@@ -199,12 +201,12 @@ func basicFromAuth(raw json.RawMessage) *BasicAuth {
 	if kindOf(raw) != kindObject {
 		return nil
 	}
-	ms, err := objectMembers(raw)
+	ms, err := jsonobj.Parse(raw)
 	if err != nil {
 		return nil
 	}
-	u, ok1 := firstMember(ms, "username")
-	p, ok2 := firstMember(ms, "password")
+	u, ok1 := ms.Get("username")
+	p, ok2 := ms.Get("password")
 	if !ok1 || !ok2 {
 		return nil
 	}

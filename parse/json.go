@@ -3,98 +3,12 @@ package parse
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/couchepi/couchepi/internal/jsonobj"
 	"github.com/couchepi/couchepi/internal/jsonscan"
 )
-
-// member is one name/value pair of a JSON object, value kept raw.
-type member struct {
-	Key   string
-	Value json.RawMessage
-}
-
-// objectMembers splits a JSON object into its members in document order.
-// It fails when raw is not exactly one JSON object.
-func objectMembers(raw []byte) ([]member, error) {
-	if !json.Valid(raw) {
-		return nil, errInvalid
-	}
-	var ms []member
-	err := jsonscan.Members(raw, func(key, val []byte) error {
-		ms = append(ms, member{Key: unquoteKey(key), Value: val[:len(val):len(val)]})
-		return nil
-	})
-	if err != nil {
-		return nil, errNotObject
-	}
-	return ms, nil
-}
-
-// unquoteKey decodes a JSON string token.
-func unquoteKey(tok []byte) string {
-	if bytes.IndexByte(tok, '\\') < 0 && utf8.Valid(tok) {
-		return string(tok[1 : len(tok)-1])
-	}
-	var s string
-	_ = json.Unmarshal(tok, &s)
-	return s
-}
-
-var (
-	errInvalid   = errors.New("invalid JSON")
-	errNotObject = errors.New("not a JSON object")
-)
-
-// firstMember returns the value of the first member named key, as CouchDB's
-// property-list lookups do when a name repeats.
-func firstMember(ms []member, key string) (json.RawMessage, bool) {
-	for _, m := range ms {
-		if m.Key == key {
-			return m.Value, true
-		}
-	}
-	return nil, false
-}
-
-// encodeObject writes members back as a compact JSON object.
-func encodeObject(ms []member) []byte {
-	var b bytes.Buffer
-	b.WriteByte('{')
-	for i, m := range ms {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.Write(jsonString(m.Key))
-		b.WriteByte(':')
-		b.Write(m.Value)
-	}
-	b.WriteByte('}')
-	return b.Bytes()
-}
-
-// jsonString encodes s as a JSON string without HTML escaping.
-func jsonString(s string) []byte {
-	plain := utf8.ValidString(s)
-	for i := 0; plain && i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c == 0xE2 {
-			plain = false // 0xE2 may start U+2028/U+2029, which are escaped
-		}
-	}
-	if plain {
-		out := make([]byte, 0, len(s)+2)
-		out = append(out, '"')
-		out = append(out, s...)
-		return append(out, '"')
-	}
-	var b bytes.Buffer
-	e := json.NewEncoder(&b)
-	e.SetEscapeHTML(false)
-	_ = e.Encode(s) // encoding a string cannot fail
-	return bytes.TrimRight(b.Bytes(), "\n")
-}
 
 // jsonKind is the type of a raw JSON value, judged by its first byte.
 type jsonKind int
@@ -202,7 +116,7 @@ type field struct {
 // numbers as json.Number.
 func decodeOrdered(raw []byte) (any, error) {
 	if !json.Valid(raw) {
-		return nil, errInvalid
+		return nil, jsonobj.ErrInvalid
 	}
 	v, _ := scanOrdered(raw, jsonscan.SkipSpace(raw, 0))
 	return v, nil
@@ -221,7 +135,7 @@ func scanOrdered(b []byte, i int) (any, int) {
 		for {
 			i = jsonscan.SkipSpace(b, i)
 			kEnd := jsonscan.SkipValue(b, i)
-			key := unquoteKey(b[i:kEnd])
+			key := jsonobj.Unquote(b[i:kEnd])
 			i = jsonscan.SkipSpace(b, jsonscan.SkipSpace(b, kEnd)+1)
 			v, end := scanOrdered(b, i)
 			o = append(o, field{Key: key, Value: v})
@@ -248,7 +162,7 @@ func scanOrdered(b []byte, i int) (any, int) {
 		}
 	case '"':
 		end := jsonscan.SkipValue(b, i)
-		return unquoteKey(b[i:end]), end
+		return jsonobj.Unquote(b[i:end]), end
 	case 't':
 		return true, i + 4
 	case 'f':
@@ -272,7 +186,7 @@ func encodeOrdered(b *bytes.Buffer, v any) {
 			b.WriteString("false")
 		}
 	case string:
-		b.Write(jsonString(t))
+		b.Write(jsonobj.AppendString(nil, t))
 	case json.Number:
 		b.WriteString(t.String())
 	case []any:
@@ -290,7 +204,7 @@ func encodeOrdered(b *bytes.Buffer, v any) {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			b.Write(jsonString(f.Key))
+			b.Write(jsonobj.AppendString(nil, f.Key))
 			b.WriteByte(':')
 			encodeOrdered(b, f.Value)
 		}

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/couchepi/couchepi/internal/jsonobj"
 )
 
 // ReplicationDoc parses a `_replicator` document body into a Rep without
@@ -42,7 +44,7 @@ func ReplicateRequest(body []byte, user UserCtx, opts Options) (*Rep, error) {
 // run in CouchDB's order: proxies, then options in document order, then the
 // doc_ids/filter/selector exclusion, then source, target and filter names.
 func parseRep(body []byte, user UserCtx, opts Options, request bool) (*Rep, *Error) {
-	ms, err := objectMembers(body)
+	ms, err := jsonobj.Parse(body)
 	if err != nil {
 		if request {
 			return nil, newError(reasonBodyNotObject)
@@ -229,9 +231,9 @@ func cloneUser(u UserCtx) UserCtx {
 }
 
 // parseProxies reads `proxy`, `source_proxy` and `target_proxy`.
-func parseProxies(ms []member) (src, tgt string, e *Error) {
+func parseProxies(ms jsonobj.Object) (src, tgt string, e *Error) {
 	get := func(key string) (string, *Error) {
-		raw, ok := firstMember(ms, key)
+		raw, ok := ms.Get(key)
 		if !ok {
 			return "", nil
 		}
@@ -272,7 +274,7 @@ func parseProxies(ms []member) (src, tgt string, e *Error) {
 }
 
 // setBool reads a JSON boolean option.
-func setBool(dst *bool, m member) *Error {
+func setBool(dst *bool, m jsonobj.Member) *Error {
 	b, ok := rawBool(m.Value)
 	if !ok {
 		return newError(reasonBoolean(m.Key))
@@ -283,7 +285,7 @@ func setBool(dst *bool, m member) *Error {
 
 // setInt reads an integer option (JSON integer or numeric string) that must
 // be at least min.
-func setInt(dst *int, m member, min int) *Error {
+func setInt(dst *int, m jsonobj.Member, min int) *Error {
 	n, ok := rawInt(m.Value)
 	if !ok {
 		return newError(reasonInteger(m.Key))
@@ -369,8 +371,8 @@ func checkFilter(rep *Rep) *Error {
 		if f == "_view" {
 			view := ""
 			if len(rep.QueryParams) > 0 {
-				if ms, err := objectMembers(rep.QueryParams); err == nil {
-					if v, ok := firstMember(ms, "view"); ok {
+				if ms, err := jsonobj.Parse(rep.QueryParams); err == nil {
+					if v, ok := ms.Get("view"); ok {
 						view, _ = rawString(v)
 					}
 				}
@@ -408,17 +410,17 @@ func parseUserCtx(raw json.RawMessage) (UserCtx, *Error) {
 	if kindOf(raw) != kindObject {
 		return UserCtx{}, newError(reasonUserCtxObject)
 	}
-	ms, err := objectMembers(raw)
+	ms, err := jsonobj.Parse(raw)
 	if err != nil {
 		return UserCtx{}, newError(reasonUserCtxObject)
 	}
 	var u UserCtx
-	if v, ok := firstMember(ms, "name"); ok && kindOf(v) != kindNull {
+	if v, ok := ms.Get("name"); ok && kindOf(v) != kindNull {
 		if u.Name, ok = rawString(v); !ok {
 			return UserCtx{}, newError(reasonUserCtxName)
 		}
 	}
-	if v, ok := firstMember(ms, "roles"); ok && kindOf(v) != kindNull {
+	if v, ok := ms.Get("roles"); ok && kindOf(v) != kindNull {
 		var elems []json.RawMessage
 		if kindOf(v) != kindArray || json.Unmarshal(v, &elems) != nil {
 			return UserCtx{}, newError(reasonUserCtxRoles)

@@ -14,18 +14,15 @@ import (
 	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/couchclient"
 	"github.com/couchepi/couchepi/plugin/frontend"
+	"github.com/couchepi/couchepi/plugin/jobdata"
 	"github.com/couchepi/couchepi/plugin/jobs"
 	"github.com/couchepi/couchepi/plugin/jobserver"
-	"github.com/couchepi/couchepi/plugin/jobserver/jobdata"
 	"github.com/couchepi/couchepi/plugin/kv"
 	"github.com/couchepi/couchepi/plugin/monitor"
 	"github.com/couchepi/couchepi/plugin/replicate"
 	"github.com/couchepi/couchepi/sdk"
 	"github.com/hashicorp/go-hclog"
 )
-
-// replicatorDBs are the db patterns the plugin subscribes to.
-var replicatorDBs = []string{"_replicator", "*/_replicator"}
 
 // replicator is the plugin: it wires the store, the jobs queue, the
 // frontend, the job server and the monitor together.
@@ -68,7 +65,7 @@ func (p *replicator) Info() hooks.PluginInfo {
 		if !nt.apiFrontend && h != hooks.BeforeDocUpdate && h != hooks.AfterDocRead {
 			continue
 		}
-		for _, db := range replicatorDBs {
+		for _, db := range jobdata.ReplicatorDBPatterns() {
 			subs = append(subs, hooks.Subscription{Hook: h, DB: db})
 		}
 	}
@@ -358,11 +355,11 @@ func (p *replicator) Health(ctx context.Context) error {
 func (p *replicator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f, mon, _ := p.components()
 	if f == nil {
-		monitor.WriteError(w, http.StatusServiceUnavailable, "service_unavailable", "The replicator is starting.")
+		hooks.WriteError(w, &hooks.Error{Status: http.StatusServiceUnavailable, Err: "service_unavailable", Reason: "The replicator is starting."})
 		return
 	}
 	if err := p.probeStore(r.Context()); err != nil {
-		monitor.WriteError(w, http.StatusServiceUnavailable, "service_unavailable", "The replication job queue is unavailable: "+err.Error())
+		hooks.WriteError(w, &hooks.Error{Status: http.StatusServiceUnavailable, Err: "service_unavailable", Reason: "The replication job queue is unavailable: " + err.Error()})
 		return
 	}
 	user := sdk.User(r)
@@ -372,7 +369,7 @@ func (p *replicator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case strings.HasPrefix(path, "/_scheduler/"):
 		mon.Serve(w, r, user.IsAdmin())
 	default:
-		monitor.WriteError(w, http.StatusNotFound, "not_found", "missing")
+		hooks.WriteError(w, &hooks.Error{Status: http.StatusNotFound, Err: "not_found", Reason: "missing"})
 	}
 }
 

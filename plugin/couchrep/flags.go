@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -11,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/couchepi/couchepi/internal/jsonobj"
 	"github.com/couchepi/couchepi/parse"
 )
 
@@ -227,7 +227,7 @@ func parseArgs(args []string, stdin io.Reader) (*cli, error) {
 		return nil, usagef("--log-interval must be positive")
 	}
 
-	var base []member
+	var base jsonobj.Object
 	switch {
 	case jsonFile != "" && len(positional) > 0:
 		return nil, usagef("give either --json FILE or SOURCE TARGET, not both")
@@ -236,20 +236,20 @@ func parseArgs(args []string, stdin io.Reader) (*cli, error) {
 		if err != nil {
 			return nil, usagef("--json: %v", err)
 		}
-		if base, err = members(data); err != nil {
+		if base, err = jsonobj.Parse(data); err != nil {
 			return nil, usagef("--json %s: %v", jsonFile, err)
 		}
 	case len(positional) == 2:
-		base = []member{{"source", mustJSON(positional[0])}, {"target", mustJSON(positional[1])}}
+		base = jsonobj.Object{{Key: "source", Value: mustJSON(positional[0])}, {Key: "target", Value: mustJSON(positional[1])}}
 	case len(positional) < 2:
 		return nil, usagef("need SOURCE and TARGET (or --json FILE)")
 	default:
 		return nil, usagef("unexpected argument %q after SOURCE and TARGET", positional[2])
 	}
 	for _, k := range o.order {
-		base = setMember(base, k, o.values[k])
+		base = base.Set(k, o.values[k])
 	}
-	body := encodeMembers(base)
+	body := base.Bytes()
 
 	popts := parse.DefaultOptions()
 	if configFile != "" {
@@ -276,73 +276,4 @@ func readInput(name string, stdin io.Reader) ([]byte, error) {
 		return io.ReadAll(stdin)
 	}
 	return os.ReadFile(name)
-}
-
-// member is one top-level field of a JSON object, kept in document order
-// (CouchDB checks fields in that order, so reasons match the server's).
-type member struct {
-	Key   string
-	Value json.RawMessage
-}
-
-// members splits a JSON object into its fields in order.
-func members(data []byte) ([]member, error) {
-	d := json.NewDecoder(bytes.NewReader(data))
-	tok, err := d.Token()
-	if err != nil || tok != json.Delim('{') {
-		return nil, errors.New("not a JSON object")
-	}
-	var ms []member
-	for d.More() {
-		tok, err := d.Token()
-		if err != nil {
-			return nil, err
-		}
-		var v json.RawMessage
-		if err := d.Decode(&v); err != nil {
-			return nil, err
-		}
-		ms = append(ms, member{Key: tok.(string), Value: v})
-	}
-	if _, err := d.Token(); err != nil {
-		return nil, err
-	}
-	if _, err := d.Token(); err != io.EOF {
-		return nil, errors.New("data after the JSON object")
-	}
-	return ms, nil
-}
-
-// setMember replaces the field key (every occurrence) or appends it.
-func setMember(ms []member, key string, v json.RawMessage) []member {
-	found := false
-	out := ms[:0:0]
-	for _, m := range ms {
-		if m.Key == key {
-			if found {
-				continue
-			}
-			m.Value, found = v, true
-		}
-		out = append(out, m)
-	}
-	if !found {
-		out = append(out, member{Key: key, Value: v})
-	}
-	return out
-}
-
-func encodeMembers(ms []member) []byte {
-	var b bytes.Buffer
-	b.WriteByte('{')
-	for i, m := range ms {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.Write(mustJSON(m.Key))
-		b.WriteByte(':')
-		b.Write(m.Value)
-	}
-	b.WriteByte('}')
-	return b.Bytes()
 }

@@ -164,25 +164,6 @@ func writeFile(t *testing.T, dir, name, text string) string {
 	return path
 }
 
-func TestMembersKeepOrder(t *testing.T) {
-	ms, err := members([]byte(`{"target":"t","source":{"url":"s"},"continuous":true,"continuous":false}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ms = setMember(ms, "continuous", json.RawMessage("true"))
-	ms = setMember(ms, "create_target", json.RawMessage("true"))
-	got := string(encodeMembers(ms))
-	want := `{"target":"t","source":{"url":"s"},"continuous":true,"create_target":true}`
-	if got != want {
-		t.Errorf("got %s, want %s", got, want)
-	}
-	for _, bad := range []string{``, `[]`, `{"a":1} x`, `{"a":}`} {
-		if _, err := members([]byte(bad)); err == nil {
-			t.Errorf("members(%q) accepted", bad)
-		}
-	}
-}
-
 // TestDocsAndHelpListEveryFlag keeps --help and docs/couchrep.md true: every
 // flag couchrep defines is in both, and neither names a flag that does not exist.
 func TestDocsAndHelpListEveryFlag(t *testing.T) {

@@ -2,14 +2,14 @@ package main
 
 import (
 	"bytes"
-
-	"github.com/couchepi/couchepi/plugin/replicate"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/couchepi/couchepi/plugin/replicate"
 )
 
 // syncBuffer is a bytes.Buffer safe to read while run writes to it.

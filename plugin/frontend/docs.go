@@ -10,10 +10,8 @@ import (
 
 	"github.com/couchepi/couchepi/hooks"
 	"github.com/couchepi/couchepi/parse"
+	"github.com/couchepi/couchepi/plugin/jobdata"
 	"github.com/couchepi/couchepi/plugin/jobs"
-	"github.com/couchepi/couchepi/plugin/jobserver"
-	"github.com/couchepi/couchepi/plugin/jobserver/jobdata"
-	"github.com/couchepi/couchepi/plugin/monitor"
 )
 
 // changesPage is how many changes catch-up reads per request.
@@ -40,7 +38,7 @@ type eventQueue struct {
 // the job change is durable loses nothing: the db's seq advances in the
 // same transaction as the jobs, and catch-up re-reads from it after a crash.
 func (f *Frontend) AfterDocWrite(_ context.Context, ev hooks.DocWrite) error {
-	if !monitor.IsReplicatorDB(ev.DB) {
+	if !jobdata.IsReplicatorDB(ev.DB) {
 		return nil
 	}
 	c := docChange{db: ev.DB, uuid: ev.DBUUID, docID: ev.DocID, seq: ev.Seq, deleted: ev.Deleted, body: ev.Doc}
@@ -209,7 +207,7 @@ func (f *Frontend) apply(ctx context.Context, db string, pos jobdata.DBSeq, batc
 		if p.stripState && f.cfg.Services != nil {
 			docID := p.docID
 			go func() {
-				if err := jobserver.WriteDocState(context.Background(), f.cfg.Services, db, docID, jobserver.DocState{}); err != nil {
+				if err := jobdata.WriteDocState(context.Background(), f.cfg.Services, db, docID, jobdata.DocState{}); err != nil {
 					f.log.Warn("removing legacy state fields failed", "db", db, "doc", docID, "error", err)
 				}
 			}()
@@ -236,7 +234,7 @@ func applyOne(tx *jobs.Tx, p planned) error {
 // was re-created (new uuid) is read from the start and the old instance's
 // jobs are removed.
 func (f *Frontend) CatchUp(ctx context.Context, db string) error {
-	if !monitor.IsReplicatorDB(db) {
+	if !jobdata.IsReplicatorDB(db) {
 		return nil
 	}
 	dbs, err := f.cfg.Services.ListDBs(ctx)
@@ -310,7 +308,7 @@ func (f *Frontend) catchUp(ctx context.Context, db, uuid string) error {
 
 // AfterDBCreate scans a replicator db that was created or restored.
 func (f *Frontend) AfterDBCreate(ctx context.Context, db, uuid string) error {
-	if !monitor.IsReplicatorDB(db) {
+	if !jobdata.IsReplicatorDB(db) {
 		return nil
 	}
 	return f.catchUp(ctx, db, uuid)
@@ -318,7 +316,7 @@ func (f *Frontend) AfterDBCreate(ctx context.Context, db, uuid string) error {
 
 // AfterDBDelete removes every job of a deleted replicator db.
 func (f *Frontend) AfterDBDelete(ctx context.Context, db, uuid string) error {
-	if !monitor.IsReplicatorDB(db) {
+	if !jobdata.IsReplicatorDB(db) {
 		return nil
 	}
 	unlock := f.lockDB(db)
@@ -371,7 +369,7 @@ func (f *Frontend) StartCatchUp(ctx context.Context) error {
 	}
 	live := map[string]string{}
 	for _, d := range dbs {
-		if monitor.IsReplicatorDB(d.Name) {
+		if jobdata.IsReplicatorDB(d.Name) {
 			live[d.Name] = d.UUID
 		}
 	}

@@ -4,8 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/couchepi/couchepi/plugin/jobserver"
-	"github.com/couchepi/couchepi/plugin/jobserver/jobdata"
+	"github.com/couchepi/couchepi/plugin/jobdata"
 )
 
 // WriteDocStates writes the terminal states (completed, failed) of doc
@@ -35,11 +34,11 @@ func (f *Frontend) WriteDocStates(ctx context.Context, interval time.Duration) {
 			if err != nil {
 				continue
 			}
-			st, ok := jobserver.TerminalDocState(rec)
+			st, ok := jobdata.TerminalDocState(rec)
 			if !ok {
 				continue
 			}
-			if err := jobserver.WriteDocState(ctx, f.cfg.Services, rec.DBName, rec.DocID, st); err != nil {
+			if err := jobdata.WriteDocState(ctx, f.cfg.Services, rec.DBName, rec.DocID, st); err != nil {
 				f.log.Warn("could not write replication state into doc", "db", rec.DBName, "doc_id", rec.DocID, "error", err)
 				continue
 			}

@@ -11,9 +11,8 @@ import (
 
 	"github.com/couchepi/couchepi/hooks"
 	"github.com/couchepi/couchepi/parse"
+	"github.com/couchepi/couchepi/plugin/jobdata"
 	"github.com/couchepi/couchepi/plugin/jobs"
-	"github.com/couchepi/couchepi/plugin/jobserver/jobdata"
-	"github.com/couchepi/couchepi/plugin/monitor"
 	"github.com/couchepi/couchepi/plugin/replicate"
 )
 
@@ -32,7 +31,7 @@ const maxBody = 4 << 20
 // Transient jobs live in the queue like the others, so they survive restarts.
 func (f *Frontend) Replicate(w http.ResponseWriter, r *http.Request, user hooks.UserCtx) {
 	if herr := f.replicate(w, r, user); herr != nil {
-		monitor.WriteError(w, herr.Status, herr.Err, herr.Reason)
+		hooks.WriteError(w, herr)
 	}
 }
 
@@ -138,7 +137,7 @@ func (f *Frontend) cancel(ctx context.Context, w http.ResponseWriter, rep *parse
 		}
 	}
 	f.log.Info("transient replication cancelled", "job", jobID, "rep_id", repID)
-	monitor.WriteJSON(w, http.StatusOK, okLocalID{true, repID})
+	hooks.WriteJSON(w, http.StatusOK, okLocalID{true, repID})
 	return nil
 }
 
@@ -180,7 +179,7 @@ func (f *Frontend) start(ctx context.Context, w http.ResponseWriter, rep *parse.
 		return herr
 	}
 	if rep.Continuous {
-		monitor.WriteJSON(w, http.StatusAccepted, okLocalID{true, repID.String()})
+		hooks.WriteJSON(w, http.StatusAccepted, okLocalID{true, repID.String()})
 		return nil
 	}
 	rec, err := f.wait(ctx, jobID)

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/couchepi/couchepi/parse"
+	"github.com/couchepi/couchepi/plugin/jobdata"
 	"github.com/couchepi/couchepi/plugin/jobs"
-	"github.com/couchepi/couchepi/plugin/jobserver/jobdata"
 	"github.com/couchepi/couchepi/plugin/kv"
 	"github.com/couchepi/couchepi/plugin/monitor"
 )

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/couchepi/couchepi/parse"
+	"github.com/couchepi/couchepi/plugin/jobdata"
 	"github.com/couchepi/couchepi/plugin/jobs"
-	"github.com/couchepi/couchepi/plugin/jobserver/jobdata"
 	"github.com/couchepi/couchepi/plugin/kv"
 )
 

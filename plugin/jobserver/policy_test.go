@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/couchepi/couchepi/plugin/jobserver/jobdata"
+	"github.com/couchepi/couchepi/plugin/jobdata"
 )
 
 func TestParseConfig(t *testing.T) {

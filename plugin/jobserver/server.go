@@ -12,8 +12,8 @@ import (
 	"github.com/couchepi/couchepi/hooks"
 	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/couchclient"
+	"github.com/couchepi/couchepi/plugin/jobdata"
 	"github.com/couchepi/couchepi/plugin/jobs"
-	"github.com/couchepi/couchepi/plugin/jobserver/jobdata"
 	"github.com/hashicorp/go-hclog"
 )
 

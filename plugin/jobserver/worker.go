@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/couchepi/couchepi/parse"
+	"github.com/couchepi/couchepi/plugin/jobdata"
 	"github.com/couchepi/couchepi/plugin/jobs"
-	"github.com/couchepi/couchepi/plugin/jobserver/jobdata"
 	"github.com/couchepi/couchepi/plugin/replicate"
 )
 
@@ -163,7 +163,7 @@ func (w *worker) markRunning(rec *jobdata.Record, repID parse.RepID, pid string,
 			if err := jobdata.ClearRepIDOwner(tx.KV(), next.RepID, w.job.ID); err != nil {
 				return err
 			}
-			next.Stats = replicate.Stats{}
+			next.Stats = jobdata.Stats{}
 			next.History = nil
 		}
 		jobdata.SetRepIDOwner(tx.KV(), repID.String(), w.job.ID)
@@ -229,7 +229,7 @@ func (w *worker) fail(rec *jobdata.Record, reason string, now time.Time, countEr
 	}
 	s.log.Info("replication failed", "job", w.job.ID, "reason", reason)
 	if !rec.Transient() {
-		st, _ := TerminalDocState(rec)
+		st, _ := jobdata.TerminalDocState(rec)
 		w.writeDoc(rec, st)
 	}
 }
@@ -250,13 +250,13 @@ func (w *worker) finish(rec *jobdata.Record) error {
 }
 
 // writeDoc writes a terminal state into the job's doc.
-func (w *worker) writeDoc(rec *jobdata.Record, st DocState) {
+func (w *worker) writeDoc(rec *jobdata.Record, st jobdata.DocState) {
 	if w.s.opts.SkipDocStates {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*maxDocUpdateWait)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*jobdata.MaxDocUpdateWait)
 	defer cancel()
-	if err := WriteDocState(ctx, w.s.opts.Services, rec.DBName, rec.DocID, st); err != nil {
+	if err := jobdata.WriteDocState(ctx, w.s.opts.Services, rec.DBName, rec.DocID, st); err != nil {
 		w.s.log.Warn("could not write replication state into doc", "db", rec.DBName, "doc_id", rec.DocID, "error", err)
 	}
 }
@@ -357,17 +357,17 @@ func (w *worker) execute(rec *jobdata.Record, repID parse.RepID, cfg Config) {
 			Pool:                s.opts.Pool,
 			ServerUUID:          s.opts.ServerUUID,
 			RepID:               &id,
-			StartStats:          rec.Stats,
+			StartStats:          replicate.Stats(rec.Stats),
 			MaxDocumentIDLength: maxIDLen,
 			MissingDocRetry:     missingRetry,
 			OnStats: func(st replicate.Stats) {
 				statsMu.Lock()
-				latest = st
+				latest = jobdata.Stats(st)
 				statsMu.Unlock()
 			},
 			OnCheckpoint: func(st replicate.Stats) {
 				statsMu.Lock()
-				latest = st
+				latest = jobdata.Stats(st)
 				statsMu.Unlock()
 				select {
 				case checkpoints <- struct{}{}:
@@ -475,7 +475,7 @@ func (w *worker) settle(rec *jobdata.Record, ctx context.Context, res *replicate
 	cause := context.Cause(ctx)
 	switch {
 	case err == nil && res != nil:
-		rec.Stats = res.Stats
+		rec.Stats = jobdata.Stats(res.Stats)
 		rec.State = jobdata.Completed
 		rec.StateInfo = nil
 		rec.CheckpointHistory = res.Body
@@ -487,7 +487,7 @@ func (w *worker) settle(rec *jobdata.Record, ctx context.Context, res *replicate
 		}
 		s.log.Info("replication completed", "job", w.job.ID, "docs_written", rec.Stats.DocsWritten)
 		if !rec.Transient() {
-			st, _ := TerminalDocState(rec)
+			st, _ := jobdata.TerminalDocState(rec)
 			w.writeDoc(rec, st)
 		}
 	case cause != nil && (errors.Is(err, replicate.ErrStopped) || ctx.Err() != nil):

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/couchepi/couchepi/plugin/couchclient"
-	"github.com/couchepi/couchepi/plugin/jobserver/jobdata"
+	"github.com/couchepi/couchepi/plugin/jobdata"
 	"github.com/couchepi/couchepi/plugin/replicate"
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"

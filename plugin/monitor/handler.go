@@ -11,7 +11,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/couchepi/couchepi/plugin/jobserver/jobdata"
+	"github.com/couchepi/couchepi/hooks"
+	"github.com/couchepi/couchepi/plugin/jobdata"
 )
 
 // ErrNotFound is returned by a Source when no job matches an id.
@@ -41,54 +42,26 @@ type Handler struct {
 // New returns a handler reading job records from src.
 func New(src Source) *Handler { return &Handler{src: src} }
 
-// httpError is a CouchDB error response.
-type httpError struct {
-	status      int
-	err, reason string
-}
-
-func (e *httpError) Error() string { return e.err + ": " + e.reason }
-
 var (
-	errNotAdmin = &httpError{http.StatusUnauthorized, "unauthorized", "You are not a server admin."}
-	errMissing  = &httpError{http.StatusNotFound, "not_found", "missing"}
-	errBadPath  = &httpError{http.StatusBadRequest, "bad_request", "Invalid path"}
+	errNotAdmin = &hooks.Error{Status: http.StatusUnauthorized, Err: "unauthorized", Reason: "You are not a server admin."}
+	errMissing  = &hooks.Error{Status: http.StatusNotFound, Err: "not_found", Reason: "missing"}
+	errBadPath  = &hooks.Error{Status: http.StatusBadRequest, Err: "bad_request", Reason: "Invalid path"}
 )
-
-// WriteJSON writes v as a JSON response with the given status.
-func WriteJSON(w http.ResponseWriter, status int, v any) {
-	b := marshal(v)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
-}
-
-// WriteError writes a CouchDB error body {"error":…,"reason":…}.
-func WriteError(w http.ResponseWriter, status int, errName, reason string) {
-	WriteJSON(w, status, struct {
-		Error  string `json:"error"`
-		Reason string `json:"reason"`
-	}{errName, reason})
-}
 
 // Serve answers a `/_scheduler/*` request. admin says whether the caller
 // is a server admin (CouchDB requires it for every scheduler endpoint).
 func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, admin bool) {
 	v, err := h.serve(r, admin)
 	if err != nil {
-		var he *httpError
-		if !errors.As(err, &he) {
-			he = &httpError{http.StatusInternalServerError, "error", err.Error()}
-		}
-		WriteError(w, he.status, he.err, he.reason)
+		hooks.WriteError(w, err)
 		return
 	}
-	WriteJSON(w, http.StatusOK, v)
+	hooks.WriteJSON(w, http.StatusOK, v)
 }
 
 func (h *Handler) serve(r *http.Request, admin bool) (any, error) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		return nil, &httpError{http.StatusMethodNotAllowed, "method_not_allowed", "Only GET,HEAD allowed"}
+		return nil, &hooks.Error{Status: http.StatusMethodNotAllowed, Err: "method_not_allowed", Reason: "Only GET,HEAD allowed"}
 	}
 	if !admin {
 		return nil, errNotAdmin
@@ -150,10 +123,10 @@ func parseListParams(q url.Values) (listParams, error) {
 		}
 		n, err := strconv.Atoi(v)
 		if err != nil {
-			return p, &httpError{http.StatusBadRequest, "query_parse_error", f.name + " must be an integer"}
+			return p, &hooks.Error{Status: http.StatusBadRequest, Err: "query_parse_error", Reason: f.name + " must be an integer"}
 		}
 		if n < 0 {
-			return p, &httpError{http.StatusBadRequest, "query_parse_error", f.name + " not in range of [0,infinity]"}
+			return p, &hooks.Error{Status: http.StatusBadRequest, Err: "query_parse_error", Reason: f.name + " not in range of [0,infinity]"}
 		}
 		*f.dst = n
 	}
@@ -192,8 +165,8 @@ func parseStates(v string) (map[string]bool, error) {
 		set[s] = true
 	}
 	if len(unknown) > 0 {
-		return nil, &httpError{http.StatusBadRequest, "query_parse_error",
-			fmt.Sprintf("Unknown states %s. Choose from: %s", strings.Join(unknown, ","), strings.Join(AllStates, ","))}
+		return nil, &hooks.Error{Status: http.StatusBadRequest, Err: "query_parse_error",
+			Reason: fmt.Sprintf("Unknown states %s. Choose from: %s", strings.Join(unknown, ","), strings.Join(AllStates, ","))}
 	}
 	return set, nil
 }
@@ -306,12 +279,6 @@ func (h *Handler) doc(ctx context.Context, db, docID string) (any, error) {
 	return docJSON(rec), nil
 }
 
-// IsReplicatorDB reports whether a db name is a replicator db
-// (`_replicator` or ending in `/_replicator`).
-func IsReplicatorDB(db string) bool {
-	return db == "_replicator" || strings.HasSuffix(db, "/_replicator")
-}
-
 // splitDocsPath splits the escaped path after `/_scheduler/docs/` into a
 // replicator db name (which may contain `/`, raw or as %2F) and a doc id.
 // "" gives ("", ""): all dbs.
@@ -330,7 +297,7 @@ func splitDocsPath(rest string) (db, docID string, err error) {
 	}
 	for i := range segs {
 		db := strings.Join(segs[:i+1], "/")
-		if IsReplicatorDB(db) {
+		if jobdata.IsReplicatorDB(db) {
 			return db, strings.Join(segs[i+1:], "/"), nil
 		}
 	}

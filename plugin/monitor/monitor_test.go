@@ -11,8 +11,7 @@ import (
 	"time"
 
 	"github.com/couchepi/couchepi/parse"
-	"github.com/couchepi/couchepi/plugin/jobserver/jobdata"
-	"github.com/couchepi/couchepi/plugin/replicate"
+	"github.com/couchepi/couchepi/plugin/jobdata"
 )
 
 const seq9 = `"9-g1AAAA…"`
@@ -31,8 +30,8 @@ func rep(src, tgt string, continuous bool) *parse.Rep {
 
 func i64(n int64) *int64 { return &n }
 
-func stats10(pending *int64, withSeqs bool) replicate.Stats {
-	s := replicate.Stats{RevisionsChecked: 10, MissingRevisionsFound: 10, DocsRead: 10, DocsWritten: 10,
+func stats10(pending *int64, withSeqs bool) jobdata.Stats {
+	s := jobdata.Stats{RevisionsChecked: 10, MissingRevisionsFound: 10, DocsRead: 10, DocsWritten: 10,
 		ChangesPending: pending, BulkGetDocs: 8, BulkGetAttempts: 9, CheckpointedSourceSeq: json.RawMessage(seq9)}
 	if withSeqs {
 		s.SourceSeq, s.ThroughSeq = json.RawMessage(seq9), json.RawMessage(seq9)
@@ -91,7 +90,7 @@ func TestShapes(t *testing.T) {
     "changes_pending": null, "doc_write_failures": 0, "bulk_get_docs": 8, "bulk_get_attempts": 9,
     "checkpointed_source_seq": "9-g1AAAA…"},
   "start_time": "2026-11-21T20:08:53Z", "last_updated": "2026-11-21T20:08:56Z"}`},
-		{"sample 14 _replication_stats", func() json.RawMessage { return ReplicationStats(recs["u1|oneshot"]) }, `{
+		{"sample 14 _replication_stats", func() json.RawMessage { return recs["u1|oneshot"].ReplicationStats() }, `{
     "revisions_checked": 10, "missing_revisions_found": 10, "docs_read": 10, "docs_written": 10,
     "changes_pending": null, "doc_write_failures": 0, "bulk_get_docs": 8, "bulk_get_attempts": 9,
     "checkpointed_source_seq": "9-g1AAAA…", "start_time": "2026-11-21T20:08:53Z"}`},

@@ -5,50 +5,11 @@
 package monitor
 
 import (
-	"bytes"
 	"encoding/json"
 
-	"github.com/couchepi/couchepi/plugin/jobserver/jobdata"
-	"github.com/couchepi/couchepi/plugin/replicate"
+	"github.com/couchepi/couchepi/internal/jsonobj"
+	"github.com/couchepi/couchepi/plugin/jobdata"
 )
-
-// obj builds a JSON object with keys in insertion order (CouchDB's order
-// matters to clients comparing output byte for byte).
-type obj struct{ buf bytes.Buffer }
-
-// add appends one member; v is marshalled with encoding/json.
-func (o *obj) add(key string, v any) *obj {
-	if o.buf.Len() == 0 {
-		o.buf.WriteByte('{')
-	} else {
-		o.buf.WriteByte(',')
-	}
-	o.buf.Write(marshal(key))
-	o.buf.WriteByte(':')
-	o.buf.Write(marshal(v))
-	return o
-}
-
-// marshal encodes v as compact JSON without HTML escaping (CouchDB writes
-// `<0.1.0>` as is); a value that cannot be encoded becomes null.
-func marshal(v any) []byte {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return []byte("null")
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
-}
-
-// raw returns the finished object.
-func (o *obj) raw() json.RawMessage {
-	if o.buf.Len() == 0 {
-		return json.RawMessage("{}")
-	}
-	out := append([]byte(nil), o.buf.Bytes()...)
-	return append(out, '}')
-}
 
 // nullable returns nil (JSON null) for "".
 func nullable(s string) any {
@@ -58,69 +19,10 @@ func nullable(s string) any {
 	return s
 }
 
-// seq returns a stats seq value, JSON null when unset.
-func seq(v json.RawMessage) any {
-	if len(v) == 0 {
-		return nil
-	}
-	return v
-}
-
-// pending returns changes_pending, JSON null when unknown.
-func pending(v *int64) any {
-	if v == nil {
-		return nil
-	}
-	return *v
-}
-
-// runningInfo is the `info` of a pending/running job: CouchDB 3.x's stats keys.
-func runningInfo(s replicate.Stats) json.RawMessage {
-	var o obj
-	o.add("revisions_checked", s.RevisionsChecked).
-		add("missing_revisions_found", s.MissingRevisionsFound).
-		add("docs_read", s.DocsRead).
-		add("docs_written", s.DocsWritten).
-		add("changes_pending", pending(s.ChangesPending)).
-		add("doc_write_failures", s.DocWriteFailures).
-		add("bulk_get_docs", s.BulkGetDocs).
-		add("bulk_get_attempts", s.BulkGetAttempts).
-		add("checkpointed_source_seq", seq(s.CheckpointedSourceSeq)).
-		add("source_seq", seq(s.SourceSeq)).
-		add("through_seq", seq(s.ThroughSeq))
-	return o.raw()
-}
-
-// completedStats is the stats object of a completed replication as
-// `_scheduler/docs` shows it (without start_time) or as `_replication_stats`
-// stores it (with start_time, when startTime != "").
-func completedStats(s replicate.Stats, startTime string) json.RawMessage {
-	var o obj
-	o.add("revisions_checked", s.RevisionsChecked).
-		add("missing_revisions_found", s.MissingRevisionsFound).
-		add("docs_read", s.DocsRead).
-		add("docs_written", s.DocsWritten).
-		add("changes_pending", pending(s.ChangesPending)).
-		add("doc_write_failures", s.DocWriteFailures).
-		add("bulk_get_docs", s.BulkGetDocs).
-		add("bulk_get_attempts", s.BulkGetAttempts).
-		add("checkpointed_source_seq", seq(s.CheckpointedSourceSeq))
-	if startTime != "" {
-		o.add("start_time", startTime)
-	}
-	return o.raw()
-}
-
-// ReplicationStats is the `_replication_stats` value written into a
-// completed replication doc.
-func ReplicationStats(rec *jobdata.Record) json.RawMessage {
-	return completedStats(rec.Stats, jobdata.ISOTime(rec.LastStartOrAdded()))
-}
-
 // errorInfo is `{"error": reason}`.
 func errorInfo(reason string) json.RawMessage {
-	var o obj
-	return o.add("error", reason).raw()
+	var o jsonobj.Builder
+	return o.Add("error", reason).Raw()
 }
 
 // endpoints returns the redacted source and target URLs and proxies.
@@ -146,83 +48,83 @@ func jobJSON(rec *jobdata.Record) json.RawMessage {
 	var info any
 	switch {
 	case rec.State == jobdata.Running:
-		info = runningInfo(rec.Stats)
+		info = rec.Stats.RunningInfo()
 	case rec.State == jobdata.Pending && rec.LastStart != 0:
-		info = runningInfo(rec.Stats)
+		info = rec.Stats.RunningInfo()
 	}
 	history := make([]json.RawMessage, len(rec.History))
 	for i, e := range rec.History {
-		var o obj
-		o.add("timestamp", jobdata.ISOTime(e.Timestamp)).add("type", e.Type)
+		var o jsonobj.Builder
+		o.Add("timestamp", jobdata.ISOTime(e.Timestamp)).Add("type", e.Type)
 		if e.Reason != "" {
-			o.add("reason", e.Reason)
+			o.Add("reason", e.Reason)
 		}
-		history[i] = o.raw()
+		history[i] = o.Raw()
 	}
 	var pid any
 	if rec.State == jobdata.Running {
 		pid = nullable(rec.PID)
 	}
-	var o obj
-	o.add("database", nullable(rec.DBName)).
-		add("id", nullable(rec.RepID)).
-		add("pid", pid).
-		add("source", src).
-		add("target", tgt).
-		add("user", nullable(user(rec))).
-		add("doc_id", nullable(rec.DocID)).
-		add("info", info).
-		add("history", history).
-		add("node", nullable(rec.Node)).
-		add("start_time", jobdata.ISOTime(rec.StartTime))
-	return o.raw()
+	var o jsonobj.Builder
+	o.Add("database", nullable(rec.DBName)).
+		Add("id", nullable(rec.RepID)).
+		Add("pid", pid).
+		Add("source", src).
+		Add("target", tgt).
+		Add("user", nullable(user(rec))).
+		Add("doc_id", nullable(rec.DocID)).
+		Add("info", info).
+		Add("history", history).
+		Add("node", nullable(rec.Node)).
+		Add("start_time", jobdata.ISOTime(rec.StartTime))
+	return o.Raw()
 }
 
 // docJSON renders one `_scheduler/docs` entry (CouchDB 3.x shapes: the
 // terminal states have their own, shorter form).
 func docJSON(rec *jobdata.Record) json.RawMessage {
 	src, tgt, srcProxy, tgtProxy := endpoints(rec)
-	var o obj
-	o.add("database", rec.DBName).add("doc_id", rec.DocID)
+	var o jsonobj.Builder
+	o.Add("database", rec.DBName).Add("doc_id", rec.DocID)
 	switch rec.State {
 	case jobdata.Completed, jobdata.Failed:
 		var info json.RawMessage
 		start := rec.StartTime
 		if rec.State == jobdata.Completed {
-			info = completedStats(rec.Stats, "")
+			info = rec.Stats.CompletedInfo("")
 			start = rec.LastStartOrAdded()
 		} else {
 			info = errorInfo(rec.ErrorReason())
 		}
-		o.add("id", nil).
-			add("source", src).
-			add("target", tgt).
-			add("state", rec.State).
-			add("error_count", rec.ErrorCount).
-			add("info", info).
-			add("start_time", jobdata.ISOTime(start)).
-			add("last_updated", jobdata.ISOTime(rec.LastUpdated))
-		return o.raw()
+		o.Add("id", nil).
+			Add("source", src).
+			Add("target", tgt).
+			Add("state", rec.State).
+			Add("error_count", rec.ErrorCount).
+			Add("info", info).
+			Add("start_time", jobdata.ISOTime(start)).
+			Add("last_updated", jobdata.ISOTime(rec.LastUpdated))
+		return o.Raw()
 	}
 	var info any
 	switch {
 	case rec.State == jobdata.Crashing:
 		info = errorInfo(rec.LastError)
 	case rec.State == jobdata.Running, rec.LastStart != 0:
-		info = runningInfo(rec.Stats)
+		info = rec.Stats.RunningInfo()
 	}
-	o.add("id", nullable(rec.RepID)).
-		add("node", nullable(rec.Node)).
-		add("source", src).
-		add("target", tgt).
-		add("state", rec.State).
-		add("info", info).
-		add("error_count", rec.ErrorCount).
-		add("last_updated", jobdata.ISOTime(rec.LastUpdated)).
-		add("start_time", jobdata.ISOTime(rec.StartTime)).
-		add("source_proxy", nullable(srcProxy)).
-		add("target_proxy", nullable(tgtProxy))
-	return o.raw()
+	o.Add("id", nullable(rec.RepID)).
+		Add("node", nullable(rec.Node)).
+		Add("source", src).
+		Add("target", tgt).
+		Add("state", rec.State).
+		Add("info", info).
+		Add("error_count", rec.ErrorCount).
+		Add("last_updated", jobdata.ISOTime(rec.LastUpdated)).
+		Add("start_time", jobdata.ISOTime(rec.StartTime)).
+		Add("source_proxy", nullable(srcProxy)).
+		Add("target_proxy", nullable(tgtProxy))
+	return o.Raw()
 }
 
 // activeTask renders the `_active_tasks` entry of a running job (CouchDB
@@ -234,31 +136,31 @@ func activeTask(rec *jobdata.Record) json.RawMessage {
 	src, tgt, _, _ := endpoints(rec)
 	s := rec.Stats
 	updated := max(rec.StatsUpdated, rec.LastStart)
-	var o obj
-	o.add("node", nullable(rec.Node)).
-		add("pid", nullable(rec.PID)).
-		add("process_status", "waiting").
-		add("bulk_get_attempts", s.BulkGetAttempts).
-		add("bulk_get_docs", s.BulkGetDocs).
-		add("changes_pending", pending(s.ChangesPending)).
-		add("checkpoint_interval", rec.Rep.CheckpointInterval).
-		add("checkpointed_source_seq", seq(s.CheckpointedSourceSeq)).
-		add("continuous", rec.Rep.Continuous).
-		add("database", nullable(rec.DBName)).
-		add("doc_id", nullable(rec.DocID)).
-		add("doc_write_failures", s.DocWriteFailures).
-		add("docs_read", s.DocsRead).
-		add("docs_written", s.DocsWritten).
-		add("missing_revisions_found", s.MissingRevisionsFound).
-		add("replication_id", nullable(rec.RepID)).
-		add("revisions_checked", s.RevisionsChecked).
-		add("source", src).
-		add("source_seq", seq(s.SourceSeq)).
-		add("started_on", rec.LastStart).
-		add("target", tgt).
-		add("through_seq", seq(s.ThroughSeq)).
-		add("type", "replication").
-		add("updated_on", updated).
-		add("user", nullable(user(rec)))
-	return o.raw()
+	var o jsonobj.Builder
+	o.Add("node", nullable(rec.Node)).
+		Add("pid", nullable(rec.PID)).
+		Add("process_status", "waiting").
+		Add("bulk_get_attempts", s.BulkGetAttempts).
+		Add("bulk_get_docs", s.BulkGetDocs).
+		Add("changes_pending", s.ChangesPending).
+		Add("checkpoint_interval", rec.Rep.CheckpointInterval).
+		Add("checkpointed_source_seq", s.CheckpointedSourceSeq).
+		Add("continuous", rec.Rep.Continuous).
+		Add("database", nullable(rec.DBName)).
+		Add("doc_id", nullable(rec.DocID)).
+		Add("doc_write_failures", s.DocWriteFailures).
+		Add("docs_read", s.DocsRead).
+		Add("docs_written", s.DocsWritten).
+		Add("missing_revisions_found", s.MissingRevisionsFound).
+		Add("replication_id", nullable(rec.RepID)).
+		Add("revisions_checked", s.RevisionsChecked).
+		Add("source", src).
+		Add("source_seq", s.SourceSeq).
+		Add("started_on", rec.LastStart).
+		Add("target", tgt).
+		Add("through_seq", s.ThroughSeq).
+		Add("type", "replication").
+		Add("updated_on", updated).
+		Add("user", nullable(user(rec)))
+	return o.Raw()
 }

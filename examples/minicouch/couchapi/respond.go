@@ -7,7 +7,6 @@ import (
 	"strconv"
 
 	"github.com/couchepi/couchepi/examples/minicouch/jsonenc"
-	"github.com/couchepi/couchepi/examples/minicouch/store"
 	"github.com/couchepi/couchepi/hooks"
 )
 
@@ -34,21 +33,18 @@ func badRequest(reason string) *hooks.Error {
 	return &hooks.Error{Status: 400, Err: "bad_request", Reason: reason}
 }
 
-// asCouchError converts any error into a CouchDB-shaped error.
+// asCouchError converts any error into a CouchDB-shaped error; a body over
+// the size limit is CouchDB's 413.
 func asCouchError(err error) *hooks.Error {
 	var he *hooks.Error
 	if errors.As(err, &he) {
 		return he
 	}
-	var se *store.Error
-	if errors.As(err, &se) {
-		return &hooks.Error{Status: se.Status, Err: se.Err, Reason: se.Reason}
-	}
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return errTooLarge
 	}
-	return &hooks.Error{Status: 500, Err: "unknown_error", Reason: err.Error()}
+	return hooks.AsError(err)
 }
 
 // setCommonHeaders sets the headers every CouchDB JSON response carries.

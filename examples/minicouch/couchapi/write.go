@@ -109,19 +109,19 @@ func (s *Server) writeDocs(ctx context.Context, db *store.DB, docs []*store.Doc,
 		}
 		if isUsersDB(name) && !strings.HasPrefix(d.ID, store.LocalPrefix) {
 			if err := s.prepareUserDoc(ctx, db, d, o.user); err != nil {
-				results[i].Err = toStoreError(err)
+				results[i].Err = asCouchError(err)
 				continue
 			}
 		}
 		if before && !strings.HasPrefix(d.ID, store.LocalPrefix) {
 			out, err := s.hooks.BeforeDocUpdate(ctx, name, renderDocForHook(d), o.user)
 			if err != nil {
-				results[i].Err = toStoreError(err)
+				results[i].Err = asCouchError(err)
 				continue
 			}
 			if out != nil {
 				if err := applyHookResult(d, out); err != nil {
-					results[i].Err = toStoreError(err)
+					results[i].Err = asCouchError(err)
 					continue
 				}
 				results[i].ID = d.ID
@@ -214,16 +214,6 @@ func revLess(a, b string) bool {
 		return ga < gb
 	}
 	return ha < hb
-}
-
-// toStoreError converts a hook or HTTP error into a per-doc store error.
-func toStoreError(err error) *store.Error {
-	var se *store.Error
-	if errors.As(err, &se) {
-		return se
-	}
-	ce := asCouchError(err)
-	return &store.Error{Status: ce.Status, Err: ce.Err, Reason: ce.Reason}
 }
 
 // prepareUserDoc applies the rules of CouchDB's `_users` validation

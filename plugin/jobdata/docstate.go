@@ -1,4 +1,4 @@
-package jobserver
+package jobdata
 
 import (
 	"bytes"
@@ -10,57 +10,8 @@ import (
 	"time"
 
 	"github.com/couchepi/couchepi/hooks"
-	"github.com/couchepi/couchepi/plugin/jobserver/jobdata"
-	"github.com/couchepi/couchepi/plugin/monitor"
+	"github.com/couchepi/couchepi/internal/jsonobj"
 )
-
-// member is one top-level member of a JSON object, kept in document order.
-type member struct {
-	key string
-	val json.RawMessage
-}
-
-// splitObject returns the members of a JSON object in order.
-func splitObject(doc []byte) ([]member, error) {
-	dec := json.NewDecoder(bytes.NewReader(doc))
-	t, err := dec.Token()
-	if err != nil {
-		return nil, err
-	}
-	if d, ok := t.(json.Delim); !ok || d != '{' {
-		return nil, errors.New("document is not a JSON object")
-	}
-	var out []member
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, err
-		}
-		out = append(out, member{t.(string), v})
-	}
-	return out, nil
-}
-
-// joinObject encodes members back into an object.
-func joinObject(ms []member) []byte {
-	var b bytes.Buffer
-	b.WriteByte('{')
-	for i, m := range ms {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		k, _ := json.Marshal(m.key)
-		b.Write(k)
-		b.WriteByte(':')
-		b.Write(m.val)
-	}
-	b.WriteByte('}')
-	return b.Bytes()
-}
 
 // DocState is the terminal state written into a replication doc.
 type DocState struct {
@@ -75,69 +26,55 @@ type DocState struct {
 // or `_replication_stats` (completed); changed=false when the body would
 // stay the same.
 func ApplyDocState(doc []byte, st DocState, now time.Time) (out []byte, changed bool, err error) {
-	ms, err := splitObject(doc)
+	ms, err := jsonobj.Parse(doc)
 	if err != nil {
 		return nil, false, err
 	}
-	get := func(k string) (json.RawMessage, int) {
-		for i, m := range ms {
-			if m.key == k {
-				return m.val, i
-			}
-		}
-		return nil, -1
-	}
 	set := func(k string, v json.RawMessage) {
-		if old, i := get(k); i >= 0 {
-			if !bytes.Equal(old, v) {
-				ms[i].val, changed = v, true
-			}
-			return
+		if old, ok := ms.Get(k); !ok || !bytes.Equal(old, v) {
+			ms, changed = ms.Set(k, v), true
 		}
-		ms, changed = append(ms, member{k, v}), true
 	}
 	del := func(k string) {
-		if _, i := get(k); i >= 0 {
-			ms, changed = append(ms[:i], ms[i+1:]...), true
+		if _, ok := ms.Get(k); ok {
+			ms, changed = ms.Delete(k), true
 		}
 	}
 	if st.State == "" {
 		for _, k := range StateFields {
 			del(k)
 		}
-		return joinObject(ms), changed, nil
+		return ms.Bytes(), changed, nil
 	}
-	state, _ := json.Marshal(st.State)
-	if old, _ := get("_replication_state"); !bytes.Equal(old, state) {
+	state := jsonobj.AppendString(nil, st.State)
+	if old, _ := ms.Get("_replication_state"); !bytes.Equal(old, state) {
 		set("_replication_state", state)
-		ts, _ := json.Marshal(jobdata.ISOTime(now.Unix()))
-		set("_replication_state_time", ts)
+		set("_replication_state_time", jsonobj.AppendString(nil, ISOTime(now.Unix())))
 	}
 	switch st.State {
 	case "completed":
 		del("_replication_state_reason")
 		set("_replication_stats", st.Stats)
 	case "failed":
-		reason, _ := json.Marshal(st.Reason)
-		set("_replication_state_reason", reason)
+		set("_replication_state_reason", jsonobj.AppendString(nil, st.Reason))
 		del("_replication_stats")
 	}
-	return joinObject(ms), changed, nil
+	return ms.Bytes(), changed, nil
 }
 
 // TerminalDocState is what a finished job writes into its doc: completed
 // with its stats, or failed with its reason; ok is false for a job in any
 // other state.
-func TerminalDocState(rec *jobdata.Record) (st DocState, ok bool) {
+func TerminalDocState(rec *Record) (st DocState, ok bool) {
 	switch rec.State {
-	case jobdata.Completed:
-		return DocState{State: jobdata.Completed, Stats: monitor.ReplicationStats(rec)}, true
-	case jobdata.Failed:
+	case Completed:
+		return DocState{State: Completed, Stats: rec.ReplicationStats()}, true
+	case Failed:
 		reason := rec.LastError
 		if reason == "" {
 			reason = rec.ErrorReason()
 		}
-		return DocState{State: jobdata.Failed, Reason: reason}, true
+		return DocState{State: Failed, Reason: reason}, true
 	}
 	return DocState{}, false
 }
@@ -147,8 +84,8 @@ func TerminalDocState(rec *jobdata.Record) (st DocState, ok bool) {
 // or "error") before running it.
 var StateFields = []string{"_replication_state", "_replication_state_time", "_replication_state_reason", "_replication_id", "_replication_stats"}
 
-// maxDocUpdateWait bounds the conflict retries of a state write (CouchDB: 12.8 s).
-const maxDocUpdateWait = 12800 * time.Millisecond
+// MaxDocUpdateWait bounds the conflict retries of a state write (CouchDB: 12.8 s).
+const MaxDocUpdateWait = 12800 * time.Millisecond
 
 // WriteDocState writes a terminal state into a replication doc through the
 // host (as the system user), retrying conflicts with random backoff. A doc
@@ -156,7 +93,7 @@ const maxDocUpdateWait = 12800 * time.Millisecond
 // ignored, as CouchDB does.
 func WriteDocState(ctx context.Context, svc hooks.Services, db, docID string, st DocState) error {
 	wait := 50 * time.Millisecond
-	deadline := time.Now().Add(maxDocUpdateWait)
+	deadline := time.Now().Add(MaxDocUpdateWait)
 	for {
 		doc, err := svc.GetDoc(ctx, db, docID)
 		var he *hooks.Error

@@ -12,7 +12,6 @@ import (
 
 	"github.com/couchepi/couchepi/internal/jsonscan"
 	"github.com/couchepi/couchepi/parse"
-	"github.com/couchepi/couchepi/plugin/replicate"
 )
 
 // JobType is the jobs-queue type of every replication job.
@@ -55,7 +54,7 @@ type Record struct {
 	DBUUID            string          `json:"db_uuid,omitempty"`            // its instance uuid
 	DocID             string          `json:"doc_id,omitempty"`             // replication doc id; "" for transient jobs
 	ErrorCount        int             `json:"error_count"`                  // consecutive crashes (healed after health_threshold)
-	Stats             replicate.Stats `json:"rep_stats"`                    // latest stats of the running (or last) run
+	Stats             Stats           `json:"rep_stats"`                    // latest stats of the running (or last) run
 	State             string          `json:"state"`                        // one of States
 	StateInfo         json.RawMessage `json:"state_info,omitempty"`         // error string (crashing/failed), stats (completed) or absent
 	StartTime         int64           `json:"start_time"`                   // when the job was added (unix s)

@@ -1,0 +1,65 @@
+package jobdata
+
+import (
+	"encoding/json"
+
+	"github.com/couchepi/couchepi/internal/jsonobj"
+)
+
+// Stats are a job's replication counters as the record stores them. The
+// field set matches the engine's replicate.Stats, so the job server
+// converts between the two with a type conversion; the JSON names here are
+// the stored format, owned by this package.
+type Stats struct {
+	RevisionsChecked      int64           `json:"revisions_checked"`
+	MissingRevisionsFound int64           `json:"missing_revisions_found"`
+	DocsRead              int64           `json:"docs_read"`
+	DocsWritten           int64           `json:"docs_written"`
+	DocWriteFailures      int64           `json:"doc_write_failures"`
+	ChangesPending        *int64          `json:"changes_pending"`
+	BulkGetDocs           int64           `json:"bulk_get_docs"`
+	BulkGetAttempts       int64           `json:"bulk_get_attempts"`
+	CheckpointedSourceSeq json.RawMessage `json:"checkpointed_source_seq"`
+	SourceSeq             json.RawMessage `json:"source_seq"`
+	ThroughSeq            json.RawMessage `json:"through_seq"`
+}
+
+// RunningInfo is the `info` object of a pending or running job in
+// `_scheduler/jobs` and `_scheduler/docs` (CouchDB 3.x keys and order).
+func (s *Stats) RunningInfo() json.RawMessage {
+	var o jsonobj.Builder
+	s.addCommon(&o)
+	o.Add("source_seq", s.SourceSeq).Add("through_seq", s.ThroughSeq)
+	return o.Raw()
+}
+
+// CompletedInfo is the stats object of a completed replication: the `info`
+// of `_scheduler/docs` when startTime is "", the `_replication_stats` CouchDB
+// writes into the doc (with start_time) otherwise.
+func (s *Stats) CompletedInfo(startTime string) json.RawMessage {
+	var o jsonobj.Builder
+	s.addCommon(&o)
+	if startTime != "" {
+		o.Add("start_time", startTime)
+	}
+	return o.Raw()
+}
+
+// addCommon adds the members both shapes start with.
+func (s *Stats) addCommon(o *jsonobj.Builder) {
+	o.Add("revisions_checked", s.RevisionsChecked).
+		Add("missing_revisions_found", s.MissingRevisionsFound).
+		Add("docs_read", s.DocsRead).
+		Add("docs_written", s.DocsWritten).
+		Add("changes_pending", s.ChangesPending).
+		Add("doc_write_failures", s.DocWriteFailures).
+		Add("bulk_get_docs", s.BulkGetDocs).
+		Add("bulk_get_attempts", s.BulkGetAttempts).
+		Add("checkpointed_source_seq", s.CheckpointedSourceSeq)
+}
+
+// ReplicationStats is the `_replication_stats` value written into the doc
+// of a completed replication.
+func (r *Record) ReplicationStats() json.RawMessage {
+	return r.Stats.CompletedInfo(ISOTime(r.LastStartOrAdded()))
+}

@@ -22,9 +22,9 @@ all: build
 build:
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/minicouch ./examples/minicouch
-	$(GO) build -o $(BIN)/replicator ./plugin
+	$(GO) build -o $(BIN)/replicator ./plugin/cmd/replicator
 	$(GO) build -o $(BIN)/docguard ./examples/docguard
-	$(GO) build -o $(BIN)/couchrep ./plugin/couchrep
+	$(GO) build -o $(BIN)/couchrep ./plugin/cmd/couchrep
 
 # npm packages for the interoperability tests (PouchDB, pouchdb-server).
 interop-deps:
@@ -75,8 +75,8 @@ proto:
 	@command -v protoc >/dev/null || (apt-get update -qq && apt-get install -y -qq protobuf-compiler)
 	GOBIN=$(CURDIR)/$(BIN)/tools $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 	GOBIN=$(CURDIR)/$(BIN)/tools $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
-	PATH=$(CURDIR)/$(BIN)/tools:$$PATH protoc -I hooks --go_out=hooks/hookspb --go_opt=paths=source_relative \
-	  --go-grpc_out=hooks/hookspb --go-grpc_opt=paths=source_relative hooks/hooks.proto
+	PATH=$(CURDIR)/$(BIN)/tools:$$PATH protoc -I hooks --go_out=internal/hookspb --go_opt=paths=source_relative \
+	  --go-grpc_out=internal/hookspb --go-grpc_opt=paths=source_relative hooks/hooks.proto
 
 STATICCHECK_VERSION := v0.6.1
 lint:

@@ -32,12 +32,15 @@ const (
 	AfterDBDelete Hook = "after_db_delete"
 )
 
-// Hooks lists every hook in a fixed order.
-var Hooks = []Hook{BeforeDocUpdate, AfterDocWrite, AfterDocRead, AfterDBCreate, AfterDBDelete}
+// All returns every hook, in a fixed order: the index of a hook in it is
+// stable across releases.
+func All() []Hook {
+	return []Hook{BeforeDocUpdate, AfterDocWrite, AfterDocRead, AfterDBCreate, AfterDBDelete}
+}
 
 // Valid reports whether h is one of the known hooks.
 func (h Hook) Valid() bool {
-	for _, k := range Hooks {
+	for _, k := range All() {
 		if h == k {
 			return true
 		}
@@ -101,9 +104,12 @@ func (u UserCtx) IsAdmin() bool { return u.HasRole("_admin") }
 // plugin; a plugin recognises it and skips validating its own state updates.
 const ReplicatorRole = "_replicator"
 
-// SystemUser is the context of the host's own writes on behalf of a plugin;
-// the replicator recognises the "_replicator" role and skips validation.
-var SystemUser = UserCtx{Name: "", Roles: []string{"_admin", ReplicatorRole}}
+// SystemUser returns the context of the host's own writes on behalf of a
+// plugin: a server admin with CouchDB's "_replicator" role, as CouchDB's
+// replicator writes its docs; the replicator skips validation for it.
+func SystemUser() UserCtx {
+	return UserCtx{Name: "", Roles: []string{"_admin", ReplicatorRole}}
+}
 
 // IsSystem reports whether u is the host's system user context.
 func (u UserCtx) IsSystem() bool { return u.IsAdmin() && u.HasRole(ReplicatorRole) }
@@ -276,7 +282,7 @@ type Services interface {
 	Changes(ctx context.Context, db, since string, limit int) (ChangesPage, error)
 	// GetDoc reads a doc's winning revision; *Error 404 not_found if missing or deleted.
 	GetDoc(ctx context.Context, db, docID string) ([]byte, error)
-	// UpdateDoc writes doc as SystemUser (before_doc_update still runs with
+	// UpdateDoc writes doc as SystemUser() (before_doc_update still runs with
 	// that ctx); returns the new rev or *Error 409 conflict.
 	UpdateDoc(ctx context.Context, db string, doc []byte) (rev string, err error)
 }

@@ -65,7 +65,7 @@ func TestUserCtxJSON(t *testing.T) {
 	}{
 		{UserCtx{}, `{"name":null,"roles":[]}`},
 		{UserCtx{Name: "bob", Roles: []string{"a", "_admin"}}, `{"name":"bob","roles":["a","_admin"]}`},
-		{SystemUser, `{"name":null,"roles":["_admin","_replicator"]}`},
+		{SystemUser(), `{"name":null,"roles":["_admin","_replicator"]}`},
 	}
 	for _, c := range cases {
 		b, err := json.Marshal(c.u)
@@ -77,7 +77,7 @@ func TestUserCtxJSON(t *testing.T) {
 			t.Errorf("Unmarshal(%s) = %+v, %v", c.json, back, err)
 		}
 	}
-	if !SystemUser.IsAdmin() || !SystemUser.IsSystem() || (UserCtx{Roles: []string{"_admin"}}).IsSystem() {
+	if !SystemUser().IsAdmin() || !SystemUser().IsSystem() || (UserCtx{Roles: []string{"_admin"}}).IsSystem() {
 		t.Error("role checks")
 	}
 }

@@ -5,7 +5,7 @@ import (
 )
 
 // pluginStates are the values of the state label of couchepi_host_plugin_state.
-var pluginStates = []string{StateStarting, StateRunning, StateReloading, StateRestarting, StateFailed, StateStopped}
+var pluginStates = []State{StateStarting, StateRunning, StateReloading, StateRestarting, StateFailed, StateStopped}
 
 var (
 	descQueued = prometheus.NewDesc("couchepi_host_events_queued_total",
@@ -64,7 +64,7 @@ func (c *hostCollector) Collect(ch chan<- prometheus.Metric) {
 			if s == st.State {
 				v = 1
 			}
-			ch <- prometheus.MustNewConstMetric(descState, prometheus.GaugeValue, v, name, s)
+			ch <- prometheus.MustNewConstMetric(descState, prometheus.GaugeValue, v, name, string(s))
 		}
 		ch <- prometheus.MustNewConstMetric(descInfo, prometheus.GaugeValue, 1, name, st.Version, st.SHA256)
 	}

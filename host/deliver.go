@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
-	pb "github.com/couchepi/couchepi/hooks/hookspb"
-	"github.com/couchepi/couchepi/hooks/wire"
+	pb "github.com/couchepi/couchepi/internal/hookspb"
+	"github.com/couchepi/couchepi/internal/wire"
 )
 
 // batchSize is the most events sent in one Deliver call.

@@ -50,7 +50,7 @@ func TestDispatchEveryHook(t *testing.T) {
 			&hooks.Error{Status: 403, Err: "forbidden", Reason: `Document is missing required field "type".`}},
 		{"not an object", "a_guarded", `[1]`, alice,
 			&hooks.Error{Status: 400, Err: "bad_request", Reason: "Document must be a JSON object"}},
-		{"system user skips validation", "a_guarded", `{"_id":"d4"}`, hooks.SystemUser, nil},
+		{"system user skips validation", "a_guarded", `{"_id":"d4"}`, hooks.SystemUser(), nil},
 		{"unguarded db needs nothing", "plain", `{"_id":"p1","secret":"s"}`, alice, nil},
 	}
 	accepted := 0
@@ -112,7 +112,7 @@ func TestDispatchEveryHook(t *testing.T) {
 			t.Errorf("%s was called %d times for unsubscribed db plain", hook, n)
 		}
 	}
-	for _, hook := range hooks.Hooks {
+	for _, hook := range hooks.All() {
 		if h.Subscribed(hook, "plain") {
 			t.Errorf("Subscribed(%s, plain) = true", hook)
 		}
@@ -249,7 +249,7 @@ func TestUnsubscribedNoAlloc(t *testing.T) {
 	doc := []byte(`{"_id":"x"}`)
 	ev := hooks.DocWrite{DB: "plain", DocID: "x", Rev: "1-a", Seq: "1", Doc: doc}
 	allocs := testing.AllocsPerRun(1000, func() {
-		for _, hook := range hooks.Hooks {
+		for _, hook := range hooks.All() {
 			if h.Subscribed(hook, "plain") {
 				panic("subscribed")
 			}
@@ -284,10 +284,13 @@ func TestDBMatcher(t *testing.T) {
 			}
 		}
 	}
-	for _, h := range append(hooks.Hooks, "bogus", "after_doc_wrote") {
+	for _, h := range append(hooks.All(), "bogus", "after_doc_wrote") {
 		i := hookIndex(h)
-		if h.Valid() != (i >= 0) || (i >= 0 && hooks.Hooks[[]int{0, 1, 2, 3, 4}[i]] == "") {
+		if h.Valid() != (i >= 0) || (i >= 0 && hooks.All()[i] != h) {
 			t.Errorf("hookIndex(%q) = %d", h, i)
 		}
+	}
+	if numHooks != len(hooks.All()) {
+		t.Errorf("numHooks = %d, hooks.All() has %d", numHooks, len(hooks.All()))
 	}
 }

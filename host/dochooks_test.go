@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/couchepi/couchepi/hooks"
-	pb "github.com/couchepi/couchepi/hooks/hookspb"
+	pb "github.com/couchepi/couchepi/internal/hookspb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )

@@ -7,8 +7,8 @@ import (
 	"sort"
 	"time"
 
-	pb "github.com/couchepi/couchepi/hooks/hookspb"
-	"github.com/couchepi/couchepi/hooks/wire"
+	pb "github.com/couchepi/couchepi/internal/hookspb"
+	"github.com/couchepi/couchepi/internal/wire"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc/codes"

@@ -42,20 +42,22 @@ type Config struct {
 // learns Config.StateDir.
 const StateDirEnv = "COUCHEPI_STATE_DIR"
 
-// PluginStatus describes one loaded plugin. State is one of "starting",
-// "running", "reloading", "restarting", "failed" or "stopped".
+// PluginStatus describes one loaded plugin.
 type PluginStatus struct {
 	Name    string
 	Version string
 	Path    string
 	SHA256  string
 	PID     int
-	State   string
+	State   State
 }
+
+// State is the life-cycle state of a loaded plugin, as Plugins reports it.
+type State string
 
 // Plugin states reported by Plugins.
 const (
-	StateStarting   = "starting"
+	StateStarting   State = "starting"
 	StateRunning    = "running"
 	StateReloading  = "reloading"
 	StateRestarting = "restarting"

@@ -7,8 +7,8 @@ import (
 	"net/http"
 
 	"github.com/couchepi/couchepi/hooks"
-	pb "github.com/couchepi/couchepi/hooks/hookspb"
-	"github.com/couchepi/couchepi/hooks/wire"
+	pb "github.com/couchepi/couchepi/internal/hookspb"
+	"github.com/couchepi/couchepi/internal/wire"
 )
 
 // chunkSize is the largest request body chunk sent in one stream message.

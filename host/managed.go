@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/couchepi/couchepi/hooks"
-	pb "github.com/couchepi/couchepi/hooks/hookspb"
+	pb "github.com/couchepi/couchepi/internal/hookspb"
 	"github.com/hashicorp/go-hclog"
 )
 
@@ -26,7 +26,7 @@ type managed struct {
 	mu    sync.Mutex // guards spec, info, state, cancelDelivery
 	spec  Spec
 	info  hooks.PluginInfo
-	state string
+	state State
 	// cancelDelivery cancels the Deliver or CatchUp call in flight, if any.
 	cancelDelivery func()
 
@@ -57,7 +57,7 @@ func newManaged(h *Host, spec Spec) *managed {
 		q: newEventQueue(h.cfg.QueueSize), wake: make(chan struct{}, 1), stop: make(chan struct{})}
 }
 
-func (m *managed) setState(s string) {
+func (m *managed) setState(s State) {
 	m.mu.Lock()
 	m.state = s
 	m.mu.Unlock()

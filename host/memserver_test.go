@@ -187,5 +187,5 @@ func (s *memServer) GetDoc(_ context.Context, dbName, id string) ([]byte, error)
 }
 
 func (s *memServer) UpdateDoc(ctx context.Context, db string, doc []byte) (string, error) {
-	return s.put(ctx, db, doc, hooks.SystemUser)
+	return s.put(ctx, db, doc, hooks.SystemUser())
 }

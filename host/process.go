@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/couchepi/couchepi/hooks"
-	pb "github.com/couchepi/couchepi/hooks/hookspb"
-	"github.com/couchepi/couchepi/hooks/wire"
+	pb "github.com/couchepi/couchepi/internal/hookspb"
+	"github.com/couchepi/couchepi/internal/wire"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"

@@ -3,7 +3,7 @@ package host
 import (
 	"sync"
 
-	pb "github.com/couchepi/couchepi/hooks/hookspb"
+	pb "github.com/couchepi/couchepi/internal/hookspb"
 )
 
 // eventQueue is one plugin's bounded queue of after_* events: a FIFO per db

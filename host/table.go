@@ -15,34 +15,25 @@ type dispatchTable struct {
 	routes []routeEntry          // in load order
 }
 
+// numHooks is len(hooks.All()).
 const numHooks = 5
 
-// hookIndex maps a hook to its slot; the names differ in length or in
-// their 10th byte (after_doc_write has '_' there), so one comparison confirms the candidate.
+// hookIndex maps a hook to its slot (its index in hooks.All()), -1 for an
+// unknown hook.
 func hookIndex(h hooks.Hook) int {
-	var i int
-	var want hooks.Hook
-	switch len(h) {
-	case len(hooks.BeforeDocUpdate):
-		i, want = 0, hooks.BeforeDocUpdate
-	case len(hooks.AfterDocRead):
-		i, want = 2, hooks.AfterDocRead
-	case len(hooks.AfterDocWrite):
-		switch h[9] {
-		case '_':
-			i, want = 1, hooks.AfterDocWrite
-		case 'c':
-			i, want = 3, hooks.AfterDBCreate
-		default:
-			i, want = 4, hooks.AfterDBDelete
-		}
-	default:
-		return -1
+	switch h {
+	case hooks.BeforeDocUpdate:
+		return 0
+	case hooks.AfterDocWrite:
+		return 1
+	case hooks.AfterDocRead:
+		return 2
+	case hooks.AfterDBCreate:
+		return 3
+	case hooks.AfterDBDelete:
+		return 4
 	}
-	if h != want {
-		return -1
-	}
-	return i
+	return -1
 }
 
 // hookEntry is one plugin's subscription to one hook.

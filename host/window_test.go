@@ -6,8 +6,8 @@ import (
 	"net"
 	"testing"
 
-	pb "github.com/couchepi/couchepi/hooks/hookspb"
-	"github.com/couchepi/couchepi/hooks/wire"
+	pb "github.com/couchepi/couchepi/internal/hookspb"
+	"github.com/couchepi/couchepi/internal/wire"
 	"github.com/couchepi/couchepi/internal/h2tap"
 	"golang.org/x/net/http2"
 	"google.golang.org/grpc"

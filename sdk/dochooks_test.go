@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/couchepi/couchepi/hooks"
-	pb "github.com/couchepi/couchepi/hooks/hookspb"
+	pb "github.com/couchepi/couchepi/internal/hookspb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )

@@ -8,8 +8,8 @@ import (
 	"strconv"
 
 	"github.com/couchepi/couchepi/hooks"
-	pb "github.com/couchepi/couchepi/hooks/hookspb"
-	"github.com/couchepi/couchepi/hooks/wire"
+	pb "github.com/couchepi/couchepi/internal/hookspb"
+	"github.com/couchepi/couchepi/internal/wire"
 )
 
 // chunkSize is the largest body chunk sent in one stream message.

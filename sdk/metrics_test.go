@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	pb "github.com/couchepi/couchepi/hooks/hookspb"
+	pb "github.com/couchepi/couchepi/internal/hookspb"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/protobuf/proto"

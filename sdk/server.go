@@ -9,8 +9,8 @@ import (
 	"sync"
 
 	"github.com/couchepi/couchepi/hooks"
-	pb "github.com/couchepi/couchepi/hooks/hookspb"
-	"github.com/couchepi/couchepi/hooks/wire"
+	pb "github.com/couchepi/couchepi/internal/hookspb"
+	"github.com/couchepi/couchepi/internal/wire"
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/couchepi/couchepi/hooks"
-	pb "github.com/couchepi/couchepi/hooks/hookspb"
+	pb "github.com/couchepi/couchepi/internal/hookspb"
 )
 
 // recorder is a plugin that records the events it handles and fails the

@@ -4,8 +4,8 @@ import (
 	"context"
 
 	"github.com/couchepi/couchepi/hooks"
-	pb "github.com/couchepi/couchepi/hooks/hookspb"
-	"github.com/couchepi/couchepi/hooks/wire"
+	pb "github.com/couchepi/couchepi/internal/hookspb"
+	"github.com/couchepi/couchepi/internal/wire"
 )
 
 // hostClient is the hooks.Services a plugin gets in Start: each call goes to

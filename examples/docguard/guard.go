@@ -71,7 +71,7 @@ func (g *guard) Info() hooks.PluginInfo {
 	info := hooks.PluginInfo{Name: "docguard", Version: g.version,
 		Routes: []hooks.Route{{Path: "/_docguard/*"}}}
 	for _, p := range g.set.dbs {
-		for _, h := range hooks.Hooks {
+		for _, h := range hooks.All() {
 			info.Subscriptions = append(info.Subscriptions, hooks.Subscription{Hook: h, DB: p})
 		}
 	}

@@ -282,7 +282,7 @@ func TestValidation(t *testing.T) {
 		wantSub string
 	}{
 		{"valid gets owner", doc("a", "t", ""), admin, 0, "", `"owner":"admin"`},
-		{"system user unchanged", `{"_id":"x","foo":1}`, hooks.SystemUser, 0, "", `{"_id":"x","foo":1}`},
+		{"system user unchanged", `{"_id":"x","foo":1}`, hooks.SystemUser(), 0, "", `{"_id":"x","foo":1}`},
 		{"empty doc", `{"_id":"x"}`, admin, 403, "", ""},
 		{"bad worker_processes", doc("a", "t", `,"worker_processes":"a few"`), admin, 403, "worker_processes", ""},
 		{"other user's doc", doc("a", "t", `,"owner":"admin"`), bob, 403, "Can't update replication documents from other users.", ""},

@@ -114,12 +114,12 @@ func (s *Server) pushConfig(q *request) {
 
 // pluginJSON is one entry of `GET /_node/_local/_plugins`.
 type pluginJSON struct {
-	Name    string `json:"name"`
-	Version string `json:"version"`
-	Path    string `json:"path"`
-	SHA256  string `json:"sha256"`
-	PID     int    `json:"pid"`
-	State   string `json:"state"`
+	Name    string     `json:"name"`
+	Version string     `json:"version"`
+	Path    string     `json:"path"`
+	SHA256  string     `json:"sha256"`
+	PID     int        `json:"pid"`
+	State   host.State `json:"state"`
 }
 
 // handlePlugins is `GET /_node/_local/_plugins` and

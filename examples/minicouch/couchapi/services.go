@@ -98,7 +98,7 @@ func (s *Server) UpdateDoc(ctx context.Context, dbName string, doc []byte) (stri
 	if d.ID == "" {
 		return "", badRequest("Document id must be a string")
 	}
-	res, err := s.writeDocs(ctx, db, []*store.Doc{d}, writeOpts{newEdits: true, user: hooks.SystemUser})
+	res, err := s.writeDocs(ctx, db, []*store.Doc{d}, writeOpts{newEdits: true, user: hooks.SystemUser()})
 	if err != nil {
 		return "", asCouchError(err)
 	}

@@ -16,9 +16,9 @@ const modulePath = "github.com/couchepi/couchepi"
 // Import paths of the binaries tests run.
 const (
 	MinicouchPkg  = modulePath + "/examples/minicouch"
-	ReplicatorPkg = modulePath + "/plugin"
+	ReplicatorPkg = modulePath + "/plugin/cmd/replicator"
 	DocguardPkg   = modulePath + "/examples/docguard"
-	CouchrepPkg   = modulePath + "/plugin/couchrep"
+	CouchrepPkg   = modulePath + "/plugin/cmd/couchrep"
 )
 
 // Build names one binary: a package, its link flags and whether it is built

@@ -2,7 +2,7 @@
 // validates `_replicator` docs at write time, turns them and
 // `POST /_replicate` bodies into jobs, runs them with a CouchDB 4.x-style
 // job server and serves the `_scheduler/*` monitoring routes.
-// Build: go build -ldflags "-X main.version=1.2.3" -o bin/replicator ./plugin
+// Build: go build -ldflags "-X main.version=1.2.3" -o bin/replicator ./plugin/cmd/replicator
 package main
 
 import "github.com/couchepi/couchepi/sdk"

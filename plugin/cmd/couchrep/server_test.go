@@ -33,10 +33,10 @@ type testServer struct {
 
 func TestMain(m *testing.M) { os.Exit(minicouchtest.Main(m)) }
 
-// repoRoot is the module root (this file is plugin/couchrep/server_test.go).
+// repoRoot is the module root (this file is plugin/cmd/couchrep/server_test.go).
 func repoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
 }
 
 // startServer starts a server bound to 127.0.0.1 on a free port and stops it when the test ends.

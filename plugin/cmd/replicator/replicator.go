@@ -61,7 +61,7 @@ func (p *replicator) Info() hooks.PluginInfo {
 	nt := readNodeTypes(p.conf)
 	p.mu.Unlock()
 	var subs []hooks.Subscription
-	for _, h := range hooks.Hooks {
+	for _, h := range hooks.All() {
 		if !nt.apiFrontend && h != hooks.BeforeDocUpdate && h != hooks.AfterDocRead {
 			continue
 		}

@@ -2073,7 +2073,7 @@ const file_hooks_proto_rawDesc = "" +
 	"\aListDBs\x12\x18.couchepi.hooks.v1.Empty\x1a\x1f.couchepi.hooks.v1.ListDBsReply\x12M\n" +
 	"\aChanges\x12!.couchepi.hooks.v1.ChangesRequest\x1a\x1f.couchepi.hooks.v1.ChangesReply\x12G\n" +
 	"\x06GetDoc\x12 .couchepi.hooks.v1.GetDocRequest\x1a\x1b.couchepi.hooks.v1.DocReply\x12S\n" +
-	"\tUpdateDoc\x12#.couchepi.hooks.v1.UpdateDocRequest\x1a!.couchepi.hooks.v1.UpdateDocReplyB,Z*github.com/couchepi/couchepi/hooks/hookspbb\x06proto3"
+	"\tUpdateDoc\x12#.couchepi.hooks.v1.UpdateDocRequest\x1a!.couchepi.hooks.v1.UpdateDocReplyB/Z-github.com/couchepi/couchepi/internal/hookspbb\x06proto3"
 
 var (
 	file_hooks_proto_rawDescOnce sync.Once

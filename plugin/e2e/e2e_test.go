@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // End-to-end tests through minicouch's HTTP API only: minicouch and this
 // plugin are built once (minicouchtest) and run as processes. Skipped with

@@ -58,11 +58,11 @@ type State string
 // Plugin states reported by Plugins.
 const (
 	StateStarting   State = "starting"
-	StateRunning    = "running"
-	StateReloading  = "reloading"
-	StateRestarting = "restarting"
-	StateFailed     = "failed"
-	StateStopped    = "stopped"
+	StateRunning    State = "running"
+	StateReloading  State = "reloading"
+	StateRestarting State = "restarting"
+	StateFailed     State = "failed"
+	StateStopped    State = "stopped"
 )
 
 // Host runs plugins for a server and dispatches hooks to them. Create it

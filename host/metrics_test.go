@@ -76,8 +76,8 @@ func TestMetrics(t *testing.T) {
 		{"events queued", "couchepi_host_events_queued_total", map[string]string{"plugin": "docguard"}, func(v float64) bool { return v >= 2 }},
 		{"one reload", "couchepi_host_plugin_reloads_total", map[string]string{"plugin": "docguard", "result": "ok"}, func(v float64) bool { return v == 1 }},
 		{"no restarts", "couchepi_host_plugin_restarts_total", map[string]string{"plugin": "docguard"}, func(v float64) bool { return v == 0 }},
-		{"running", "couchepi_host_plugin_state", map[string]string{"plugin": "docguard", "state": StateRunning}, func(v float64) bool { return v == 1 }},
-		{"not failed", "couchepi_host_plugin_state", map[string]string{"plugin": "docguard", "state": StateFailed}, func(v float64) bool { return v == 0 }},
+		{"running", "couchepi_host_plugin_state", map[string]string{"plugin": "docguard", "state": string(StateRunning)}, func(v float64) bool { return v == 1 }},
+		{"not failed", "couchepi_host_plugin_state", map[string]string{"plugin": "docguard", "state": string(StateFailed)}, func(v float64) bool { return v == 0 }},
 		{"version after reload", "couchepi_host_plugin_info", map[string]string{"plugin": "docguard", "version": "v2"}, func(v float64) bool { return v == 1 }},
 		// The new process has not validated any write yet: its own counter
 		// may be absent; the plugin's metrics must carry the plugin label.

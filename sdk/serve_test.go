@@ -6,9 +6,9 @@ import (
 	"net"
 	"testing"
 
+	"github.com/couchepi/couchepi/internal/h2tap"
 	pb "github.com/couchepi/couchepi/internal/hookspb"
 	"github.com/couchepi/couchepi/internal/wire"
-	"github.com/couchepi/couchepi/internal/h2tap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )

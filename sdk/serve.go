@@ -38,17 +38,34 @@ func envOr(k, def string) string {
 	return def
 }
 
-// Serve runs p as a couchepi plugin: it answers the host's handshake and
-// serves hooks until the host closes the plugin. Call it from main; it blocks.
-// Run by hand (outside a host) it prints a notice and exits.
-func Serve(p Plugin) {
+// Serve runs p as a couchepi plugin with the default ServeConfig: it answers
+// the host's handshake and serves hooks until the host closes the plugin.
+// Call it from main; it blocks. Run by hand (outside a host) it prints a
+// notice and exits.
+func Serve(p Plugin) { (&ServeConfig{}).Serve(p) }
+
+// ServeConfig configures how a plugin is served. Its zero value is what
+// Serve uses.
+type ServeConfig struct {
+	// Logger receives go-plugin's own logs. nil means Logger(): JSON lines
+	// on stderr, which the host re-logs under the plugin's name. A plugin
+	// that logs elsewhere passes the same logger to its own code.
+	Logger hclog.Logger
+}
+
+// Serve runs p as a couchepi plugin configured by c; see the package Serve.
+func (c *ServeConfig) Serve(p Plugin) {
+	log := c.Logger
+	if log == nil {
+		log = logger
+	}
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig: wire.Handshake,
 		VersionedPlugins: map[int]plugin.PluginSet{
 			wire.Protocol: {wire.PluginKey: &grpcPlugin{impl: p}},
 		},
 		GRPCServer: newGRPCServer,
-		Logger:     logger.Named("go-plugin"),
+		Logger:     log.Named("go-plugin"),
 	})
 }
 

@@ -36,16 +36,20 @@ func BeforeDocUpdate(doc []byte, user UserCtx) ([]byte, error) {
 	if user.IsReplicator() {
 		return doc, nil
 	}
-	out := doc
+	changed := false
 	owner, hasOwner := ms.Get("owner")
 	switch {
 	case !hasOwner:
-		out = ms.Set("owner", nameJSON(user.Name)).Bytes()
+		ms, changed = ms.Set("owner", nameJSON(user.Name)), true
 	case isOwner(owner, user):
 	case !user.IsAdmin():
 		return nil, newError(reasonOtherUsers)
 	case kindOf(owner) == kindNull:
-		out = ms.Set("owner", nameJSON(user.Name)).Bytes()
+		ms, changed = ms.Set("owner", nameJSON(user.Name)), true
+	}
+	out := doc
+	if changed {
+		out = ms.Bytes()
 	}
 
 	if deleted, _ := boolMember(ms, "_deleted"); deleted {
@@ -59,7 +63,8 @@ func BeforeDocUpdate(doc []byte, user UserCtx) ([]byte, error) {
 			return nil, e
 		}
 	}
-	if _, err := ReplicationDoc(out, user, DefaultOptions()); err != nil {
+	// The members are already split: parse them, not out, a second time.
+	if _, err := parseRepObject(ms, user, DefaultOptions(), false); err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -24,6 +24,26 @@ func ReplicationDoc(body []byte, user UserCtx, opts Options) (*Rep, error) {
 	return rep, nil
 }
 
+// ReplicationDocState is ReplicationDoc that also returns the doc's
+// `_replication_state` ("" when absent or not a string), read in the same
+// pass over the body. A doc in a terminal state ("completed" or "failed") is
+// not parsed further: rep and err are nil, as the doc starts no job.
+func ReplicationDocState(body []byte, user UserCtx, opts Options) (rep *Rep, state string, err error) {
+	ms, jerr := jsonobj.Parse(body)
+	if jerr != nil {
+		return nil, "", newError(reasonNotObject)
+	}
+	state, _ = stringMember(ms, "_replication_state")
+	if state == "completed" || state == "failed" {
+		return nil, state, nil
+	}
+	rep, perr := parseRepObject(ms, user, opts, false)
+	if perr != nil {
+		return nil, state, perr
+	}
+	return rep, state, nil
+}
+
 // ReplicateRequest parses a `POST /_replicate` body into a Rep without
 // touching the network. user is the authenticated HTTP user. A bare
 // database name as `source`/`target` (or as an object endpoint's `url`) is
@@ -51,6 +71,11 @@ func parseRep(body []byte, user UserCtx, opts Options, request bool) (*Rep, *Err
 		}
 		return nil, newError(reasonNotObject)
 	}
+	return parseRepObject(ms, user, opts, request)
+}
+
+// parseRepObject is parseRep on a body already split into its members.
+func parseRepObject(ms jsonobj.Object, user UserCtx, opts Options, request bool) (*Rep, *Error) {
 	seen := make(map[string]bool, len(ms))
 	uniq := ms[:0:0]
 	for _, m := range ms {

@@ -339,3 +339,28 @@ func TestParseRepID(t *testing.T) {
 		}
 	}
 }
+
+func TestReplicationDocState(t *testing.T) {
+	tests := []struct {
+		name      string
+		doc       string
+		wantState string
+		wantRep   bool
+		wantErr   bool
+	}{
+		{"no state", `{"source":"http://a/s","target":"http://a/t"}`, "", true, false},
+		{"triggered parses", `{"source":"http://a/s","target":"http://a/t","_replication_state":"triggered"}`, "triggered", true, false},
+		{"completed is not parsed", `{"source":1,"_replication_state":"completed"}`, "completed", false, false},
+		{"failed is not parsed", `{"_replication_state":"failed"}`, "failed", false, false},
+		{"first of repeated names", `{"_replication_state":"completed","_replication_state":"error"}`, "completed", false, false},
+		{"state that is not a string", `{"source":"http://a/s","target":"http://a/t","_replication_state":1}`, "", true, false},
+		{"invalid doc keeps its state", `{"source":"x","_replication_state":"error"}`, "error", false, true},
+		{"not an object", `[]`, "", false, true},
+	}
+	for _, tt := range tests {
+		rep, state, err := ReplicationDocState([]byte(tt.doc), UserCtx{}, DefaultOptions())
+		if state != tt.wantState || (rep != nil) != tt.wantRep || (err != nil) != tt.wantErr {
+			t.Errorf("%s: state %q, rep %v, err %v; want %q, rep %v, err %v", tt.name, state, rep != nil, err, tt.wantState, tt.wantRep, tt.wantErr)
+		}
+	}
+}

@@ -2,7 +2,6 @@ package frontend
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -106,15 +105,6 @@ func (f *Frontend) Flush(ctx context.Context) error {
 	}
 }
 
-// docState returns a doc's `_replication_state`.
-func docState(body []byte) string {
-	var d struct {
-		State string `json:"_replication_state"`
-	}
-	json.Unmarshal(body, &d)
-	return d.State
-}
-
 // planned is a doc change with its parse done: the record of the job to
 // add (nil = remove the job), or skip (nothing to do for this doc).
 type planned struct {
@@ -141,7 +131,8 @@ func (f *Frontend) plan(c docChange) planned {
 	if c.deleted {
 		return p
 	}
-	switch docState(c.body) {
+	rep, state, err := parse.ReplicationDocState(c.body, parse.UserCtx{}, f.options())
+	switch state {
 	case jobdata.Completed, jobdata.Failed:
 		p.skip = true
 		return p
@@ -149,7 +140,6 @@ func (f *Frontend) plan(c docChange) planned {
 		p.stripState = true
 	}
 	now := f.cfg.Now()
-	rep, err := parse.ReplicationDoc(c.body, parse.UserCtx{}, f.options())
 	if err != nil {
 		var pe *parse.Error
 		reason := err.Error()

@@ -118,7 +118,7 @@ func parseDocBody(b []byte) (*store.Doc, *hooks.Error) {
 	if !validJSON(bytes.TrimSpace(b)) {
 		return nil, errInvalidJSON
 	}
-	doc, err := parseDoc(b)
+	doc, err := parseValidDoc(b)
 	if err != nil {
 		return nil, asCouchError(err)
 	}

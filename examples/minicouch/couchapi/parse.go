@@ -14,6 +14,16 @@ func parseDoc(raw []byte) (*store.Doc, error) {
 	return dropInlineDigests(d), nil
 }
 
+// parseValidDoc is parseDoc for raw already checked with validJSON: the
+// store does not validate it a second time.
+func parseValidDoc(raw []byte) (*store.Doc, error) {
+	d, err := store.ParseValidDoc(raw)
+	if err != nil {
+		return nil, err
+	}
+	return dropInlineDigests(d), nil
+}
+
 // parseValidDocInPlace is parseDoc for raw known to be valid JSON (part of
 // a body validated as a whole), building the body in raw's memory
 // (store.ParseValidDocInPlace): raw must not be used afterwards.

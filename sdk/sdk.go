@@ -50,6 +50,17 @@ type AfterDocWriter interface {
 	AfterDocWrite(ctx context.Context, ev hooks.DocWrite) error
 }
 
+// DocWriteBatcher is implemented by plugins subscribing to after_doc_write
+// that apply events a batch at a time (say, one transaction per batch): evs
+// are consecutive after_doc_write events of db from one host delivery, in
+// write order. The host acknowledges them only after AfterDocWrites returns,
+// so a plugin can apply them synchronously and durably; an error makes the
+// host send CatchUp for db. A plugin implementing it gets no AfterDocWrite
+// calls.
+type DocWriteBatcher interface {
+	AfterDocWrites(ctx context.Context, db string, evs []hooks.DocWrite) error
+}
+
 // DBWatcher is implemented by plugins subscribing to after_db_create or
 // after_db_delete.
 type DBWatcher interface {

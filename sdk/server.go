@@ -82,7 +82,10 @@ func checkImplements(p Plugin, info hooks.PluginInfo) error {
 			iface = "sdk.AfterDocReader"
 		case hooks.AfterDocWrite:
 			_, ok = p.(AfterDocWriter)
-			iface = "sdk.AfterDocWriter"
+			if _, batch := p.(DocWriteBatcher); batch {
+				ok = true
+			}
+			iface = "sdk.AfterDocWriter or sdk.DocWriteBatcher"
 		case hooks.AfterDBCreate, hooks.AfterDBDelete:
 			_, ok = p.(DBWatcher)
 			iface = "sdk.DBWatcher"
@@ -189,12 +192,24 @@ func (s *server) AfterDocRead(ctx context.Context, req *pb.DocHookRequest) (_ *p
 
 // Deliver hands a batch of after_* events to the plugin in order. When a
 // handler fails, later events of that db are skipped and the db is reported
-// for CatchUp, so the host never loses them silently.
+// for CatchUp, so the host never loses them silently. For a DocWriteBatcher,
+// each run of consecutive after_doc_write events of one db is one call.
 func (s *server) Deliver(ctx context.Context, req *pb.DeliverRequest) (_ *pb.DeliverReply, err error) {
 	defer recovered("deliver", &err)
 	var failed map[string]bool
 	reply := &pb.DeliverReply{}
-	for _, ev := range req.GetEvents() {
+	fail := func(hook, db string, err error) {
+		logger.Warn("event handler failed; asking for catch-up", "hook", hook, "db", db, "error", err)
+		if failed == nil {
+			failed = map[string]bool{}
+		}
+		failed[db] = true
+		reply.CatchUp = append(reply.CatchUp, db)
+	}
+	batcher, _ := s.p.(DocWriteBatcher)
+	events := req.GetEvents()
+	for i := 0; i < len(events); i++ {
+		ev := events[i]
 		db := ev.GetDb()
 		if failed[db] {
 			continue
@@ -202,7 +217,14 @@ func (s *server) Deliver(ctx context.Context, req *pb.DeliverRequest) (_ *pb.Del
 		err = nil
 		switch hooks.Hook(ev.GetHook()) {
 		case hooks.AfterDocWrite:
-			if h, ok := s.p.(AfterDocWriter); ok {
+			if batcher != nil {
+				run := []hooks.DocWrite{wire.DocWriteFromPB(ev)}
+				for i+1 < len(events) && events[i+1].GetDb() == db && hooks.Hook(events[i+1].GetHook()) == hooks.AfterDocWrite {
+					i++
+					run = append(run, wire.DocWriteFromPB(events[i]))
+				}
+				err = batcher.AfterDocWrites(ctx, db, run)
+			} else if h, ok := s.p.(AfterDocWriter); ok {
 				err = h.AfterDocWrite(ctx, wire.DocWriteFromPB(ev))
 			}
 		case hooks.AfterDBCreate:
@@ -218,12 +240,7 @@ func (s *server) Deliver(ctx context.Context, req *pb.DeliverRequest) (_ *pb.Del
 			if ctx.Err() != nil {
 				return nil, wire.ToStatus(ctx.Err())
 			}
-			logger.Warn("event handler failed; asking for catch-up", "hook", ev.GetHook(), "db", db, "error", err)
-			if failed == nil {
-				failed = map[string]bool{}
-			}
-			failed[db] = true
-			reply.CatchUp = append(reply.CatchUp, db)
+			fail(ev.GetHook(), db, err)
 		}
 	}
 	return reply, nil

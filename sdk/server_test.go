@@ -70,6 +70,60 @@ func TestDeliver(t *testing.T) {
 	}
 }
 
+// batchRecorder takes after_doc_write events in batches; it records each
+// batch as "db:id,id" and fails a batch holding the doc id "fail".
+type batchRecorder struct{ recorder }
+
+func (r *batchRecorder) AfterDocWrites(_ context.Context, db string, evs []hooks.DocWrite) error {
+	line := db + ":"
+	for i, ev := range evs {
+		if ev.DocID == "fail" {
+			return errors.New("cannot handle")
+		}
+		if i > 0 {
+			line += ","
+		}
+		line += ev.DocID
+	}
+	r.got = append(r.got, line)
+	return nil
+}
+
+// TestDeliverBatches: a DocWriteBatcher gets each run of consecutive doc
+// writes of one db as one call, in order, and no AfterDocWrite calls; a
+// failed batch skips the rest of its db and asks for its catch-up.
+func TestDeliverBatches(t *testing.T) {
+	ev := func(hook hooks.Hook, db, id string) *pb.Event {
+		return &pb.Event{Hook: string(hook), Db: db, DocId: id}
+	}
+	w := func(db, id string) *pb.Event { return ev(hooks.AfterDocWrite, db, id) }
+	cases := []struct {
+		name      string
+		events    []*pb.Event
+		wantGot   []string
+		wantCatch []string
+	}{
+		{"runs per db", []*pb.Event{w("a", "1"), w("a", "2"), w("b", "1"), w("a", "3")},
+			[]string{"a:1,2", "b:1", "a:3"}, nil},
+		{"db events split runs", []*pb.Event{ev(hooks.AfterDBCreate, "a", ""), w("a", "1"), ev(hooks.AfterDBDelete, "a", ""), w("a", "2"), w("a", "3")},
+			[]string{"+a", "a:1", "-a", "a:2,3"}, nil},
+		{"failed batch skips its db", []*pb.Event{w("a", "1"), w("a", "fail"), w("b", "1"), w("a", "2")},
+			[]string{"b:1"}, []string{"a"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := &batchRecorder{}
+			reply, err := newServer(p, nil).Deliver(context.Background(), &pb.DeliverRequest{Events: c.events})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(p.got, c.wantGot) || !reflect.DeepEqual(reply.GetCatchUp(), c.wantCatch) {
+				t.Errorf("handled %v, catch-up %v; want %v, %v", p.got, reply.GetCatchUp(), c.wantGot, c.wantCatch)
+			}
+		})
+	}
+}
+
 // TestSubscribedHooksImplemented: a plugin subscribing to a hook it does
 // not implement is refused at GetInfo, with the reason.
 func TestSubscribedHooksImplemented(t *testing.T) {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/couchepi/couchepi/hooks"
 	"github.com/couchepi/couchepi/parse"
@@ -26,83 +25,35 @@ type docChange struct {
 // maxBatch is how many doc changes of one db are applied in one transaction.
 const maxBatch = 1000
 
-// eventQueue holds the write events of one replicator db not yet applied.
-type eventQueue struct {
-	pending []docChange
-	running bool // a drain goroutine works on this db
-}
-
-// AfterDocWrite queues one write to a replicator db; a goroutine per db
-// applies queued writes in batches, one transaction each. Returning before
-// the job change is durable loses nothing: the db's seq advances in the
-// same transaction as the jobs, and catch-up re-reads from it after a crash.
-func (f *Frontend) AfterDocWrite(_ context.Context, ev hooks.DocWrite) error {
-	if !jobdata.IsReplicatorDB(ev.DB) {
+// AfterDocWrites applies writes to one replicator db, in order, in
+// transactions of at most maxBatch changes; the db's processed seq advances
+// in the same transaction as its jobs. The host delivers one batch at a
+// time and counts it delivered when this returns, so the frontend keeps no
+// queue of its own: on an error the host asks for CatchUp from the last
+// stored seq. lockDB orders it against catch-ups started by the plugin.
+func (f *Frontend) AfterDocWrites(ctx context.Context, db string, evs []hooks.DocWrite) error {
+	if !jobdata.IsReplicatorDB(db) || len(evs) == 0 {
 		return nil
 	}
-	c := docChange{db: ev.DB, uuid: ev.DBUUID, docID: ev.DocID, seq: ev.Seq, deleted: ev.Deleted, body: ev.Doc}
-	f.qMu.Lock()
-	q, ok := f.queues[ev.DB]
-	if !ok {
-		q = &eventQueue{}
-		f.queues[ev.DB] = q
-	}
-	q.pending = append(q.pending, c)
-	start := !q.running
-	q.running = true
-	f.qMu.Unlock()
-	if start {
-		go f.drain(ev.DB, q)
+	unlock := f.lockDB(db)
+	defer unlock()
+	for start := 0; start < len(evs); start += maxBatch {
+		part := evs[start:min(start+maxBatch, len(evs))]
+		batch := make([]docChange, len(part))
+		for i, ev := range part {
+			batch[i] = docChange{db: ev.DB, uuid: ev.DBUUID, docID: ev.DocID, seq: ev.Seq, deleted: ev.Deleted, body: ev.Doc}
+		}
+		end := batch[len(batch)-1]
+		if err := f.apply(ctx, db, jobdata.DBSeq{UUID: end.uuid, Seq: end.seq}, batch); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
-// drain applies a db's queued writes until none are left. A failed batch
-// is recovered by catching up from the last stored seq.
-func (f *Frontend) drain(db string, q *eventQueue) {
-	ctx := context.Background()
-	for {
-		f.qMu.Lock()
-		n := min(len(q.pending), maxBatch)
-		if n == 0 {
-			q.running = false
-			f.qMu.Unlock()
-			return
-		}
-		batch := q.pending[:n:n]
-		q.pending = q.pending[n:]
-		f.qMu.Unlock()
-		unlock := f.lockDB(db)
-		end := batch[len(batch)-1]
-		err := f.apply(ctx, db, jobdata.DBSeq{UUID: end.uuid, Seq: end.seq}, batch)
-		unlock()
-		if err != nil {
-			f.log.Warn("applying replicator doc changes failed, catching up", "db", db, "error", err)
-			if err := f.CatchUp(ctx, db); err != nil {
-				f.log.Error("catch-up failed", "db", db, "error", err)
-			}
-		}
-	}
-}
-
-// Flush waits until every queued write event has been applied (or ctx ends).
-func (f *Frontend) Flush(ctx context.Context) error {
-	for {
-		f.qMu.Lock()
-		busy := false
-		for _, q := range f.queues {
-			busy = busy || q.running
-		}
-		f.qMu.Unlock()
-		if !busy {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
+// AfterDocWrite is AfterDocWrites for one write.
+func (f *Frontend) AfterDocWrite(ctx context.Context, ev hooks.DocWrite) error {
+	return f.AfterDocWrites(ctx, ev.DB, []hooks.DocWrite{ev})
 }
 
 // planned is a doc change with its parse done: the record of the job to

@@ -58,9 +58,6 @@ type Frontend struct {
 
 	dbMu    sync.Mutex
 	dbLocks map[string]*sync.Mutex
-
-	qMu    sync.Mutex
-	queues map[string]*eventQueue // db -> write events not yet applied
 }
 
 // New returns a frontend over the queue in cfg.
@@ -77,7 +74,6 @@ func New(cfg Config) *Frontend {
 		log:     cfg.Logger.Named("frontend"),
 		opts:    parse.DefaultOptions(),
 		dbLocks: map[string]*sync.Mutex{},
-		queues:  map[string]*eventQueue{},
 	}
 }
 
@@ -96,7 +92,9 @@ func (f *Frontend) options() parse.Options {
 }
 
 // lockDB serialises the processing of one replicator db (events and
-// catch-up), so its seq only moves forward in processing order.
+// catch-up), so its seq only moves forward in processing order. The host
+// already delivers events and CatchUp calls one at a time; the lock orders
+// them against StartCatchUp, which the plugin runs on its own.
 func (f *Frontend) lockDB(db string) func() {
 	f.dbMu.Lock()
 	m, ok := f.dbLocks[db]

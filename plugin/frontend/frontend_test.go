@@ -168,9 +168,6 @@ func (fx *fixture) write(db, id, body string) {
 	if err := fx.f.AfterDocWrite(fx.ctx, fx.svc.put(db, id, b)); err != nil {
 		fx.t.Fatal(err)
 	}
-	if err := fx.f.Flush(fx.ctx); err != nil {
-		fx.t.Fatal(err)
-	}
 }
 
 const repDoc = `{"_id":"%s","source":"http://a:pw@127.0.0.1:5984/src","target":"http://127.0.0.1:5984/%s"%s}`
@@ -427,18 +424,18 @@ func TestReplicateOneShotWaits(t *testing.T) {
 
 func TestBatchedEvents(t *testing.T) {
 	fx := newFixture(t)
-	// Events queued back to back are applied in batches; only each doc's last version counts.
+	// A delivery of 2500 events is applied in batches of maxBatch; only
+	// each doc's last version counts.
+	var evs []hooks.DocWrite
 	for i := 0; i < 2500; i++ {
 		id := fmt.Sprintf("b%d", i%300)
 		body := []byte(doc(id, fmt.Sprintf("t%d", i), ""))
 		if i%300 == 7 && i > 2000 {
 			body = nil // the last version of b7 is a deletion
 		}
-		if err := fx.f.AfterDocWrite(fx.ctx, fx.svc.put("_replicator", id, body)); err != nil {
-			t.Fatal(err)
-		}
+		evs = append(evs, fx.svc.put("_replicator", id, body))
 	}
-	if err := fx.f.Flush(fx.ctx); err != nil {
+	if err := fx.f.AfterDocWrites(fx.ctx, "_replicator", evs); err != nil {
 		t.Fatal(err)
 	}
 	js := fx.jobs()

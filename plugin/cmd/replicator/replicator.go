@@ -44,6 +44,7 @@ type replicator struct {
 	recs    jobdata.Records
 	stopMon context.CancelFunc
 	started bool
+	events  sync.WaitGroup // event and catch-up calls in progress
 	// cancelStart ends a background start still waiting for its store.
 	cancelStart context.CancelFunc
 }
@@ -243,8 +244,12 @@ func (p *replicator) Stop(ctx context.Context) error {
 		return nil
 	}
 	start := time.Now()
-	if err := p.front.Flush(ctx); err != nil {
-		p.log.Warn("doc events left for catch-up", "error", err)
+	events := make(chan struct{})
+	go func() { p.events.Wait(); close(events) }()
+	select {
+	case <-events:
+	case <-ctx.Done():
+		p.log.Warn("doc events still being applied at stop; the host will catch them up", "error", ctx.Err())
 	}
 	var err error
 	if p.server != nil {
@@ -296,40 +301,40 @@ func (p *replicator) AfterDocRead(_ context.Context, _ string, doc []byte, user 
 	return frontend.AfterDocRead(doc, user), nil
 }
 
-// AfterDocWrite turns a replication doc write into a job change.
-func (p *replicator) AfterDocWrite(ctx context.Context, ev hooks.DocWrite) error {
-	f, _, _ := p.components()
-	if f == nil {
+// withFrontend runs fn with the started frontend (errNotStarted before
+// Start); Stop waits for such calls to end before it closes the queue.
+func (p *replicator) withFrontend(fn func(*frontend.Frontend) error) error {
+	p.mu.Lock()
+	if !p.started {
+		p.mu.Unlock()
 		return errNotStarted
 	}
-	return f.AfterDocWrite(ctx, ev)
+	f := p.front
+	p.events.Add(1)
+	p.mu.Unlock()
+	defer p.events.Done()
+	return fn(f)
+}
+
+// AfterDocWrites turns replication doc writes into job changes, durably
+// before the host counts them delivered.
+func (p *replicator) AfterDocWrites(ctx context.Context, db string, evs []hooks.DocWrite) error {
+	return p.withFrontend(func(f *frontend.Frontend) error { return f.AfterDocWrites(ctx, db, evs) })
 }
 
 // AfterDBCreate scans a new or restored replicator db.
 func (p *replicator) AfterDBCreate(ctx context.Context, db, uuid string) error {
-	f, _, _ := p.components()
-	if f == nil {
-		return errNotStarted
-	}
-	return f.AfterDBCreate(ctx, db, uuid)
+	return p.withFrontend(func(f *frontend.Frontend) error { return f.AfterDBCreate(ctx, db, uuid) })
 }
 
 // AfterDBDelete removes the jobs of a deleted replicator db.
 func (p *replicator) AfterDBDelete(ctx context.Context, db, uuid string) error {
-	f, _, _ := p.components()
-	if f == nil {
-		return errNotStarted
-	}
-	return f.AfterDBDelete(ctx, db, uuid)
+	return p.withFrontend(func(f *frontend.Frontend) error { return f.AfterDBDelete(ctx, db, uuid) })
 }
 
 // CatchUp re-reads a replicator db's changes since the last processed seq.
 func (p *replicator) CatchUp(ctx context.Context, db string) error {
-	f, _, _ := p.components()
-	if f == nil {
-		return errNotStarted
-	}
-	return f.CatchUp(ctx, db)
+	return p.withFrontend(func(f *frontend.Frontend) error { return f.CatchUp(ctx, db) })
 }
 
 // ActiveTasks returns the `_active_tasks` entries of running replications.

@@ -9,48 +9,95 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
-	"github.com/couchepi/couchepi/examples/minicouch/minicouchtest"
 	"github.com/couchepi/couchepi/hooks"
+	"github.com/couchepi/couchepi/internal/docguard"
+	"github.com/couchepi/couchepi/internal/wire"
+	"github.com/couchepi/couchepi/sdk"
 	"github.com/hashicorp/go-hclog"
 )
 
-// Paths of the docguard binaries built once for the package's tests.
+// Paths of the docguard plugins for the package's tests: copies of this
+// test binary, which serves internal/docguard when a host starts it (as
+// go-plugin's own tests re-run their binary as the plugin), so no build is
+// needed. The v2 copy ends in versionTrailer+"v2": the pin tests need two
+// binaries with different bytes, as two builds would be.
 var docguardV1, docguardV2 string
 
+// versionTrailer, appended to an executable, names the version the copy
+// serves; a binary without it serves v1.
+const versionTrailer = "\ncouchepi-docguard-version="
+
 func TestMain(m *testing.M) {
+	if os.Getenv(wire.Handshake.MagicCookieKey) == wire.Handshake.MagicCookieValue {
+		sdk.Serve(docguard.New(servedVersion()))
+		return
+	}
 	if os.Getenv(childHostEnv) != "" {
 		runChildHost()
 		return
 	}
-	var err error
+	os.Exit(runTests(m))
+}
+
+// servedVersion reads the version trailer at the end of the running binary.
+func servedVersion() string {
+	f, err := os.Open("/proc/self/exe")
+	if err != nil {
+		return "v1"
+	}
+	defer f.Close()
+	tail := make([]byte, 64)
+	if st, err := f.Stat(); err == nil && st.Size() > int64(len(tail)) {
+		n, _ := f.ReadAt(tail, st.Size()-int64(len(tail)))
+		if _, v, ok := strings.Cut(string(tail[:n]), versionTrailer); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "v1"
+}
+
+func runTests(m *testing.M) int {
+	self, err := os.ReadFile("/proc/self/exe")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "test binary:", err)
+		return 1
+	}
+	dir, err := os.MkdirTemp("", "couchepi-host-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	docguardV1 = filepath.Join(dir, "docguard-v1")
+	docguardV2 = filepath.Join(dir, "docguard-v2")
+	v2 := append(self[:len(self):len(self)], versionTrailer+"v2\n"...)
+	for path, b := range map[string][]byte{docguardV1: self, docguardV2: v2} {
+		if err := os.WriteFile(path, b, 0o755); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
 	if pre := os.Getenv(prebuiltDocguardEnv); pre != "" {
 		// A/B runs of sdk changes: the benchmark drives a docguard built
 		// from another tree.
 		docguardV1 = pre
-	} else {
-		docguardV1, err = minicouchtest.Binary(minicouchtest.Build{Pkg: minicouchtest.DocguardPkg})
 	}
 	if pre := os.Getenv(prebuiltDocguardEnv + "_V2"); pre != "" {
 		docguardV2 = pre
-	} else if err == nil {
-		docguardV2, err = minicouchtest.Binary(minicouchtest.Build{Pkg: minicouchtest.DocguardPkg, LDFlags: "-X main.version=v2"})
 	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "build docguard:", err)
-		minicouchtest.Cleanup()
-		os.Exit(1)
-	}
-	os.Exit(minicouchtest.Main(m))
+	return m.Run()
 }
 
 // prebuiltDocguardEnv names a prebuilt docguard binary to load instead of
-// building examples/docguard from this tree, so A/B runs of sdk changes can
-// drive docguards built from different trees; prebuiltDocguardEnv+"_V2"
-// does the same for v2 (built with -ldflags "-X main.version=v2").
+// this test binary, so A/B runs of sdk changes can drive docguards built
+// from different trees; prebuiltDocguardEnv+"_V2" does the same for v2
+// (built with -ldflags "-X main.version=v2").
 const prebuiltDocguardEnv = "COUCHEPI_TEST_DOCGUARD"
 
 // childHostEnv makes the test binary run as a server embedding the host

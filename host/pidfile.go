@@ -11,11 +11,20 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-// writePidFile records a running plugin process as "<pid>\n<path>\n" in
+// writePidFile records a running plugin process as "<pid>\n<binary>\n" in
 // dir/plugin-<pid>.pid and returns the file's path ("" when dir is "").
+// The binary is path made absolute with symlinks resolved, as
+// /proc/<pid>/exe names it, so killStale recognises a plugin loaded by a
+// relative path or through a link.
 func writePidFile(dir string, pid int, path string, log hclog.Logger) string {
 	if dir == "" || pid == 0 {
 		return ""
+	}
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		log.Warn("cannot create state dir", "dir", dir, "error", err)

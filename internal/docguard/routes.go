@@ -1,4 +1,4 @@
-package main
+package docguard
 
 import (
 	"crypto/sha256"

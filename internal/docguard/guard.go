@@ -1,4 +1,4 @@
-package main
+package docguard
 
 import (
 	"context"
@@ -59,7 +59,9 @@ type guard struct {
 	catch map[string]int64
 }
 
-func newGuard(version string) *guard {
+// New returns the docguard plugin that reports version as its own (the
+// tests run "v1" and "v2"; v2 also requires "created_at").
+func New(version string) sdk.Plugin {
 	return &guard{version: version, calls: map[hooks.Hook]map[string]int64{}, catch: map[string]int64{}}
 }
 

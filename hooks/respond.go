@@ -21,13 +21,23 @@ func (e *Error) Is(target error) bool {
 }
 
 // AsError returns the CouchDB-shaped error err carries: the first *Error in
-// its chain; otherwise, for an error with an HTTPStatus method, that status
-// with CouchDB's generic error name; otherwise 500 unknown_error. The
-// reason of the last two is err's text.
+// its chain; otherwise, for an error with the methods HTTPStatus() int and
+// CouchError() (name, reason string), the answer they give (so a package
+// can type its errors without importing hooks); otherwise, for an error
+// with an HTTPStatus method, that status with CouchDB's generic error name
+// and err's text as reason; otherwise 500 unknown_error.
 func AsError(err error) *Error {
 	var e *Error
 	if errors.As(err, &e) {
 		return e
+	}
+	var c interface {
+		HTTPStatus() int
+		CouchError() (name, reason string)
+	}
+	if errors.As(err, &c) && c.HTTPStatus() >= 400 {
+		name, reason := c.CouchError()
+		return &Error{Status: c.HTTPStatus(), Err: name, Reason: reason}
 	}
 	var s interface{ HTTPStatus() int }
 	if errors.As(err, &s) && s.HTTPStatus() >= 400 {

@@ -13,7 +13,6 @@ import (
 	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/jobdata"
 	"github.com/couchepi/couchepi/plugin/jobs"
-	"github.com/couchepi/couchepi/plugin/replicate"
 )
 
 // okLocalID is the answer to a continuous start or a cancel, in CouchDB's key order.
@@ -82,14 +81,11 @@ func parseErrorResponse(err error) *hooks.Error {
 	return &hooks.Error{Status: 400, Err: "bad_request", Reason: reason}
 }
 
-// repIDError maps a replication id failure to an HTTP answer.
+// repIDError maps a replication id failure to an HTTP answer: the one its
+// typed error gives (see hooks.AsError), or 500 error.
 func repIDError(err error) *hooks.Error {
-	var re *replicate.Error
-	if errors.As(err, &re) {
-		if re.Kind == "filter_fetch_error" {
-			return hooks.NotFound(re.Reason)
-		}
-		return &hooks.Error{Status: 500, Err: re.Kind, Reason: re.Reason}
+	if e := hooks.AsError(err); e.Err != "unknown_error" {
+		return e
 	}
 	return &hooks.Error{Status: 500, Err: "error", Reason: err.Error()}
 }
@@ -190,7 +186,7 @@ func (f *Frontend) start(ctx context.Context, w http.ResponseWriter, rep *parse.
 		return &hooks.Error{Status: 500, Err: "error", Reason: err.Error()}
 	}
 	if rec.State != jobdata.Completed {
-		kind, reason := jobdata.SplitReason(rec.ErrorReason())
+		kind, reason := rec.Failure()
 		return &hooks.Error{Status: 500, Err: kind, Reason: reason}
 	}
 	writeResult(w, rec.CheckpointHistory)

@@ -62,6 +62,7 @@ type Record struct {
 	StatsUpdated      int64           `json:"stats_updated,omitempty"`      // last stats push of the running job (unix s)
 	LastStart         int64           `json:"last_start,omitempty"`         // last time a worker started it (unix s)
 	LastError         string          `json:"last_error,omitempty"`         // reason of the last crash
+	ErrorKind         string          `json:"error_kind,omitempty"`         // CouchDB error name of the last failure (db_not_found, max_backoff…)
 	Node              string          `json:"node,omitempty"`               // node running it
 	PID               string          `json:"pid,omitempty"`                // worker name while running
 	History           []Event         `json:"job_history"`                  // newest first, capped at max_history
@@ -206,13 +207,15 @@ func (r *Record) ErrorReason() string {
 	return ""
 }
 
-// SplitReason splits a worker error "kind: reason" into its CouchDB error
-// name and reason, as POST /_replicate answers them.
-func SplitReason(s string) (kind, reason string) {
-	if k, r, ok := strings.Cut(s, ": "); ok && k != "" && !strings.ContainsAny(k, " `") {
-		return k, r
+// Failure returns the CouchDB error name and reason of a failed job, as
+// POST /_replicate answers them: ErrorKind without its "kind: " prefix on
+// the reason, or "error" and the whole reason when the failure has no kind.
+func (r *Record) Failure() (name, reason string) {
+	reason = r.ErrorReason()
+	if r.ErrorKind == "" {
+		return "error", reason
 	}
-	return "error", s
+	return r.ErrorKind, strings.TrimPrefix(reason, r.ErrorKind+": ")
 }
 
 // ISOTime formats unix seconds as CouchDB's UTC timestamp "2006-01-02T15:04:05Z".

@@ -110,16 +110,18 @@ func TestStateOf(t *testing.T) {
 	}
 }
 
-func TestSplitReason(t *testing.T) {
-	tests := []struct{ in, kind, reason string }{
-		{"db_not_found: could not open http://h/db/", "db_not_found", "could not open http://h/db/"},
-		{"Duplicate job running: x", "error", "Duplicate job running: x"},
-		{"Replication `a` specified by document `b`: x", "error", "Replication `a` specified by document `b`: x"},
-		{"plain", "error", "plain"},
+func TestFailure(t *testing.T) {
+	tests := []struct{ kind, info, name, reason string }{
+		{"db_not_found", "db_not_found: could not open http://h/db/", "db_not_found", "could not open http://h/db/"},
+		{"", "Duplicate job running: x", "error", "Duplicate job running: x"},
+		{"", "Replication `a` specified by document `b`: x", "error", "Replication `a` specified by document `b`: x"},
+		{"", "db_not_found: looks typed but is not", "error", "db_not_found: looks typed but is not"},
+		{"max_backoff", "max_backoff: too many retries", "max_backoff", "too many retries"},
 	}
 	for _, tt := range tests {
-		if k, r := SplitReason(tt.in); k != tt.kind || r != tt.reason {
-			t.Errorf("SplitReason(%q) = %q, %q", tt.in, k, r)
+		r := &Record{ErrorKind: tt.kind, StateInfo: ErrorInfo(tt.info)}
+		if name, reason := r.Failure(); name != tt.name || reason != tt.reason {
+			t.Errorf("Failure(%q, %q) = %q, %q; want %q, %q", tt.kind, tt.info, name, reason, tt.name, tt.reason)
 		}
 	}
 }

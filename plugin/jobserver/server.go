@@ -216,7 +216,7 @@ func (s *Server) Stop(ctx context.Context) error {
 	}
 	forced := 0
 	for _, w := range ws {
-		if !w.isDone() && s.q.Resubmit(context.Background(), w.job, time.Time{}, nil) == nil {
+		if !w.isDone() && s.settled("re-enqueue unfinished", w.job, s.q.Resubmit(context.Background(), w.job, time.Time{}, nil)) {
 			forced++
 		}
 	}
@@ -360,7 +360,7 @@ func (s *Server) accept(rotating bool) {
 		cancel()
 		if s.ctx.Err() != nil || errors.Is(err, jobs.ErrClosed) {
 			if job != nil {
-				s.q.Resubmit(context.Background(), job, time.Time{}, nil)
+				s.settled("give back accepted", job, s.q.Resubmit(context.Background(), job, time.Time{}, nil))
 			}
 			leave()
 			return
@@ -397,9 +397,7 @@ func (s *Server) accept(rotating bool) {
 		if s.stopping || full && victim == nil {
 			s.acceptors--
 			s.mu.Unlock()
-			if err := s.q.Resubmit(context.Background(), job, time.Time{}, nil); err != nil {
-				s.log.Warn("could not give back an accepted job", "job", job.ID, "error", err)
-			}
+			s.settled("give back accepted", job, s.q.Resubmit(context.Background(), job, time.Time{}, nil))
 			return
 		}
 		s.acceptors--
@@ -480,3 +478,20 @@ func (s *Server) rotationVictim(cfg Config, now time.Time) *worker {
 
 // nextPID names a worker as CouchDB shows Erlang pids in monitoring.
 func (s *Server) nextPID() string { return fmt.Sprintf("<0.%d.0>", 1000+s.pids.Add(1)) }
+
+// settled reports whether a Finish or Resubmit of job (what says which)
+// took effect, logging when it did not. jobs.ErrHalt means the job was
+// removed or taken over meanwhile: its new owner settles it. Any other
+// error leaves the job locked until its lease expires, when the queue
+// hands it out again; nothing is lost, but the delay is worth a warning.
+func (s *Server) settled(what string, job *jobs.Job, err error) bool {
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, jobs.ErrHalt) || errors.Is(err, jobs.ErrNotFound):
+		s.log.Debug("job already settled elsewhere", "action", what, "job", job.ID, "error", err)
+	default:
+		s.log.Warn("could not settle job; it runs again when its lease expires", "action", what, "job", job.ID, "error", err)
+	}
+	return false
+}

@@ -83,12 +83,12 @@ func (w *worker) run() {
 	rec, err := jobdata.Decode(w.job.Data)
 	if err != nil || (rec.Rep == nil && rec.State != jobdata.Failed) {
 		log.Error("undecodable job data; finishing the job", "error", err)
-		s.q.Finish(context.Background(), w.job, nil)
+		s.settled("finish", w.job, s.q.Finish(context.Background(), w.job, nil))
 		return
 	}
 	now := time.Now()
 	if rec.State == jobdata.Failed { // the doc did not parse (it bypassed before_doc_update)
-		w.fail(rec, rec.ErrorReason(), now, false)
+		w.fail(rec, rec.ErrorKind, rec.ErrorReason(), now, false)
 		return
 	}
 	if cause := w.stopCause(); cause != nil {
@@ -200,11 +200,11 @@ func (w *worker) duplicate(rec *jobdata.Record, repID parse.RepID, dup *dupOwner
 		if rec.Transient() {
 			reason = "Duplicate job running: " + dup.jobID
 		}
-		w.fail(rec, reason, now, true)
+		w.fail(rec, "", reason, now, true)
 		return
 	}
 	if rec.Transient() {
-		w.fail(rec, "Duplicate job running: "+dup.jobID, now, true)
+		w.fail(rec, "", "Duplicate job running: "+dup.jobID, now, true)
 		return
 	}
 	reason := "Replication `" + repID.String() + "` specified by document `" + rec.DocID +
@@ -213,19 +213,20 @@ func (w *worker) duplicate(rec *jobdata.Record, repID parse.RepID, dup *dupOwner
 }
 
 // fail finishes the job in state failed and, for a persistent job, writes
-// the failure into its doc.
-func (w *worker) fail(rec *jobdata.Record, reason string, now time.Time, countError bool) {
+// the failure into its doc. kind is the failure's CouchDB error name, ""
+// when it has none.
+func (w *worker) fail(rec *jobdata.Record, kind, reason string, now time.Time, countError bool) {
 	s := w.s
 	if countError {
 		rec.ErrorCount++
 	}
 	rec.State = jobdata.Failed
 	rec.StateInfo = jobdata.ErrorInfo(reason)
-	rec.LastError = reason
+	rec.LastError, rec.ErrorKind = reason, kind
 	rec.LastUpdated = now.Unix()
 	rec.PID = ""
-	if err := w.finish(rec); err != nil {
-		return // removed or taken over meanwhile: nothing to write
+	if !s.settled("finish failed", w.job, w.finish(rec)) {
+		return // nothing to write into the doc of a job settled elsewhere
 	}
 	s.log.Info("replication failed", "job", w.job.ID, "reason", reason)
 	if !rec.Transient() {
@@ -261,25 +262,41 @@ func (w *worker) writeDoc(rec *jobdata.Record, st jobdata.DocState) {
 	}
 }
 
+// maxBackoff is the error kind of a run that gave up after its requests
+// backed off to the maximum: a transient job is restarted rather than
+// failed, and the next run sends fewer requests (maxBackoffRep).
+const maxBackoff = "max_backoff"
+
+// errorKind returns the CouchDB error name a replication failure carries,
+// "" when it carries none.
+func errorKind(err error) string {
+	var re *replicate.Error
+	if errors.As(err, &re) {
+		return re.Kind
+	}
+	return ""
+}
+
 // crash records a failed run: transient jobs fail (unless the reason is
 // max_backoff); others become crashing and are re-enqueued after the
 // exponential backoff penalty.
 func (w *worker) crash(rec *jobdata.Record, err error, now time.Time) {
 	s, cfg := w.s, w.s.config()
-	reason := err.Error()
-	if rec.Transient() && !strings.HasPrefix(reason, "max_backoff") {
-		w.fail(rec, reason, now, true)
+	reason, kind := err.Error(), errorKind(err)
+	if rec.Transient() && kind != maxBackoff {
+		w.fail(rec, kind, reason, now, true)
 		return
 	}
 	rec.ErrorCount = Heal(rec.ErrorCount, unix(rec.LastStart), now, cfg.HealthThreshold) + 1
 	rec.State = jobdata.Crashing
-	rec.LastError = reason
+	rec.LastError, rec.ErrorKind = reason, kind
 	rec.StateInfo = jobdata.ErrorInfo(reason)
 	rec.LastUpdated = now.Unix()
 	rec.PID = ""
 	rec.History = AppendHistory(rec.History, jobdata.Event{Type: jobdata.EventCrashed, Timestamp: now.Unix(), Reason: reason}, cfg.MaxHistory)
 	wait := Backoff(rec.ErrorCount, cfg, nil)
-	if s.q.Resubmit(context.Background(), w.job, now.Add(wait), rec.Encode()) == nil {
+	err = s.q.Resubmit(context.Background(), w.job, now.Add(wait), rec.Encode())
+	if s.settled("re-enqueue crashed", w.job, err) {
 		s.log.Info("replication crashed", "job", w.job.ID, "reason", reason, "error_count", rec.ErrorCount, "retry_in", wait.String())
 	}
 }
@@ -303,14 +320,14 @@ func (w *worker) requeue(rec *jobdata.Record, cause error) {
 		rec.History = AppendHistory(rec.History, ev, cfg.MaxHistory)
 	}
 	rec.PID = ""
-	s.q.Resubmit(context.Background(), w.job, at, rec.Encode())
+	s.settled("re-enqueue stopped", w.job, s.q.Resubmit(context.Background(), w.job, at, rec.Encode()))
 }
 
 // maxBackoffRep lowers a replication's settings after a max_backoff crash,
 // as CouchDB does, so it sends fewer requests.
 func maxBackoffRep(rec *jobdata.Record) *parse.Rep {
 	rep := rec.Rep
-	if !strings.HasPrefix(rec.LastError, "max_backoff") {
+	if rec.ErrorKind != maxBackoff {
 		return rep
 	}
 	c := rep.Clone()
@@ -394,7 +411,7 @@ func (w *worker) execute(rec *jobdata.Record, repID parse.RepID, cfg Config) {
 		now := time.Now()
 		rec.StatsUpdated = now.Unix()
 		if rec.ErrorCount > 0 && Heal(rec.ErrorCount, unix(rec.LastStart), now, cfg.HealthThreshold) == 0 {
-			rec.ErrorCount, rec.LastError = 0, ""
+			rec.ErrorCount, rec.LastError, rec.ErrorKind = 0, "", ""
 		}
 		uctx, cancelU := context.WithTimeout(context.Background(), cfg.ActivityTimeout/8)
 		err := s.q.Update(uctx, w.job, rec.Encode())
@@ -482,7 +499,7 @@ func (w *worker) settle(rec *jobdata.Record, ctx context.Context, res *replicate
 		rec.LastUpdated = now.Unix()
 		rec.PID = ""
 		rec.ErrorCount = 0
-		if err := w.finish(rec); err != nil {
+		if !s.settled("finish completed", w.job, w.finish(rec)) {
 			return
 		}
 		s.log.Info("replication completed", "job", w.job.ID, "docs_written", rec.Stats.DocsWritten)

@@ -96,6 +96,30 @@ type Error struct {
 // Error returns Kind + ": " + Reason.
 func (e *Error) Error() string { return e.Kind + ": " + e.Reason }
 
+// HTTPStatus is the status a server answers e with when it is the client's
+// request that failed (POST /_replicate): 404 for a missing filter or db,
+// 401 and 403 as the endpoint said, 500 otherwise.
+func (e *Error) HTTPStatus() int {
+	switch e.Kind {
+	case "filter_fetch_error", "db_not_found":
+		return 404
+	case "unauthorized":
+		return 401
+	case "forbidden":
+		return 403
+	}
+	return 500
+}
+
+// CouchError returns the "error" and "reason" members of that answer
+// (hooks.AsError reads them): not_found for a missing filter, else Kind.
+func (e *Error) CouchError() (name, reason string) {
+	if e.Kind == "filter_fetch_error" {
+		return "not_found", e.Reason
+	}
+	return e.Kind, e.Reason
+}
+
 func newError(kind, reason string, fatal bool) *Error {
 	return &Error{Kind: kind, Reason: reason, Fatal: fatal}
 }

@@ -1,0 +1,47 @@
+package jobserver
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/couchepi/couchepi/parse"
+	"github.com/couchepi/couchepi/plugin/jobdata"
+	"github.com/couchepi/couchepi/plugin/replicate"
+)
+
+// TestErrorKind: the kind comes from a typed replicate.Error, wrapped or
+// not, never from the text of an untyped error.
+func TestErrorKind(t *testing.T) {
+	tests := []struct {
+		err  error
+		want string
+	}{
+		{&replicate.Error{Kind: maxBackoff, Reason: "gave up"}, maxBackoff},
+		{fmt.Errorf("run: %w", &replicate.Error{Kind: "db_not_found", Reason: "x"}), "db_not_found"},
+		{errors.New("max_backoff: only looks typed"), ""},
+		{errors.New("plain"), ""},
+	}
+	for _, tt := range tests {
+		if got := errorKind(tt.err); got != tt.want {
+			t.Errorf("errorKind(%v) = %q, want %q", tt.err, got, tt.want)
+		}
+	}
+}
+
+// TestMaxBackoffRep: after a max_backoff failure the next run asks less of
+// the endpoints; after any other failure the settings are the doc's.
+func TestMaxBackoffRep(t *testing.T) {
+	rep := &parse.Rep{CheckpointInterval: 30000, WorkerProcesses: 4, WorkerBatchSize: 500, HTTPConnections: 20}
+	for _, kind := range []string{maxBackoff, "db_not_found", ""} {
+		rec := &jobdata.Record{Rep: rep, ErrorKind: kind, LastError: "max_backoff: text alone does not count"}
+		got := maxBackoffRep(rec)
+		lowered := got.CheckpointInterval == 5000 && got.WorkerProcesses == 2 && got.WorkerBatchSize == 100 && got.HTTPConnections == 2
+		if lowered != (kind == maxBackoff) {
+			t.Errorf("kind %q: rep = %+v, lowered = %v", kind, got, lowered)
+		}
+		if rep.WorkerProcesses != 4 {
+			t.Fatalf("kind %q: maxBackoffRep changed the record's own rep", kind)
+		}
+	}
+}

@@ -110,9 +110,11 @@ func (m *managed) deliverOnce() (progressed, failed bool) {
 	return true, false
 }
 
-// drainDelivery takes deliverMu, waiting up to grace for the delivery in
-// flight to finish before cancelling it (its events are then sent again).
-func (m *managed) drainDelivery(grace time.Duration) {
+// drained runs fn with no event delivery in flight: it takes deliverMu,
+// waiting up to grace for the delivery in flight to finish before
+// cancelling it (its events are then sent again), and releases deliverMu
+// when fn returns.
+func (m *managed) drained(grace time.Duration, fn func()) {
 	acquired := make(chan struct{})
 	go func() {
 		select {
@@ -127,5 +129,7 @@ func (m *managed) drainDelivery(grace time.Duration) {
 		}
 	}()
 	m.deliverMu.Lock()
+	defer m.deliverMu.Unlock()
 	close(acquired)
+	fn()
 }

@@ -237,18 +237,18 @@ func (m *managed) reload(ctx context.Context, spec Spec) error {
 	// Drain the old process: no event delivery is in flight while we hold
 	// deliverMu; Stop lets it finish in-flight calls, checkpoint and release
 	// its files before the new one is started.
-	m.drainDelivery(drainGrace)
-	if old != nil {
-		old.retire()
-		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if _, err := old.rpc.Stop(stopCtx, &pb.Empty{}); err != nil {
-			m.log.Warn("old plugin did not stop cleanly", "pid", old.pid, "error", err)
+	m.drained(drainGrace, func() {
+		if old != nil {
+			old.retire()
+			stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if _, err := old.rpc.Stop(stopCtx, &pb.Empty{}); err != nil {
+				m.log.Warn("old plugin did not stop cleanly", "pid", old.pid, "error", err)
+			}
+			cancel()
+			old.kill()
 		}
-		cancel()
-		old.kill()
-	}
-	err = m.h.startInstance(ctx, next)
-	m.deliverMu.Unlock()
+		err = m.h.startInstance(ctx, next)
+	})
 	if err != nil {
 		m.log.Error("new plugin failed to start after swap", "error", err)
 		m.reloadsFailed.Add(1)
@@ -288,22 +288,22 @@ func (m *managed) close() error {
 		time.Sleep(10 * time.Millisecond)
 	}
 	close(m.stop)
-	m.drainDelivery(drainGrace)
-	defer m.deliverMu.Unlock()
-	inst := m.swapCur(nil)
-	m.setState(StateStopped)
-	if inst == nil {
-		return nil
-	}
-	inst.retire()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, err := inst.rpc.Stop(ctx, &pb.Empty{})
-	inst.kill()
-	if err != nil {
-		return fmt.Errorf("plugin %s: stop: %w", m.name, err)
-	}
-	return nil
+	var err error
+	m.drained(drainGrace, func() {
+		inst := m.swapCur(nil)
+		m.setState(StateStopped)
+		if inst == nil {
+			return
+		}
+		inst.retire()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, serr := inst.rpc.Stop(ctx, &pb.Empty{}); serr != nil {
+			err = fmt.Errorf("plugin %s: stop: %w", m.name, serr)
+		}
+		inst.kill()
+	})
+	return err
 }
 
 // curChanged returns a channel closed at the next change of cur.

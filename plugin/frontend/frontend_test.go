@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -127,7 +128,12 @@ type fixture struct {
 	q   *jobs.Queue
 	f   *Frontend
 	ctx context.Context
+	// clock is the frontend's time: tests move it with advance.
+	clock atomic.Int64 // unix nanoseconds
 }
+
+// advance moves the fixture's clock forward by d.
+func (fx *fixture) advance(d time.Duration) { fx.clock.Add(int64(d)) }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
@@ -143,11 +149,14 @@ func newFixture(t *testing.T) *fixture {
 	svc := newMemServices()
 	svc.createDB("_replicator", "uuid1")
 	uuid := "0123456789abcdef0123456789abcdef"
-	f := New(Config{Queue: q, Services: svc, ServerUUID: uuid, LocalURL: "http://127.0.0.1:5984/",
+	fx := &fixture{t: t, svc: svc, q: q, ctx: ctx}
+	fx.clock.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	fx.f = New(Config{Queue: q, Services: svc, ServerUUID: uuid, LocalURL: "http://127.0.0.1:5984/",
+		Now: func() time.Time { return time.Unix(0, fx.clock.Load()) },
 		RepID: func(_ context.Context, rep *parse.Rep) (parse.RepID, error) {
 			return parse.ReplicationID(rep, uuid, ""), nil
 		}})
-	return &fixture{t, svc, q, f, ctx}
+	return fx
 }
 
 // jobs returns job id → record.
@@ -190,8 +199,8 @@ func TestDocEvents(t *testing.T) {
 	if js := fx.jobs(); len(js[job].History) != 1 || js[job].StartTime != added {
 		t.Fatalf("no-op update restarted the job: %+v", js[job])
 	}
-	// A new target replaces the job.
-	time.Sleep(1100 * time.Millisecond)
+	// A new target replaces the job (StartTime has whole seconds).
+	fx.advance(time.Second)
 	fx.write("_replicator", "r1", doc("r1", "t2", ""))
 	if js := fx.jobs(); js[job].Rep.Target.URL != "http://127.0.0.1:5984/t2/" || js[job].StartTime == added {
 		t.Fatalf("update not applied: %+v", js[job])

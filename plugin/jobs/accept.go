@@ -56,7 +56,7 @@ func (q *Queue) Accept(ctx context.Context, typ string, opt AcceptOptions) (*Job
 		}
 		maxS := ms(opt.MaxSchedTime)
 		if opt.MaxSchedTime.IsZero() {
-			maxS = time.Now().UnixMilli()
+			maxS = q.opts.Now().UnixMilli()
 		}
 		var job *Job
 		next := int64(-1)
@@ -78,7 +78,7 @@ func (q *Queue) Accept(ctx context.Context, typ string, opt AcceptOptions) (*Job
 		// Only a "now"-bounded scheduled accept can be satisfied by time
 		// passing; NoSchedule takes stime-0 jobs only, which are always due.
 		if next >= 0 && opt.MaxSchedTime.IsZero() && !opt.NoSchedule {
-			d := time.Until(time.UnixMilli(next))
+			d := time.UnixMilli(next).Sub(q.opts.Now())
 			if d < time.Millisecond {
 				d = time.Millisecond
 			}

@@ -93,7 +93,7 @@ func (q *Queue) Fold(ctx context.Context, typ string, fn func(id string, st Stat
 func (q *Queue) PendingCount(ctx context.Context, typ string, maxSchedTime time.Time, limit int) (int, error) {
 	maxS := ms(maxSchedTime)
 	if maxSchedTime.IsZero() {
-		maxS = time.Now().UnixMilli()
+		maxS = q.opts.Now().UnixMilli()
 	}
 	n := 0
 	err := q.store.View(ctx, func(t kv.ReadTx) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,6 +46,18 @@ func backends(t *testing.T, fn func(t *testing.T, s kv.Store)) {
 }
 
 const typ = "rep_jobs"
+
+// testClock is a queue clock that moves only when a test advances it.
+type testClock struct{ ns atomic.Int64 }
+
+func newTestClock() *testClock {
+	c := &testClock{}
+	c.ns.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	return c
+}
+
+func (c *testClock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *testClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 func newQueue(t *testing.T, s kv.Store, opts Options) *Queue {
 	t.Helper()

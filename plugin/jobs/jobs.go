@@ -96,6 +96,9 @@ type Options struct {
 	// one are still accepted (after the tagged ones) and RebuildTagIndex
 	// indexes them.
 	Tag func(typ, id string, data []byte) string
+	// Now is the queue's clock (due times, leases, log retention); nil
+	// means time.Now. Tests move it instead of sleeping.
+	Now func() time.Time
 }
 
 // Queue is a couch_jobs queue on a kv.Store. It is safe for concurrent use.
@@ -129,6 +132,9 @@ func New(store kv.Store, opts Options) (*Queue, error) {
 	}
 	if opts.EventRetention <= 0 {
 		opts.EventRetention = 10 * time.Minute
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
 	}
 	return &Queue{
 		store:     store,

@@ -69,7 +69,7 @@ func (q *Queue) lease(ctx context.Context, holder string) (bool, error) {
 	var ok bool
 	err := q.store.Update(ctx, func(t kv.Tx) error {
 		ok = false
-		now := time.Now().UnixMilli()
+		now := q.opts.Now().UnixMilli()
 		v, err := t.Get(q.l.lease())
 		if err != nil {
 			return err
@@ -126,7 +126,7 @@ func (q *Queue) monitorOnce(ctx context.Context, types map[string]*monitorType) 
 			delete(types, typ)
 		}
 	}
-	now := time.Now()
+	now := q.opts.Now()
 	for typ, timeout := range timeouts {
 		mt := types[typ]
 		if mt == nil {
@@ -227,7 +227,7 @@ func (q *Queue) reenqueueStale(ctx context.Context, typ string, vs kv.Versionsta
 
 // trimLog drops transition-log entries older than Options.EventRetention.
 func (q *Queue) trimLog(ctx context.Context, typ string) error {
-	cutoff := time.Now().Add(-q.opts.EventRetention).UnixMilli()
+	cutoff := q.opts.Now().Add(-q.opts.EventRetention).UnixMilli()
 	begin := q.l.logType(typ)
 	for {
 		more := false

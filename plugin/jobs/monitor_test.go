@@ -72,7 +72,9 @@ func TestMonitorReenqueuesSilentRunner(t *testing.T) {
 
 func TestMonitorLeaseSingleHolder(t *testing.T) {
 	backends(t, func(t *testing.T, s kv.Store) {
+		clock := newTestClock()
 		opts := fastMonitor()
+		opts.Now = clock.Now
 		q1 := newQueue(t, s, opts)
 		q2 := newQueue(t, s, opts)
 		ctx := context.Background()
@@ -91,7 +93,11 @@ func TestMonitorLeaseSingleHolder(t *testing.T) {
 				t.Fatalf("step %d: lease(%s) = %v %v, want %v", i, c.holder, got, err, c.want)
 			}
 		}
-		time.Sleep(opts.MonitorLease + 50*time.Millisecond)
+		clock.advance(opts.MonitorLease - time.Millisecond)
+		if got, _ := q2.lease(ctx, "b"); got {
+			t.Fatal("lease taken over before it expired")
+		}
+		clock.advance(2 * time.Millisecond)
 		if got, _ := q2.lease(ctx, "b"); !got {
 			t.Fatal("expired lease not taken over")
 		}
@@ -202,12 +208,13 @@ func TestCrashWithRunningJobs(t *testing.T) {
 func TestTrimLog(t *testing.T) {
 	s := kv.NewMemory()
 	defer s.Close()
-	q := newQueue(t, s, Options{EventRetention: time.Millisecond})
+	clock := newTestClock()
+	q := newQueue(t, s, Options{EventRetention: time.Minute, Now: clock.Now})
 	ctx := context.Background()
 	for i := 0; i < 1500; i++ {
 		mustAdd(t, q, fmt.Sprint(i), "", time.Time{})
 	}
-	time.Sleep(5 * time.Millisecond)
+	clock.advance(time.Minute + time.Millisecond)
 	if err := q.trimLog(ctx, typ); err != nil {
 		t.Fatal(err)
 	}

@@ -60,7 +60,7 @@ func (tx *Tx) logEvent(typ, id string, st State) {
 	}
 	tx.touched[typ] = struct{}{}
 	tx.nlog++
-	tx.t.Set(tx.q.l.log(typ, tx.t.Versionstamp(), tx.nlog), pack(nil, id, string(st), time.Now().UnixMilli()))
+	tx.t.Set(tx.q.l.log(typ, tx.t.Versionstamp(), tx.nlog), pack(nil, id, string(st), tx.q.opts.Now().UnixMilli()))
 }
 
 // readRow reads a job row (without chunked data); nil when absent.

@@ -28,6 +28,7 @@ func (s *Server) limitBody(w http.ResponseWriter, r *http.Request) *hooks.Error 
 	if r.Body != nil {
 		r.Body = http.MaxBytesReader(w, r.Body, max)
 	}
+	inflateBody(r, max)
 	return nil
 }
 
@@ -57,6 +58,9 @@ func readBody(r *http.Request) ([]byte, *hooks.Error) {
 	if r.Body == nil {
 		return nil, nil
 	}
+	if herr := checkEncoding(r); herr != nil {
+		return nil, herr
+	}
 	var b []byte
 	var err error
 	if n := r.ContentLength; n > 0 && n <= maxPresizedBody {
@@ -70,13 +74,22 @@ func readBody(r *http.Request) ([]byte, *hooks.Error) {
 		b, err = io.ReadAll(r.Body)
 	}
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, errTooLarge
-		}
-		return nil, badRequest("could not read the request body")
+		return nil, bodyReadError(err)
 	}
 	return b, nil
+}
+
+// bodyReadError is the answer to a failed body read: 413 past the size
+// limit, 400 for a body that is not the gzip it says it is, else 400.
+func bodyReadError(err error) *hooks.Error {
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return errTooLarge
+	case errors.Is(err, errBadGzip):
+		return errNotGzipped
+	}
+	return badRequest("could not read the request body")
 }
 
 // _bulk_docs bodies (~0.5 MB for a replicator's batch of 500 docs) were a
@@ -103,6 +116,9 @@ func readBodyRecycled(r *http.Request) ([]byte, *hooks.Error) {
 	if r.Body == nil || n < minRecycledBody || n > maxRecycledBody {
 		return readBody(r)
 	}
+	if herr := checkEncoding(r); herr != nil {
+		return nil, herr
+	}
 	var buf []byte
 	select {
 	case buf = <-freeBodies:
@@ -116,11 +132,7 @@ func readBodyRecycled(r *http.Request) ([]byte, *hooks.Error) {
 	}
 	bb := bytes.NewBuffer(buf[:0])
 	if _, err := bb.ReadFrom(r.Body); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, errTooLarge
-		}
-		return nil, badRequest("could not read the request body")
+		return nil, bodyReadError(err)
 	}
 	return bb.Bytes(), nil
 }

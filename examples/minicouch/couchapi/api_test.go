@@ -146,6 +146,10 @@ func TestServerAndDatabases(t *testing.T) {
 		{name: "up", method: "GET", path: "/_up", user: "-", status: 200, want: `{"status":"ok"}`},
 		{name: "system dbs", method: "GET", path: "/_all_dbs", status: 200, want: `["_replicator","_users"]`},
 		{name: "anon create", method: "PUT", path: "/db", user: "-", status: 401, want: `{"error":"unauthorized","reason":"You are not a server admin."}`},
+		{name: "unknown _name, anonymous", method: "GET", path: "/_duck", user: "-", status: 401, want: `{"error":"unauthorized","reason":"You are not a server admin."}`},
+		{name: "unknown _name", method: "GET", path: "/_duck", status: 404, want: `{"error":"not_found","reason":"Database does not exist."}`},
+		{name: "below an unknown _name", method: "GET", path: "/_duck/_all_docs", status: 404, want: `{"error":"not_found","reason":"Database does not exist."}`},
+		{name: "create an unknown _name", method: "PUT", path: "/_duck", status: 400, has: []string{`"illegal_database_name"`, `Name: '_duck'`}},
 		{name: "wrong password", method: "GET", path: "/", user: "admin:nope", status: 401, want: `{"error":"unauthorized","reason":"Name or password is incorrect."}`},
 		{name: "create", method: "PUT", path: "/db?q=1&n=1", status: 201, want: `{"ok":true}`},
 		{name: "create again", method: "PUT", path: "/db", status: 412, want: `{"error":"file_exists","reason":"The database could not be created, the file already exists."}`},
@@ -276,6 +280,9 @@ func TestDocumentsAndBadInput(t *testing.T) {
 		{name: "delete", method: "DELETE", path: "/db/doc?rev=" + rev1, status: 200, has: []string{`"ok":true`, `"rev":"2-`}},
 		{name: "deleted", method: "GET", path: "/db/doc", status: 404, want: `{"error":"not_found","reason":"deleted"}`},
 		{name: "deleted by rev", method: "GET", path: "/db/doc?rev=" + rev1, status: 200, has: []string{`"a":1`}},
+		{name: "delete a deleted doc", method: "DELETE", path: "/db/doc?rev=" + rev1, status: 404, want: `{"error":"not_found","reason":"deleted"}`},
+		{name: "delete a missing doc", method: "DELETE", path: "/db/nodoc?rev=1-9c65296036141e575d32ba9c034dd3ee", status: 404, want: `{"error":"not_found","reason":"missing"}`},
+		{name: "delete a missing doc without rev", method: "DELETE", path: "/db/nodoc", status: 404, want: `{"error":"not_found","reason":"missing"}`},
 	})
 }
 
@@ -459,6 +466,8 @@ func TestViews(t *testing.T) {
 			want: `{"total_rows":3,"offset":1,"rows":[{"id":"c","key":2,"value":"x"}]}`},
 		{name: "key", method: "GET", path: "/db/_design/v/_view/by_n?key=3&include_docs=true", status: 200, has: []string{`"doc":{"_id":"a"`}},
 		{name: "reduce", method: "GET", path: "/db/_design/v/_view/by_t", status: 200, want: `{"rows":[{"key":null,"value":3}]}`},
+		{name: "map update_seq", method: "GET", path: "/db/_design/v/_view/by_n?update_seq=true&limit=0", status: 200, has: []string{`"offset":0,"update_seq":"4-`}},
+		{name: "reduce update_seq", method: "GET", path: "/db/_design/v/_view/by_t?update_seq=true", status: 200, has: []string{`"update_seq":"4-`, `"value":3`}},
 		{name: "group_level", method: "GET", path: "/db/_design/v/_view/by_t?group_level=1", status: 200, want: `{"rows":[{"key":["x"],"value":2},{"key":["y"],"value":1}]}`},
 		{name: "no reduce", method: "GET", path: "/db/_design/v/_view/by_t?reduce=false&limit=1", status: 200, has: []string{`"key":["x",2]`}},
 		{name: "js reduce", method: "GET", path: "/db/_design/v/_view/js?group=true", status: 200, want: `{"rows":[{"key":"x","value":5},{"key":"y","value":1}]}`},

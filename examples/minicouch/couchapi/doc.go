@@ -195,6 +195,12 @@ func (s *Server) postDoc(d *dbReq) {
 }
 
 func (s *Server) deleteDoc(d *dbReq, id string) {
+	// CouchDB opens the doc first: deleting a missing or deleted doc is
+	// 404 whatever the rev says.
+	if _, err := d.db.Get(d.ctx(), id, store.GetOptions{}); err != nil {
+		writeError(d.w, err)
+		return
+	}
 	rev := d.query("rev")
 	if rev == "" {
 		rev = strings.Trim(d.r.Header.Get("If-Match"), `"`)

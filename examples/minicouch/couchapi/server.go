@@ -52,8 +52,24 @@ func (s *Server) serveServer(q *request) {
 	case "_replicate", "_scheduler":
 		writeError(q.w, &hooks.Error{Status: 404, Err: "not_found", Reason: "no plugin serves " + q.segs[0]})
 	default:
-		writeError(q.w, illegalDBName(q.segs[0]))
+		s.serveUnknownSystemName(q)
 	}
+}
+
+// serveUnknownSystemName answers `/_name` paths nothing serves as CouchDB
+// does: such paths are for server admins only (401 first), a PUT would
+// create a db with an illegal name (400), and anything else names a db
+// that does not exist (404).
+func (s *Server) serveUnknownSystemName(q *request) {
+	if err := auth.CheckServerAdmin(q.user); err != nil {
+		writeError(q.w, err)
+		return
+	}
+	if q.r.Method == "PUT" && len(q.segs) == 1 {
+		writeError(q.w, illegalDBName(q.segs[0]))
+		return
+	}
+	writeError(q.w, errDBMissing)
 }
 
 // only runs fn when the request method is among allowed (comma-separated),

@@ -34,6 +34,7 @@ type viewQuery struct {
 	descending             bool
 	skip, limit            int
 	includeDocs, conflicts bool
+	updateSeq              bool // update_seq=true: say which seq the rows reflect
 	reduce                 *bool
 	group                  bool
 	groupLevel             int // -1 = exact (group=true), 0 = none
@@ -54,7 +55,8 @@ func jsonParam(q url.Values, names ...string) (any, bool, *hooks.Error) {
 
 func parseViewQuery(q url.Values) (*viewQuery, *hooks.Error) {
 	v := &viewQuery{inclusiveEnd: q.Get("inclusive_end") != "false", descending: q.Get("descending") == "true",
-		limit: -1, includeDocs: q.Get("include_docs") == "true", conflicts: q.Get("conflicts") == "true"}
+		limit: -1, includeDocs: q.Get("include_docs") == "true", conflicts: q.Get("conflicts") == "true",
+		updateSeq: q.Get("update_seq") == "true"}
 	var herr *hooks.Error
 	var key any
 	var hasKey bool
@@ -174,6 +176,7 @@ func (s *Server) view(d *dbReq, ddoc, name string) {
 		return
 	}
 	var rows []viewRow
+	seq := d.db.UpdateSeq() // the rows reflect at least this seq
 	_, err = d.db.AllDocs(d.ctx(), store.AllDocsOptions{}, func(r store.AllDocsRow) error {
 		if strings.HasPrefix(r.ID, store.DesignPrefix) {
 			return nil
@@ -219,7 +222,11 @@ func (s *Server) view(d *dbReq, ddoc, name string) {
 		for i := range out {
 			out[i].ID = ""
 		}
-		writeJSON(d.w, 200, map[string]any{"rows": out})
+		res := map[string]any{"rows": out}
+		if vq.updateSeq {
+			res["update_seq"] = formatSeq(seq, d.db.UUID())
+		}
+		writeJSON(d.w, 200, res)
 		return
 	}
 	offset := 0
@@ -257,7 +264,12 @@ func (s *Server) view(d *dbReq, ddoc, name string) {
 		}
 	}
 	var buf bytes.Buffer
-	buf.WriteString(`{"total_rows":` + strconv.Itoa(total) + `,"offset":` + strconv.Itoa(offset) + `,"rows":[`)
+	buf.WriteString(`{"total_rows":` + strconv.Itoa(total) + `,"offset":` + strconv.Itoa(offset))
+	if vq.updateSeq {
+		buf.WriteString(`,"update_seq":`)
+		buf.Write(jsonenc.AppendString(nil, formatSeq(seq, d.db.UUID())))
+	}
+	buf.WriteString(`,"rows":[`)
 	for i, r := range selected {
 		if i > 0 {
 			buf.WriteString(",")

@@ -103,6 +103,10 @@ func New(cfg Config) *Host {
 	return h
 }
 
+// ErrAlreadyLoaded is Load's error for a plugin whose name is loaded
+// already (Reload swaps a loaded plugin).
+var ErrAlreadyLoaded = errors.New("is already loaded")
+
 // Load starts the plugin binary: handshake, Configure, GetInfo, Start. When
 // it returns nil the plugin's hooks and routes are live.
 func (h *Host) Load(ctx context.Context, spec Spec) error {
@@ -130,7 +134,7 @@ func (h *Host) Load(ctx context.Context, spec Spec) error {
 		if o.name == inst.info.Name {
 			h.mu.Unlock()
 			inst.kill()
-			return fmt.Errorf("plugin %s (%s) is already loaded from %s", inst.info.Name, spec.Path, o.status().Path)
+			return fmt.Errorf("plugin %s (%s) %w from %s", inst.info.Name, spec.Path, ErrAlreadyLoaded, o.status().Path)
 		}
 	}
 	m.name = inst.info.Name

@@ -34,6 +34,7 @@ type Hooks interface {
 	ServeHTTP(w http.ResponseWriter, r *http.Request)
 	ActiveTasks(ctx context.Context) []json.RawMessage
 	Plugins() []host.PluginStatus
+	Load(ctx context.Context, spec host.Spec) error
 	Reload(ctx context.Context, name string, spec host.Spec) error
 	SetConfig(ctx context.Context, cfg hooks.Config)
 }

@@ -1,7 +1,8 @@
 package couchapi
 
 import (
-	"strings"
+	"bytes"
+	"errors"
 
 	"github.com/couchepi/couchepi/examples/minicouch/auth"
 	"github.com/couchepi/couchepi/examples/minicouch/jsonenc"
@@ -122,11 +123,14 @@ type pluginJSON struct {
 	State   host.State `json:"state"`
 }
 
-// handlePlugins is `GET /_node/_local/_plugins` and
-// `POST /_node/_local/_plugins/{name}/_reload`.
+// handlePlugins is `GET /_node/_local/_plugins` (the loaded plugins),
+// `POST /_node/_local/_plugins` (load one more, {"path","sha256"}) and
+// `POST /_node/_local/_plugins/{name}/_reload` (swap one, same body; an
+// empty body restarts it from its current binary).
 func (s *Server) handlePlugins(q *request, rest []string) {
 	if len(rest) == 0 {
-		s.only(q, "GET,HEAD", func() {
+		switch q.r.Method {
+		case "GET", "HEAD":
 			out := []pluginJSON{}
 			if s.hooks != nil {
 				for _, p := range s.hooks.Plugins() {
@@ -134,7 +138,11 @@ func (s *Server) handlePlugins(q *request, rest []string) {
 				}
 			}
 			writeJSON(q.w, 200, out)
-		})
+		case "POST":
+			s.loadPlugin(q)
+		default:
+			writeError(q.w, methodNotAllowed("GET,HEAD,POST"))
+		}
 		return
 	}
 	if len(rest) != 2 || rest[1] != "_reload" {
@@ -145,44 +153,98 @@ func (s *Server) handlePlugins(q *request, rest []string) {
 		writeError(q.w, methodNotAllowed("POST"))
 		return
 	}
+	spec, herr := readPluginSpec(q)
+	if herr != nil {
+		writeError(q.w, herr)
+		return
+	}
+	if s.pluginStatus(rest[0]) == nil {
+		writeError(q.w, &hooks.Error{Status: 404, Err: "not_found", Reason: "no such plugin"})
+		return
+	}
+	if err := s.hooks.Reload(q.ctx(), rest[0], spec); err != nil {
+		writeError(q.w, &hooks.Error{Status: 500, Err: "reload_failed", Reason: err.Error()})
+		return
+	}
+	s.log.Info("plugin reloaded", "plugin", rest[0])
+	s.writePluginStatus(q, 200, rest[0])
+}
+
+// loadPlugin starts one more plugin while the server runs.
+func (s *Server) loadPlugin(q *request) {
+	spec, herr := readPluginSpec(q)
+	if herr != nil {
+		writeError(q.w, herr)
+		return
+	}
+	if spec.Path == "" {
+		writeError(q.w, badRequest("`path` names the plugin binary to load"))
+		return
+	}
+	if s.hooks == nil {
+		writeError(q.w, &hooks.Error{Status: 500, Err: "load_failed", Reason: "this server has no plugin host"})
+		return
+	}
+	before := map[string]bool{}
+	for _, p := range s.hooks.Plugins() {
+		before[p.Name] = true
+	}
+	if err := s.hooks.Load(q.ctx(), spec); err != nil {
+		if errors.Is(err, host.ErrAlreadyLoaded) {
+			writeError(q.w, &hooks.Error{Status: 409, Err: "conflict", Reason: err.Error() + "; reload it with POST /_node/_local/_plugins/{name}/_reload"})
+			return
+		}
+		writeError(q.w, &hooks.Error{Status: 500, Err: "load_failed", Reason: err.Error()})
+		return
+	}
+	for _, p := range s.hooks.Plugins() {
+		if !before[p.Name] {
+			s.log.Info("plugin loaded", "plugin", p.Name, "path", p.Path)
+			s.writePluginStatus(q, 201, p.Name)
+			return
+		}
+	}
+	writeJSON(q.w, 201, okJSON)
+}
+
+// readPluginSpec reads the {"path","sha256"} body of a load or reload; an
+// empty body is the zero Spec.
+func readPluginSpec(q *request) (host.Spec, *hooks.Error) {
 	var spec struct {
 		Path   string `json:"path"`
 		SHA256 string `json:"sha256"`
 	}
 	b, herr := readBody(q.r)
 	if herr != nil {
-		writeError(q.w, herr)
-		return
+		return host.Spec{}, herr
 	}
-	if len(strings.TrimSpace(string(b))) > 0 {
+	if len(bytes.TrimSpace(b)) > 0 {
 		if herr := decodeJSON(b, &spec); herr != nil {
-			writeError(q.w, herr)
-			return
+			return host.Spec{}, herr
 		}
 	}
+	return host.Spec{Path: spec.Path, SHA256: spec.SHA256}, nil
+}
+
+// pluginStatus returns the loaded plugin named name, or nil.
+func (s *Server) pluginStatus(name string) *host.PluginStatus {
 	if s.hooks == nil {
-		writeError(q.w, &hooks.Error{Status: 404, Err: "not_found", Reason: "no such plugin"})
-		return
+		return nil
 	}
-	found := false
 	for _, p := range s.hooks.Plugins() {
-		found = found || p.Name == rest[0]
-	}
-	if !found {
-		writeError(q.w, &hooks.Error{Status: 404, Err: "not_found", Reason: "no such plugin"})
-		return
-	}
-	if err := s.hooks.Reload(q.ctx(), rest[0], host.Spec{Path: spec.Path, SHA256: spec.SHA256}); err != nil {
-		writeError(q.w, &hooks.Error{Status: 500, Err: "reload_failed", Reason: err.Error()})
-		return
-	}
-	s.log.Info("plugin reloaded", "plugin", rest[0])
-	var status any = okJSON
-	for _, p := range s.hooks.Plugins() {
-		if p.Name == rest[0] {
-			status = map[string]any{"ok": true, "plugin": pluginJSON{p.Name, p.Version, p.Path, p.SHA256, p.PID, p.State}}
+		if p.Name == name {
+			return &p
 		}
 	}
-	raw, _ := jsonenc.Marshal(status)
-	writeRawJSON(q.w, 200, raw)
+	return nil
+}
+
+// writePluginStatus answers {"ok":true,"plugin":{…}} for plugin name.
+func (s *Server) writePluginStatus(q *request, status int, name string) {
+	var out any = okJSON
+	if p := s.pluginStatus(name); p != nil {
+		out = map[string]any{"ok": true, "plugin": pluginJSON{p.Name, p.Version, p.Path, p.SHA256, p.PID, p.State}}
+	}
+	raw, _ := jsonenc.Marshal(out)
+	writeRawJSON(q.w, status, raw)
 }

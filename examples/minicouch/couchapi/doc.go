@@ -374,6 +374,14 @@ func (s *Server) openRevs(d *dbReq, id, raw string, opts store.GetOptions) {
 			}
 		}
 	}
+	multipartOut := acceptsMultipart(d.r, "multipart/mixed") && !s.readHooked(d.name)
+	if multipartOut {
+		// CouchDB always sends attachment bodies in a multipart/mixed
+		// open_revs answer (those after atts_since): its replicator asks
+		// without attachments=true and refuses stubs it has not got
+		// ("Invalid attachment stub").
+		opts.Attachments = true
+	}
 	res, err := d.db.OpenRevs(d.ctx(), id, revs, opts)
 	if err != nil && !(errors.Is(err, store.ErrNotFound) && revs == nil) {
 		writeError(d.w, err)
@@ -383,7 +391,7 @@ func (s *Server) openRevs(d *dbReq, id, raw string, opts store.GetOptions) {
 		writeError(d.w, errMissing)
 		return
 	}
-	if acceptsMultipart(d.r, "multipart/mixed") && !s.readHooked(d.name) {
+	if multipartOut {
 		s.writeMultipartMixed(d, res)
 		return
 	}

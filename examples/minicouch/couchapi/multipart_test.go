@@ -2,11 +2,13 @@ package couchapi
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"mime"
 	"mime/multipart"
 	"net/http"
 	"net/textproto"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -158,5 +160,62 @@ func TestEventSourceAndLongpoll(t *testing.T) {
 		if i > 100 {
 			t.Fatal("longpoll did not return")
 		}
+	}
+}
+
+// TestOpenRevsForCouchDBReplicator: CouchDB 3.5's replicator fetches a doc
+// with attachments as recorded below (no attachments=true) and refuses a
+// stub it does not have, so a multipart/mixed open_revs answer carries the
+// bodies of every attachment newer than atts_since, as CouchDB's does.
+func TestOpenRevsForCouchDBReplicator(t *testing.T) {
+	ts, _ := newTestServer(t)
+	put := func(path, ctype, body string) string {
+		t.Helper()
+		req, _ := http.NewRequest("PUT", ts.URL+path, strings.NewReader(body))
+		req.SetBasicAuth("admin", "pass")
+		req.Header.Set("Content-Type", ctype)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var r struct{ Rev string }
+		if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || resp.StatusCode != 201 {
+			t.Fatalf("PUT %s: %d %v", path, resp.StatusCode, err)
+		}
+		return r.Rev
+	}
+	put("/db", "application/json", "")
+	rev1 := put("/db/d", "application/json", `{"v":1,"_attachments":{"old.txt":{"content_type":"text/plain","data":"aGVsbG8="}}}`)
+	rev2 := put("/db/d/new.bin?rev="+rev1, "application/octet-stream", "zzz")
+	q := func(s string) string { return url.QueryEscape(s) }
+	tests := []struct {
+		name, path, accept string
+		bodies, stubs      []string // attachment bodies sent; attachments sent as stubs
+	}{
+		{"the replicator's fetch", "/db/d?revs=true&open_revs=" + q(`["`+rev2+`"]`) + "&latest=true", "multipart/mixed",
+			[]string{"hello", "zzz"}, nil},
+		{"with atts_since, as when the target has the parent", "/db/d?revs=true&open_revs=" + q(`["`+rev2+`"]`) + "&latest=true&atts_since=" + q(`["`+rev1+`"]`), "multipart/mixed",
+			[]string{"zzz"}, []string{"old.txt"}},
+		{"open_revs=all", "/db/d?open_revs=all", "multipart/mixed", []string{"hello", "zzz"}, nil},
+		{"JSON keeps stubs", "/db/d?open_revs=all", "application/json", nil, []string{"old.txt", "new.bin"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			parts := strings.Join(readParts(t, ts.URL, tt.path, tt.accept), "\n")
+			for _, b := range tt.bodies {
+				if !strings.Contains(parts, " "+b) {
+					t.Errorf("no body %q in %q", b, parts)
+				}
+			}
+			if n := strings.Count(parts, `"stub":true`); n != len(tt.stubs) {
+				t.Errorf("%d stubs, want %v: %q", n, tt.stubs, parts)
+			}
+			for _, s := range tt.stubs {
+				if !strings.Contains(parts, `"`+s+`":{"content_type"`) {
+					t.Errorf("no stub for %s in %q", s, parts)
+				}
+			}
+		})
 	}
 }

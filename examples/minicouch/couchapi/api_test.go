@@ -151,6 +151,11 @@ func TestServerAndDatabases(t *testing.T) {
 		{name: "below an unknown _name", method: "GET", path: "/_duck/_all_docs", status: 404, want: `{"error":"not_found","reason":"Database does not exist."}`},
 		{name: "create an unknown _name", method: "PUT", path: "/_duck", status: 400, has: []string{`"illegal_database_name"`, `Name: '_duck'`}},
 		{name: "wrong password", method: "GET", path: "/", user: "admin:nope", status: 401, want: `{"error":"unauthorized","reason":"Name or password is incorrect."}`},
+		{name: "partitioned", method: "PUT", path: "/pdb?partitioned=true", status: 400, want: `{"error":"bad_request","reason":"Partitioned feature is not enabled."}`},
+		{name: "partitioned junk", method: "PUT", path: "/pdb?partitioned=yes", status: 400, want: `{"error":"bad_request","reason":"Invalid ` + "`partitioned`" + ` parameter"}`},
+		{name: "refused partitioned db not made", method: "GET", path: "/pdb", status: 404},
+		{name: "partitioned=false", method: "PUT", path: "/pdb?partitioned=false", status: 201},
+		{name: "drop it", method: "DELETE", path: "/pdb", status: 200},
 		{name: "create", method: "PUT", path: "/db?q=1&n=1", status: 201, want: `{"ok":true}`},
 		{name: "create again", method: "PUT", path: "/db", status: 412, want: `{"error":"file_exists","reason":"The database could not be created, the file already exists."}`},
 		{name: "bad name", method: "PUT", path: "/Bad", status: 400, want: illegalBad},
@@ -556,5 +561,23 @@ func TestRevGenerationBounds(t *testing.T) {
 		{name: "update at the bound", method: "PUT", path: "/db/b", body: `{"_rev":"9007199254740991-bbbb","x":1}`, status: 201, has: []string{`"rev":"9007199254740992-`}},
 		{name: "nothing wrapped", method: "GET", path: "/db/_all_docs", status: 200, has: []string{`"rev":"9007199254740992-`}},
 		{name: "not planted", method: "GET", path: "/db/a", status: 404},
+	})
+}
+
+// TestLocalDocsAsCouchDB3: _local docs have no conflict check, revs 0-N,
+// _revisions on ?revs=true, and a Location with the slash escaped.
+func TestLocalDocsAsCouchDB3(t *testing.T) {
+	ts, _ := newTestServer(t)
+	runSteps(t, ts.URL, []step{
+		{name: "db", method: "PUT", path: "/ldb", status: 201},
+		{name: "create", method: "PUT", path: "/ldb/_local/x", body: `{"a":1}`, status: 201, want: `{"ok":true,"id":"_local/x","rev":"0-1"}`,
+			header: map[string]string{"Location": ts.URL + "/ldb/_local%2Fx"}},
+		{name: "again without _rev", method: "PUT", path: "/ldb/_local/x", body: `{"a":2}`, status: 201, want: `{"ok":true,"id":"_local/x","rev":"0-1"}`},
+		{name: "a stale _rev", method: "PUT", path: "/ldb/_local/x", body: `{"_rev":"0-9","a":3}`, status: 201, want: `{"ok":true,"id":"_local/x","rev":"0-10"}`},
+		{name: "a bad _rev", method: "PUT", path: "/ldb/_local/x", body: `{"_rev":"0-z","a":3}`, status: 400},
+		{name: "revs", method: "GET", path: "/ldb/_local/x?revs=true", status: 200, want: `{"_id":"_local/x","_rev":"0-10","a":3,"_revisions":{"start":0,"ids":["10"]}}`},
+		{name: "delete without rev", method: "DELETE", path: "/ldb/_local/x", status: 200, want: `{"ok":true,"id":"_local/x","rev":"0-0"}`},
+		{name: "gone", method: "GET", path: "/ldb/_local/x", status: 404},
+		{name: "delete a missing one", method: "DELETE", path: "/ldb/_local/x", status: 404, want: `{"error":"not_found","reason":"missing"}`},
 	})
 }

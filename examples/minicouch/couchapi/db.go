@@ -149,6 +149,17 @@ func (s *Server) createDB(q *request, name string) {
 		writeError(q.w, err)
 		return
 	}
+	// minicouch has no partitioned databases: refuse as CouchDB does with
+	// the feature disabled, rather than make an ordinary db (see README).
+	switch q.query("partitioned") {
+	case "", "false":
+	case "true":
+		writeError(q.w, badRequest("Partitioned feature is not enabled."))
+		return
+	default:
+		writeError(q.w, badRequest("Invalid `partitioned` parameter"))
+		return
+	}
 	db, err := s.store.CreateDB(name)
 	if err != nil {
 		writeError(q.w, err)

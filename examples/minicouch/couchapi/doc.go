@@ -30,10 +30,9 @@ func escapeDB(name string) string { return url.PathEscape(name) }
 // escapeDocID escapes a doc id for a URL path, keeping the _design/ and
 // _local/ prefixes readable as CouchDB does.
 func escapeDocID(id string) string {
-	for _, p := range []string{store.DesignPrefix, store.LocalPrefix} {
-		if strings.HasPrefix(id, p) {
-			return p + url.PathEscape(id[len(p):])
-		}
+	// Design doc ids keep their slash; CouchDB escapes _local's (_local%2Fid).
+	if strings.HasPrefix(id, store.DesignPrefix) {
+		return store.DesignPrefix + url.PathEscape(id[len(store.DesignPrefix):])
 	}
 	return url.PathEscape(id)
 }

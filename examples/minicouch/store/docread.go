@@ -13,7 +13,7 @@ import (
 
 func (db *DB) get(ctx context.Context, id string, opts GetOptions) (*DocRev, error) {
 	if strings.HasPrefix(id, LocalPrefix) {
-		return db.getLocal(id)
+		return db.getLocal(id, opts)
 	}
 	var out *DocRev
 	err := db.view(func(b *bolt.Bucket) error {
@@ -198,7 +198,7 @@ func openRevsIn(b *bolt.Bucket, id string, revs []string, opts GetOptions) ([]Op
 	return out, nil
 }
 
-func (db *DB) getLocal(id string) (*DocRev, error) {
+func (db *DB) getLocal(id string, opts GetOptions) (*DocRev, error) {
 	var out *DocRev
 	err := db.view(func(b *bolt.Bucket) error {
 		v := b.Bucket(bucketLocal).Get([]byte(id))
@@ -210,6 +210,9 @@ func (db *DB) getLocal(id string) (*DocRev, error) {
 			return err
 		}
 		out = &DocRev{ID: id, Rev: "0-" + strconv.FormatUint(n, 10), Body: append([]byte(nil), v[off:]...)}
+		if opts.Revs {
+			out.Revisions = &Revisions{Start: 0, IDs: []string{strconv.FormatUint(n, 10)}}
+		}
 		return nil
 	})
 	return out, err

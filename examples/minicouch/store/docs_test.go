@@ -269,13 +269,14 @@ func TestLocalDocs(t *testing.T) {
 		err  error
 		edit bool
 	}{
+		// CouchDB 3: no conflict check; the new rev is the given one + 1.
 		{`{"_id":"_local/a","v":1}`, "0-1", nil, true},
-		{`{"_id":"_local/a","v":2}`, "", ErrConflict, true},
+		{`{"_id":"_local/a","v":2}`, "0-1", nil, true},
 		{`{"_id":"_local/a","_rev":"0-1","v":2}`, "0-2", nil, true},
-		{`{"_id":"_local/a","_rev":"0-7","v":3}`, "0-3", nil, false},
-		{`{"_id":"_local/a","_rev":"0-1","_deleted":true}`, "", ErrConflict, true},
-		{`{"_id":"_local/a","_rev":"0-3","_deleted":true}`, "0-0", nil, true},
-		{`{"_id":"_local/gone","_deleted":true}`, "", ErrNotFound, true},
+		{`{"_id":"_local/a","_rev":"0-7","v":3}`, "0-8", nil, false},
+		{`{"_id":"_local/a","_rev":"0-x","v":3}`, "", BadRequest("Invalid rev format"), true},
+		{`{"_id":"_local/a","_rev":"0-1","_deleted":true}`, "0-0", nil, true},
+		{`{"_id":"_local/gone","_deleted":true}`, "0-0", nil, true},
 		{`{"_id":"_local/b"}`, "0-1", nil, true},
 	} {
 		rev, err := db.Put(ctx, mustParse(t, tc.doc), tc.edit)

@@ -557,32 +557,20 @@ func localRev(s string) (uint64, bool) {
 	return n, err == nil
 }
 
-// applyLocal writes or deletes a _local document (rev "0-N", no history).
-func applyLocal(b *bolt.Bucket, id string, d *Doc, newEdits bool) (string, *Error, error) {
+// applyLocal writes or deletes a _local document (rev "0-N", no history)
+// as CouchDB 3 does: there is no conflict check, the new rev is the given
+// one plus 1 (0-1 without one), and a delete is 0-0 whether or not the doc
+// exists. newEdits makes no difference for _local docs.
+func applyLocal(b *bolt.Bucket, id string, d *Doc, _ bool) (string, *Error, error) {
 	loc := b.Bucket(bucketLocal)
-	cur := loc.Get([]byte(id))
-	var curN uint64
-	if cur != nil {
-		n, _, err := readUvarint(cur, 0)
-		if err != nil {
-			return "", nil, err
-		}
-		curN = n
-	}
 	given, ok := localRev(d.Rev)
 	if !ok {
 		return "", BadRequest("Invalid rev format"), nil
 	}
-	if newEdits && given != curN {
-		return "", ErrConflict, nil
-	}
 	if d.Deleted {
-		if cur == nil {
-			return "", ErrNotFound, nil
-		}
 		return "0-0", nil, loc.Delete([]byte(id))
 	}
-	n := curN + 1
+	n := given + 1
 	v := binary.AppendUvarint(make([]byte, 0, len(d.Body)+4), n)
 	v = append(v, d.Body...)
 	return "0-" + strconv.FormatUint(n, 10), nil, loc.Put([]byte(id), v)

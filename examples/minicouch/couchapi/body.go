@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
 	"strings"
 	"unicode/utf8"
 
@@ -187,7 +188,57 @@ func decodeJSON(b []byte, v any) *hooks.Error {
 		if errors.As(err, &se) || len(bytes.TrimSpace(b)) == 0 {
 			return errInvalidJSON
 		}
-		return badRequest(err.Error())
+		return typeError(err)
 	}
 	return nil
+}
+
+// fieldTypeReasons are CouchDB's words for a request member of the wrong
+// JSON type, by member.
+var fieldTypeReasons = map[string]string{
+	"doc_ids":  "`doc_ids` filter parameter is not a list of doc ids.",
+	"keys":     "`keys` member must be an array.",
+	"docs":     "`docs` parameter must be an array.",
+	"selector": "Selector error: expected a JSON object",
+}
+
+// typeError says in CouchDB's words, never Go's, that a well-formed body
+// has a value of the wrong type: the whole body ("Request body must be a
+// JSON object"), or one member.
+func typeError(err error) *hooks.Error {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) {
+		return badRequest("Invalid request body")
+	}
+	if te.Field == "" {
+		if te.Type.Kind() == reflect.Slice {
+			return badRequest("Request body must be a JSON array")
+		}
+		return badRequest("Request body must be a JSON object")
+	}
+	top, _, _ := strings.Cut(te.Field, ".")
+	if r, ok := fieldTypeReasons[top]; ok {
+		return badRequest(r)
+	}
+	return badRequest("Invalid value for `" + te.Field + "`: expected " + jsonKind(te.Type) + ".")
+}
+
+// jsonKind names the JSON type a Go type decodes from.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.String:
+		return "a string"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	}
+	if t.Kind() >= reflect.Int && t.Kind() <= reflect.Float64 {
+		return "a number"
+	}
+	return "another type"
 }

@@ -139,17 +139,19 @@ type bulkGetItem struct {
 	AttsSince []string `json:"atts_since"`
 }
 
-// bulkGetError is a _bulk_get error object, in CouchDB's key order.
+// bulkGetError is a _bulk_get error object, in CouchDB's key order. Rev
+// and ID are strings, or nil (null) for an entry without an id.
 type bulkGetError struct {
-	Rev    string `json:"rev"`
+	Rev    any    `json:"rev"`
 	Reason string `json:"reason"`
-	ID     string `json:"id"`
+	ID     any    `json:"id"`
 	Error  string `json:"error"`
 }
 
 // bulkGetResult is the outcome of one _bulk_get entry.
 type bulkGetResult struct {
 	id   string
+	noID bool // the entry had no id: the result's id is null
 	revs []store.OpenRev
 	err  *bulkGetError
 	errs []*bulkGetError // per missing rev
@@ -188,7 +190,11 @@ func (s *Server) bulkGet(d *dbReq) {
 			buf.WriteByte(',')
 		}
 		buf.WriteString(`{"id":`)
-		buf.Write(jsonenc.AppendString(nil, r.id))
+		if r.noID {
+			buf.WriteString("null")
+		} else {
+			buf.Write(jsonenc.AppendString(nil, r.id))
+		}
 		buf.WriteString(`,"docs":[`)
 		n := 0
 		sep := func() {
@@ -225,6 +231,10 @@ func (s *Server) bulkGet(d *dbReq) {
 // bulkGetRequest turns one _bulk_get entry into a store read, or into its
 // error result when the entry cannot be read (no string id, invalid rev).
 func bulkGetRequest(item bulkGetItem, base store.GetOptions) (store.OpenRevsRequest, *bulkGetResult) {
+	if item.ID == nil {
+		// CouchDB's answer to an entry without an id (or with "id": null).
+		return store.OpenRevsRequest{}, &bulkGetResult{noID: true, err: &bulkGetError{Reason: "document id missed", Error: "bad_request"}}
+	}
 	id, ok := item.ID.(string)
 	if !ok || id == "" {
 		rev := item.Rev

@@ -1,6 +1,7 @@
 package couchapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"sort"
 	"strings"
@@ -100,6 +101,10 @@ func (s *Server) find(d *dbReq) {
 	}
 	if len(req.Selector) == 0 {
 		writeError(d.w, &hooks.Error{Status: 400, Err: "missing_required_key", Reason: "Missing required key: selector"})
+		return
+	}
+	if t := bytes.TrimSpace(req.Selector); len(t) == 0 || t[0] != '{' {
+		writeError(d.w, badRequest("Selector error: expected a JSON object"))
 		return
 	}
 	sel, err := mango.Parse(req.Selector)

@@ -29,11 +29,12 @@ func Parse(raw []byte) (*Selector, error) {
 	return Compile(v)
 }
 
-// Compile compiles an already decoded selector (a JSON object).
+// Compile compiles an already decoded selector (a JSON object). Its errors
+// are CouchDB's sentences, capitals included, as clients see them.
 func Compile(v any) (*Selector, error) {
 	obj, ok := v.(map[string]any)
 	if !ok {
-		return nil, fmt.Errorf("selector must be a JSON object")
+		return nil, fmt.Errorf("Selector error: expected a JSON object")
 	}
 	n, err := parseObject(obj)
 	if err != nil {
@@ -190,7 +191,7 @@ func parseOperator(op string, arg any) (node, error) {
 		}
 		return elemNode{op: op, child: child}, nil
 	}
-	return nil, fmt.Errorf("invalid operator: %s", op)
+	return nil, fmt.Errorf("Invalid operator: %s", op)
 }
 
 // splitPath splits a field name on dots not escaped with a backslash.

@@ -15,7 +15,7 @@ DEMO_DATA ?= .demo/data
 DEMO_USER ?= admin
 DEMO_PASS ?= pass
 
-.PHONY: all build test test-short test-browser interop-deps browser-deps bench proto lint fuzz demo demo-cluster clean
+.PHONY: all build test test-modules test-short test-browser interop-deps browser-deps bench proto lint fuzz demo demo-cluster clean
 
 all: build
 
@@ -25,6 +25,7 @@ build:
 	$(GO) build -o $(BIN)/replicator ./plugin/cmd/replicator
 	$(GO) build -o $(BIN)/docguard ./examples/docguard
 	$(GO) build -o $(BIN)/couchrep ./plugin/cmd/couchrep
+	cd examples/kivikserver && $(GO) build -o ../../$(BIN)/kivikserver .
 
 # npm packages for the interoperability tests (PouchDB, pouchdb-server).
 interop-deps:
@@ -44,8 +45,15 @@ test: build interop-deps
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 15m $$($(GO) list ./... | grep -v -e /host -e /sdk -e /plugin -e /examples/minicouch)
 	$(GO) test -count=1 -race -timeout 15m $(RACE_PKGS)
+	$(MAKE) test-modules
 	$(MAKE) fuzz FUZZTIME=20000x
 	$(MAKE) test-browser
+
+# The modules of their own under examples/: a standalone plugin (built and
+# loaded by docs/plugins_test.go) and kivik's x/server with the host.
+MODULES := examples/greeter examples/kivikserver
+test-modules:
+	for m in $(MODULES); do (cd $$m && $(GO) vet ./... && $(GO) test -count=1 -race -timeout 10m ./...) || exit 1; done
 
 # Quick loop for development: no race detector, no npm.
 test-short:

@@ -65,13 +65,23 @@ func (s *memServer) put(ctx context.Context, dbName string, doc []byte, user hoo
 			return "", err
 		}
 	}
+	ev, err := s.store(dbName, doc)
+	if err != nil {
+		return "", err
+	}
+	s.host.AfterDocWrite(ev)
+	return ev.Rev, nil
+}
+
+// store writes doc to db without any hook and returns the write's event.
+func (s *memServer) store(dbName string, doc []byte) (hooks.DocWrite, error) {
 	var body map[string]any
 	if err := json.Unmarshal(doc, &body); err != nil {
-		return "", &hooks.Error{Status: 400, Err: "bad_request", Reason: "Document must be a JSON object"}
+		return hooks.DocWrite{}, &hooks.Error{Status: 400, Err: "bad_request", Reason: "Document must be a JSON object"}
 	}
 	id, _ := body["_id"].(string)
 	if id == "" {
-		return "", &hooks.Error{Status: 400, Err: "bad_request", Reason: "missing _id"}
+		return hooks.DocWrite{}, &hooks.Error{Status: 400, Err: "bad_request", Reason: "missing _id"}
 	}
 	prev, _ := body["_rev"].(string)
 	deleted, _ := body["_deleted"].(bool)
@@ -79,12 +89,12 @@ func (s *memServer) put(ctx context.Context, dbName string, doc []byte, user hoo
 	db := s.dbs[dbName]
 	if db == nil {
 		s.mu.Unlock()
-		return "", hooks.NotFound("Database does not exist.")
+		return hooks.DocWrite{}, hooks.NotFound("Database does not exist.")
 	}
 	cur := db.docs[id]
 	if (cur == nil && prev != "") || (cur != nil && cur.rev != prev && !(cur.deleted && prev == "")) {
 		s.mu.Unlock()
-		return "", hooks.Conflict()
+		return hooks.DocWrite{}, hooks.Conflict()
 	}
 	gen := 1
 	if cur != nil {
@@ -98,9 +108,8 @@ func (s *memServer) put(ctx context.Context, dbName string, doc []byte, user hoo
 	db.docs[id] = d
 	uuid, seq := db.uuid, db.seq
 	s.mu.Unlock()
-	s.host.AfterDocWrite(hooks.DocWrite{DB: dbName, DBUUID: uuid, DocID: id, Rev: rev,
-		Seq: strconv.Itoa(seq), Deleted: deleted, Doc: stored})
-	return rev, nil
+	return hooks.DocWrite{DB: dbName, DBUUID: uuid, DocID: id, Rev: rev,
+		Seq: strconv.Itoa(seq), Deleted: deleted, Doc: stored}, nil
 }
 
 // get reads a doc as user, running after_doc_read.

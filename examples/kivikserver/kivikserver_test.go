@@ -1,0 +1,229 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/couchepi/couchepi/examples/minicouch/minicouchtest"
+)
+
+func TestMain(m *testing.M) { os.Exit(minicouchtest.Main(m)) }
+
+// build builds pkg (relative to dir) into bin and returns its path.
+func build(t *testing.T, dir, pkg, bin string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), bin)
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Dir = dir
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+	}
+	return out
+}
+
+// kivikProc is a running kivikserver.
+type kivikProc struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	url  string // http://127.0.0.1:port/
+	log  *bytes.Buffer
+	done chan struct{}
+}
+
+func startKivik(t *testing.T, bin string, args ...string) *kivikProc {
+	t.Helper()
+	addr, err := minicouchtest.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, append([]string{"-addr", addr, "-admin", "admin:pass", "-state", t.TempDir()}, args...)...)
+	out, _ := cmd.StdoutPipe()
+	k := &kivikProc{t: t, cmd: cmd, url: "http://" + addr + "/", log: &bytes.Buffer{}, done: make(chan struct{})}
+	cmd.Stderr = k.log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "listening on") {
+				ready <- sc.Text()
+			}
+		}
+	}()
+	go func() { cmd.Wait(); close(k.done) }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-k.done:
+		case <-time.After(20 * time.Second):
+			cmd.Process.Kill()
+			<-k.done
+		}
+		if t.Failed() {
+			t.Logf("kivikserver log:\n%s", k.log)
+		}
+	})
+	select {
+	case <-ready:
+	case <-k.done:
+		t.Fatalf("kivikserver exited:\n%s", k.log)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("kivikserver did not start:\n%s", k.log)
+	}
+	return k
+}
+
+// do sends a request as the admin and returns the status and body.
+func (k *kivikProc) do(method, path string, body any) (int, []byte) {
+	k.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, k.url+strings.TrimPrefix(path, "/"), rd)
+	req.SetBasicAuth("admin", "pass")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		k.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// pluginPID returns the pid of the kivikserver's child running a binary
+// named like bin (the host runs a private copy of it).
+func (k *kivikProc) pluginPID(bin string) int {
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		st, err := os.ReadFile(filepath.Join(d, "stat"))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:]))
+		if len(f) < 2 || f[0] == "Z" || f[1] != strconv.Itoa(k.cmd.Process.Pid) {
+			continue
+		}
+		if cmd, _ := os.ReadFile(filepath.Join(d, "cmdline")); strings.Contains(string(cmd), "/"+filepath.Base(bin)) {
+			pid, _ := strconv.Atoi(filepath.Base(d))
+			return pid
+		}
+	}
+	return 0
+}
+
+// TestReplicatorInKivikServer loads the replicator into kivik's x/server:
+// an invalid _replicator doc is refused with the parser's reason, a valid
+// one replicates a minicouch db into another and shows completed in
+// _scheduler/docs, and while the plugin is down _replicator writes get 503
+// until it is back.
+func TestReplicatorInKivikServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs minicouch, the replicator and kivikserver")
+	}
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("finds the plugin process through /proc")
+	}
+	root, _ := filepath.Abs("../..")
+	replicator := build(t, root, "./plugin/cmd/replicator", "replicator")
+	couch := minicouchtest.Start(t, minicouchtest.Options{Bin: build(t, root, "./examples/minicouch", "minicouch")})
+	k := startKivik(t, build(t, ".", ".", "kivikserver"), "-plugin", replicator)
+
+	// 1. Validation at write time, with the parser's reason.
+	st, body := k.do("POST", "/_replicator", map[string]any{"_id": "bad", "source": "http://127.0.0.1:1/a", "target": "http://127.0.0.1:1/b", "worker_processes": 0})
+	if st != 403 || !strings.Contains(string(body), "`worker_processes` must be a positive integer") {
+		t.Fatalf("invalid doc: %d %s", st, body)
+	}
+	if st, _ := k.do("GET", "/_replicator/bad", nil); st != 404 {
+		t.Fatalf("the refused doc was stored: %d", st)
+	}
+
+	// 2. A valid doc replicates between two minicouch dbs.
+	couch.JSON(t, "PUT", "/src", nil, nil)
+	for i := 0; i < 20; i++ {
+		couch.JSON(t, "PUT", fmt.Sprintf("/src/d%02d", i), map[string]int{"n": i}, nil)
+	}
+	src, tgt := couch.AdminURL+"src", couch.AdminURL+"tgt"
+	if st, body := k.do("POST", "/_replicator", map[string]any{"_id": "r1", "source": src, "target": tgt, "create_target": true}); st != 201 {
+		t.Fatalf("valid doc: %d %s", st, body)
+	}
+	var doc struct {
+		State string `json:"state"`
+		Info  struct {
+			DocsWritten int `json:"docs_written"`
+		} `json:"info"`
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for doc.State != "completed" {
+		if time.Now().After(deadline) {
+			t.Fatalf("replication not completed: %+v", doc)
+		}
+		time.Sleep(100 * time.Millisecond)
+		_, body := k.do("GET", "/_scheduler/docs/_replicator/r1", nil)
+		json.Unmarshal(body, &doc)
+	}
+	var info struct {
+		DocCount int `json:"doc_count"`
+	}
+	couch.JSON(t, "GET", "/tgt", nil, &info)
+	if info.DocCount != 20 || doc.Info.DocsWritten != 20 {
+		t.Fatalf("target has %d docs, the job wrote %d; want 20", info.DocCount, doc.Info.DocsWritten)
+	}
+	if _, body := k.do("GET", "/_active_tasks", nil); !bytes.HasPrefix(bytes.TrimSpace(body), []byte("[")) {
+		t.Errorf("_active_tasks: %s", body)
+	}
+
+	// 3. kill -9 of the plugin: writes get 503 while it is down (its
+	// binary is moved away, so restarts fail), then succeed.
+	pid := k.pluginPID(replicator)
+	if pid == 0 {
+		t.Fatal("no replicator process under the kivikserver")
+	}
+	if err := os.Rename(replicator, replicator+".away"); err != nil {
+		t.Fatal(err)
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
+	refused := 0
+	for i := 0; i < 5; i++ {
+		st, body := k.do("POST", "/_replicator", map[string]any{"_id": fmt.Sprintf("down%d", i), "source": src, "target": tgt})
+		if st != 503 {
+			t.Fatalf("write %d while the plugin is down: %d %s, want 503", i, st, body)
+		}
+		refused++
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := os.Rename(replicator+".away", replicator); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(60 * time.Second)
+	for {
+		st, body := k.do("POST", "/_replicator", map[string]any{"_id": "back", "source": src, "target": tgt})
+		if st == 201 {
+			break
+		}
+		if st != 503 || time.Now().After(deadline) {
+			t.Fatalf("write after the plugin's binary is back: %d %s", st, body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("%d writes refused with 503 while the plugin was down; accepted once it restarted", refused)
+	if st, _ := k.do("GET", "/_replicator/down0", nil); st != 404 {
+		t.Errorf("a write refused while the plugin was down was stored: %d", st)
+	}
+}

@@ -1,0 +1,366 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/couchepi/couchepi/hooks"
+)
+
+// Middleware gives plugins to a CouchDB-compatible server whose write path
+// cannot be changed: wrapped around the server's handler, it serves the
+// plugins' routes ahead of the server's own, merges the plugins' tasks into
+// GET /_active_tasks, calls before_doc_update before the server sees a doc
+// write to a subscribed db (refusing it with the plugin's answer), and
+// sends after_doc_write, after_db_create and after_db_delete once the
+// server has answered a write with success.
+//
+// The doc writes it sees are PUT and DELETE /{db}/{docid} (design docs
+// included) and POST /{db}; _bulk_docs, COPY and attachment writes to a db
+// subscribed to before_doc_update are refused with 501, since letting them
+// through would skip the plugin's validation. _local docs pass untouched,
+// as in CouchDB.
+//
+// For a db subscribed to after_doc_read, GET /{db}/{docid} answers the
+// doc as the plugins return it; other reads that return doc bodies there
+// (include_docs, open_revs, _find, _bulk_get) are for
+// admins only (403 for others), since the middleware cannot pass every
+// doc inside them through the plugins.
+type Middleware struct {
+	// Host is the plugin host.
+	Host *Host
+	// Next is the server's own handler.
+	Next http.Handler
+	// User returns the authenticated user of a request as the server sees
+	// it (nil: every request is anonymous).
+	User func(r *http.Request) hooks.UserCtx
+	// Written returns the after_doc_write event of a doc the server has
+	// just written (rev is what it answered): the doc's winning revision,
+	// its db's uuid and the write's sequence. nil: no after_doc_write.
+	Written func(ctx context.Context, db, docID, rev string) (hooks.DocWrite, error)
+	// DBCreated and DBDeleted return the uuid of a db the server has just
+	// created or deleted. nil: no after_db_create / after_db_delete.
+	DBCreated, DBDeleted func(db string) (uuid string)
+	// MaxDocSize bounds a doc body read for before_doc_update; 0 means
+	// 64 MiB. A larger body is refused with 413.
+	MaxDocSize int64
+}
+
+// errNotValidated is the answer to writes the middleware cannot pass
+// through before_doc_update.
+func errNotValidated(what, db string) *hooks.Error {
+	return &hooks.Error{Status: http.StatusNotImplemented, Err: "not_implemented",
+		Reason: what + " to " + db + " is not supported here: its docs must pass the plugins' before_doc_update one by one"}
+}
+
+func (m *Middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	path := r.URL.EscapedPath()
+	if m.Host.HasRoute(r.Method, path) {
+		m.Host.ServeHTTP(w, r.WithContext(WithUser(r.Context(), m.user(r))))
+		return
+	}
+	if path == "/_active_tasks" && r.Method == http.MethodGet {
+		m.activeTasks(w, r)
+		return
+	}
+	segs := splitEscaped(path)
+	if len(segs) == 0 || strings.HasPrefix(segs[0], "_") && !isSystemDB(segs[0]) {
+		m.Next.ServeHTTP(w, r)
+		return
+	}
+	db := segs[0]
+	switch {
+	case len(segs) == 1 && (r.Method == http.MethodPut || r.Method == http.MethodDelete):
+		m.dbWrite(w, r, db)
+	case len(segs) == 1 && r.Method == http.MethodPost:
+		m.docWrite(w, r, db, "")
+	case len(segs) == 2 && segs[1] == "_bulk_docs" && r.Method == http.MethodPost && m.validated(db):
+		hooks.WriteError(w, errNotValidated("_bulk_docs", db))
+	case len(segs) >= 2 && strings.HasPrefix(segs[1], "_local"):
+		m.Next.ServeHTTP(w, r)
+	case m.readFiltered(db) && !m.user(r).IsAdmin() && returnsDocs(r, segs):
+		hooks.WriteError(w, hooks.Forbidden("Only admins may read docs of "+db+" this way; read them one by one."))
+	case len(segs) == 2 && !strings.HasPrefix(segs[1], "_") || len(segs) == 3 && segs[1] == "_design":
+		id := strings.Join(segs[1:], "/")
+		switch r.Method {
+		case http.MethodGet:
+			m.docRead(w, r, db)
+		case http.MethodPut, http.MethodDelete:
+			m.docWrite(w, r, db, id)
+		case "COPY":
+			if m.validated(db) {
+				hooks.WriteError(w, errNotValidated("COPY", db))
+				return
+			}
+			m.Next.ServeHTTP(w, r)
+		default:
+			m.Next.ServeHTTP(w, r)
+		}
+	case len(segs) >= 3 && (r.Method == http.MethodPut || r.Method == http.MethodDelete) && m.validated(db):
+		hooks.WriteError(w, errNotValidated("an attachment write", db))
+	default:
+		m.Next.ServeHTTP(w, r)
+	}
+}
+
+func (m *Middleware) user(r *http.Request) hooks.UserCtx {
+	if m.User == nil {
+		return hooks.UserCtx{}
+	}
+	return m.User(r)
+}
+
+// readFiltered reports whether docs read from db must pass after_doc_read.
+func (m *Middleware) readFiltered(db string) bool {
+	return m.Host.Subscribed(hooks.AfterDocRead, db)
+}
+
+// returnsDocs reports whether a request reads doc bodies other than by a
+// plain single-doc GET: include_docs, open_revs, _find and _bulk_get.
+func returnsDocs(r *http.Request, segs []string) bool {
+	q := r.URL.Query()
+	if q.Get("include_docs") == "true" || q.Has("open_revs") {
+		return true
+	}
+	last := segs[len(segs)-1]
+	return last == "_find" || last == "_bulk_get"
+}
+
+// docRead answers a single-doc GET, through after_doc_read when db is
+// subscribed to it.
+func (m *Middleware) docRead(w http.ResponseWriter, r *http.Request, db string) {
+	if !m.readFiltered(db) {
+		m.Next.ServeHTTP(w, r)
+		return
+	}
+	rec := &buffered{header: http.Header{}}
+	m.Next.ServeHTTP(rec, r)
+	body := rec.body.Bytes()
+	if rec.status == http.StatusOK {
+		if t := bytes.TrimSpace(body); len(t) == 0 || t[0] != '{' {
+			hooks.WriteError(w, hooks.Forbidden("Only admins may read docs of "+db+" this way; read them one by one."))
+			return
+		}
+		out, err := m.Host.AfterDocRead(r.Context(), db, body, m.user(r))
+		if err != nil {
+			hooks.WriteError(w, err)
+			return
+		}
+		if !bytes.Equal(out, body) {
+			rec.header.Del("ETag") // the plugin changed what the reader sees
+		}
+		body = out
+		rec.header.Set("Content-Length", strconv.Itoa(len(body)))
+	}
+	for k, v := range rec.header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(rec.status)
+	w.Write(body)
+}
+
+// validated reports whether writes to db must pass before_doc_update.
+func (m *Middleware) validated(db string) bool {
+	return db != "" && m.Host.Subscribed(hooks.BeforeDocUpdate, db)
+}
+
+// dbWrite passes a db creation or deletion on and reports its success.
+func (m *Middleware) dbWrite(w http.ResponseWriter, r *http.Request, db string) {
+	rec := &capture{ResponseWriter: w}
+	m.Next.ServeHTTP(rec, r)
+	if rec.status/100 != 2 {
+		return
+	}
+	if r.Method == http.MethodPut && m.DBCreated != nil {
+		m.Host.AfterDBCreate(db, m.DBCreated(db))
+	}
+	if r.Method == http.MethodDelete && m.DBDeleted != nil {
+		m.Host.AfterDBDelete(db, m.DBDeleted(db))
+	}
+}
+
+// docWrite runs one doc write (id "" for POST /{db}) through the hooks.
+func (m *Middleware) docWrite(w http.ResponseWriter, r *http.Request, db, id string) {
+	validate := m.validated(db)
+	notify := m.Written != nil && m.Host.Subscribed(hooks.AfterDocWrite, db)
+	if !validate && !notify {
+		m.Next.ServeHTTP(w, r)
+		return
+	}
+	if validate {
+		doc, herr := m.docOf(r, id)
+		if herr != nil {
+			hooks.WriteError(w, herr)
+			return
+		}
+		out, err := m.Host.BeforeDocUpdate(r.Context(), db, doc, m.user(r))
+		if err != nil {
+			hooks.WriteError(w, err)
+			return
+		}
+		if r.Method != http.MethodDelete {
+			r.Body = io.NopCloser(bytes.NewReader(out))
+			r.ContentLength = int64(len(out))
+			r.Header.Set("Content-Length", strconv.Itoa(len(out)))
+		}
+	}
+	rec := &capture{ResponseWriter: w, keep: true}
+	m.Next.ServeHTTP(rec, r)
+	if !notify || rec.status/100 != 2 {
+		return
+	}
+	var res struct{ ID, Rev string }
+	if json.Unmarshal(rec.body.Bytes(), &res) != nil || res.ID == "" {
+		m.Host.log.Warn("after_doc_write: the server's answer names no doc", "db", db, "status", rec.status)
+		return
+	}
+	ev, err := m.Written(r.Context(), db, res.ID, res.Rev)
+	if err != nil {
+		m.Host.log.Warn("after_doc_write: cannot read the written doc", "db", db, "id", res.ID, "error", err)
+		return
+	}
+	m.Host.AfterDocWrite(ev)
+}
+
+// docOf returns the doc a write hands to before_doc_update: the body with
+// _id set from the URL, or for a DELETE {"_id","_rev","_deleted":true}.
+func (m *Middleware) docOf(r *http.Request, id string) ([]byte, *hooks.Error) {
+	if r.Method == http.MethodDelete {
+		rev := r.URL.Query().Get("rev")
+		if rev == "" {
+			rev = strings.Trim(r.Header.Get("If-Match"), `"`)
+		}
+		b, _ := json.Marshal(map[string]any{"_id": id, "_rev": rev, "_deleted": true})
+		return b, nil
+	}
+	max := m.MaxDocSize
+	if max <= 0 {
+		max = 64 << 20
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, max+1))
+	if err != nil {
+		return nil, &hooks.Error{Status: 400, Err: "bad_request", Reason: "could not read the request body"}
+	}
+	if int64(len(b)) > max {
+		return nil, &hooks.Error{Status: 413, Err: "too_large", Reason: "the request entity is too large"}
+	}
+	var doc map[string]json.RawMessage
+	if json.Unmarshal(b, &doc) != nil || doc == nil {
+		return nil, &hooks.Error{Status: 400, Err: "bad_request", Reason: "invalid UTF-8 JSON"}
+	}
+	if id == "" {
+		return b, nil
+	}
+	doc["_id"], _ = json.Marshal(id)
+	b, _ = json.Marshal(doc)
+	return b, nil
+}
+
+// activeTasks answers GET /_active_tasks with the server's tasks and the
+// plugins'.
+func (m *Middleware) activeTasks(w http.ResponseWriter, r *http.Request) {
+	rec := &buffered{header: http.Header{}}
+	m.Next.ServeHTTP(rec, r)
+	if rec.status != http.StatusOK {
+		for k, v := range rec.header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.status)
+		w.Write(rec.body.Bytes())
+		return
+	}
+	var tasks []json.RawMessage
+	_ = json.Unmarshal(rec.body.Bytes(), &tasks)
+	tasks = append(tasks, m.Host.ActiveTasks(r.Context())...)
+	if tasks == nil {
+		tasks = []json.RawMessage{}
+	}
+	hooks.WriteJSON(w, http.StatusOK, tasks)
+}
+
+// capture passes a response through while noting its status and, when
+// keep, the first MiB of its body.
+type capture struct {
+	http.ResponseWriter
+	keep   bool
+	status int
+	body   bytes.Buffer
+}
+
+func (c *capture) WriteHeader(status int) {
+	if c.status == 0 {
+		c.status = status
+	}
+	c.ResponseWriter.WriteHeader(status)
+}
+
+func (c *capture) Write(b []byte) (int, error) {
+	if c.status == 0 {
+		c.WriteHeader(http.StatusOK)
+	}
+	if c.keep && c.body.Len() < 1<<20 {
+		c.body.Write(b)
+	}
+	return c.ResponseWriter.Write(b)
+}
+
+// Flush lets streamed answers (changes feeds) through as they come.
+func (c *capture) Flush() {
+	if f, ok := c.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// buffered is a ResponseWriter that keeps a whole response.
+type buffered struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (b *buffered) Header() http.Header { return b.header }
+
+func (b *buffered) WriteHeader(status int) {
+	if b.status == 0 {
+		b.status = status
+	}
+}
+
+func (b *buffered) Write(p []byte) (int, error) {
+	if b.status == 0 {
+		b.status = http.StatusOK
+	}
+	return b.body.Write(p)
+}
+
+// splitEscaped splits an escaped path into unescaped segments ("" → none).
+func splitEscaped(path string) []string {
+	path = strings.Trim(path, "/")
+	if path == "" {
+		return nil
+	}
+	parts := strings.Split(path, "/")
+	for i, p := range parts {
+		if u, err := url.PathUnescape(p); err == nil {
+			parts[i] = u
+		}
+	}
+	// A db name may contain an escaped slash (a/_replicator is
+	// /a%2F_replicator): unescaping keeps it one segment.
+	return parts
+}
+
+// isSystemDB reports whether name is one of CouchDB's system dbs, which
+// start with an underscore but are dbs.
+func isSystemDB(name string) bool {
+	return name == "_users" || name == "_replicator" || name == "_global_changes" ||
+		strings.HasSuffix(name, "/_replicator") || strings.HasSuffix(name, "/_users")
+}
+
+var _ http.Handler = (*Middleware)(nil)

@@ -1,0 +1,156 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/couchepi/couchepi/hooks"
+)
+
+// hooklessServer is a CouchDB-like HTTP server over a memServer that knows
+// nothing of plugins, as a server a Middleware wraps: it counts the
+// requests that reach it.
+type hooklessServer struct {
+	s      *memServer
+	served atomic.Int64
+}
+
+func (h *hooklessServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.served.Add(1)
+	segs := splitEscaped(r.URL.EscapedPath())
+	body, _ := io.ReadAll(r.Body)
+	switch {
+	case len(segs) == 1 && segs[0] == "_active_tasks":
+		hooks.WriteJSON(w, 200, []map[string]string{{"type": "indexer"}})
+	case len(segs) == 1 && r.Method == "PUT":
+		h.s.mu.Lock()
+		h.s.dbs[segs[0]] = &memDB{uuid: "uuid-" + segs[0], docs: map[string]*memDoc{}}
+		h.s.mu.Unlock()
+		hooks.WriteJSON(w, 201, map[string]bool{"ok": true})
+	case len(segs) == 1 && r.Method == "DELETE":
+		h.s.mu.Lock()
+		delete(h.s.dbs, segs[0])
+		h.s.mu.Unlock()
+		hooks.WriteJSON(w, 200, map[string]bool{"ok": true})
+	case len(segs) == 2 && segs[1] == "_bulk_docs":
+		hooks.WriteJSON(w, 201, []any{})
+	case len(segs) == 1 && r.Method == "POST", len(segs) == 2 && (r.Method == "PUT" || r.Method == "DELETE"):
+		var doc map[string]any
+		if r.Method == "DELETE" {
+			doc = map[string]any{"_id": segs[1], "_rev": r.URL.Query().Get("rev"), "_deleted": true}
+		} else if json.Unmarshal(body, &doc) != nil {
+			hooks.WriteError(w, &hooks.Error{Status: 400, Err: "bad_request", Reason: "invalid UTF-8 JSON"})
+			return
+		}
+		if len(segs) == 2 {
+			doc["_id"] = segs[1]
+		}
+		b, _ := json.Marshal(doc)
+		ev, err := h.s.store(segs[0], b)
+		if err != nil {
+			hooks.WriteError(w, err)
+			return
+		}
+		hooks.WriteJSON(w, 201, map[string]any{"ok": true, "id": ev.DocID, "rev": ev.Rev})
+	case len(segs) == 2 && r.Method == "GET":
+		doc, err := h.s.GetDoc(r.Context(), segs[0], segs[1])
+		if err != nil {
+			hooks.WriteError(w, err)
+			return
+		}
+		w.Header().Set("ETag", `"etag"`)
+		w.Write(doc)
+	default:
+		hooks.WriteError(w, hooks.NotFound("missing"))
+	}
+}
+
+// written is a Middleware.Written over the memServer.
+func (h *hooklessServer) written(_ context.Context, db, id, rev string) (hooks.DocWrite, error) {
+	h.s.mu.Lock()
+	defer h.s.mu.Unlock()
+	d := h.s.dbs[db].docs[id]
+	return hooks.DocWrite{DB: db, DBUUID: h.s.dbs[db].uuid, DocID: id, Rev: d.rev, Seq: strconv.Itoa(d.seq), Deleted: d.deleted, Doc: d.body}, nil
+}
+
+// TestMiddleware drives a server that knows nothing of plugins through
+// Middleware with docguard loaded: refused writes never reach the server,
+// accepted ones are audited, reads are filtered, plugin routes and tasks
+// are served.
+func TestMiddleware(t *testing.T) {
+	h, mem := newTestHost(t, Config{Config: guardConfig(nil)}, Spec{Path: docguardV1})
+	next := &hooklessServer{s: mem}
+	users := map[string]hooks.UserCtx{"admin": {Name: "admin", Roles: []string{"_admin"}}, "bob": {Name: "bob"}}
+	mw := &Middleware{Host: h, Next: next, Written: next.written,
+		User:      func(r *http.Request) hooks.UserCtx { return users[r.Header.Get("X-User")] },
+		DBCreated: func(db string) string { return "uuid-" + db },
+		DBDeleted: func(db string) string { return "uuid-" + db },
+	}
+	srv := httptest.NewServer(mw)
+	defer srv.Close()
+	do := func(method, path, user, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		req.Header.Set("X-User", user)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	steps := []struct {
+		name, method, path, user, body string
+		status                         int
+		has                            string
+		reachesServer                  bool
+	}{
+		{"create a guarded db", "PUT", "/x_guarded", "admin", "", 201, `"ok":true`, true},
+		{"create an audited db", "PUT", "/audit_a", "admin", "", 201, `"ok":true`, true},
+		{"refused PUT", "PUT", "/x_guarded/d1", "bob", `{"type":"t"}`, 403, `Document is missing required field \"owner\".`, false},
+		{"refused POST", "POST", "/x_guarded", "bob", `{"_id":"d1","owner":"o"}`, 403, `required field \"type\"`, false},
+		{"not JSON", "PUT", "/x_guarded/d1", "bob", `{"type"`, 400, `invalid UTF-8 JSON`, false},
+		{"accepted PUT", "PUT", "/x_guarded/d1", "bob", `{"type":"t","owner":"o","secret":"s"}`, 201, `"id":"d1"`, true},
+		{"accepted POST", "POST", "/x_guarded", "bob", `{"_id":"d2","type":"t","owner":"o"}`, 201, `"id":"d2"`, true},
+		{"write to an audited db", "PUT", "/audit_a/a1", "bob", `{}`, 201, `"id":"a1"`, true},
+		{"write elsewhere", "PUT", "/plain/p1", "bob", `{}`, 404, ``, true},
+		{"_bulk_docs to a guarded db", "POST", "/x_guarded/_bulk_docs", "bob", `{"docs":[{}]}`, 501, `not_implemented`, false},
+		{"_bulk_docs elsewhere", "POST", "/audit_a/_bulk_docs", "bob", `{"docs":[{}]}`, 201, `[]`, true},
+		{"attachment to a guarded db", "PUT", "/x_guarded/d1/f.txt", "bob", `hi`, 501, `not_implemented`, false},
+		{"a reader does not see the secret", "GET", "/x_guarded/d1", "bob", "", 200, `"owner":"o"`, true},
+		{"plugin route, as its user", "POST", "/_docguard/echo", "bob", `hello`, 200, `"user":{"name":"bob"`, false},
+		{"active tasks merged", "GET", "/_active_tasks", "admin", "", 200, `"type":"indexer"`, true},
+	}
+	for _, s := range steps {
+		before := next.served.Load()
+		st, body := do(s.method, s.path, s.user, s.body)
+		if st != s.status || !strings.Contains(body, s.has) {
+			t.Errorf("%s: %d %s, want %d with %s", s.name, st, body, s.status, s.has)
+		}
+		if reached := next.served.Load() > before; reached != s.reachesServer {
+			t.Errorf("%s: reached the server = %v, want %v", s.name, reached, s.reachesServer)
+		}
+	}
+	if _, body := do("GET", "/x_guarded/d1", "bob", ""); strings.Contains(body, "secret") {
+		t.Errorf("non-admin read shows the hidden field: %s", body)
+	}
+	if _, body := do("GET", "/x_guarded/d1", "admin", ""); !strings.Contains(body, `"secret":"s"`) {
+		t.Errorf("admin read lost the field: %s", body)
+	}
+	if _, body := do("GET", "/_active_tasks", "admin", ""); !strings.Contains(body, `"type":"docguard_audit"`) {
+		t.Errorf("active tasks lack the plugin's: %s", body)
+	}
+	eventually(t, 10*time.Second, "the accepted writes audited", func() bool {
+		s := stats(t, h)
+		return s.Audit["x_guarded"].Docs == 2 && s.Audit["audit_a"].Docs == 1
+	})
+}

@@ -21,11 +21,16 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(minicouchtest.Main(m)) }
 
-// build builds pkg (relative to dir) into bin and returns its path.
-func build(t *testing.T, dir, pkg, bin string) string {
+// build builds pkg (relative to dir) into bin, with ldflags when given,
+// and returns its path.
+func build(t *testing.T, dir, pkg, bin string, ldflags ...string) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), bin)
-	cmd := exec.Command("go", "build", "-o", out, pkg)
+	args := []string{"build", "-o", out}
+	for _, f := range ldflags {
+		args = append(args, "-ldflags", f)
+	}
+	cmd := exec.Command("go", append(args, pkg)...)
 	cmd.Dir = dir
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
@@ -131,8 +136,9 @@ func (k *kivikProc) pluginPID(bin string) int {
 // TestReplicatorInKivikServer loads the replicator into kivik's x/server:
 // an invalid _replicator doc is refused with the parser's reason, a valid
 // one replicates a minicouch db into another and shows completed in
-// _scheduler/docs, and while the plugin is down _replicator writes get 503
-// until it is back.
+// _scheduler/docs, _replicate and _scheduler/jobs answer, a live swap
+// works, and while the plugin is down _replicator writes get 503 until it
+// is back.
 func TestReplicatorInKivikServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs minicouch, the replicator and kivikserver")
@@ -189,7 +195,27 @@ func TestReplicatorInKivikServer(t *testing.T) {
 		t.Errorf("_active_tasks: %s", body)
 	}
 
-	// 3. kill -9 of the plugin: writes get 503 while it is down (its
+	// 3. _replicate and _scheduler/jobs are the plugin's, as on minicouch.
+	if st, body := k.do("POST", "/_replicate", map[string]any{"source": src, "target": couch.AdminURL + "tgt2", "create_target": true}); st != 200 ||
+		!strings.Contains(string(body), `"ok":true`) || !strings.Contains(string(body), `"docs_written":20`) {
+		t.Fatalf("POST /_replicate: %d %s", st, body)
+	}
+	if st, body := k.do("GET", "/_scheduler/jobs", nil); st != 200 || !strings.Contains(string(body), `"jobs":[`) {
+		t.Fatalf("GET /_scheduler/jobs: %d %s", st, body)
+	}
+
+	// 4. A live swap to another build of the plugin.
+	v2 := build(t, root, "./plugin/cmd/replicator", "replicator-v2", "-X main.version=v2")
+	st, body = k.do("POST", "/_node/_local/_plugins/replicator/_reload", map[string]string{"path": v2})
+	if st != 200 || !strings.Contains(string(body), `"version":"v2"`) {
+		t.Fatalf("reload: %d %s", st, body)
+	}
+	if st, body := k.do("POST", "/_replicator", map[string]any{"_id": "bad2", "source": src}); st != 403 || !strings.Contains(string(body), "Missing `target` field") {
+		t.Fatalf("invalid doc after the swap: %d %s", st, body)
+	}
+	replicator = v2
+
+	// 5. kill -9 of the plugin: writes get 503 while it is down (its
 	// binary is moved away, so restarts fail), then succeed.
 	pid := k.pluginPID(replicator)
 	if pid == 0 {

@@ -118,15 +118,16 @@ func run() error {
 	}
 
 	kivikServer := server.New(client, server.WithUserStores(users), server.WithAuthHandlers(auth.BasicAuth()))
+	user := basicAuthUser(users)
 	handler := &host.Middleware{
 		Host:      h,
 		Next:      kivikServer,
-		User:      basicAuthUser(users),
+		User:      user,
 		Written:   func(ctx context.Context, db, id, _ string) (hooks.DocWrite, error) { return svc.written(ctx, db, id) },
 		DBCreated: svc.dbCreated,
 		DBDeleted: svc.dbDeleted,
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: &pluginAdmin{host: h, user: user, next: handler}, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	fmt.Println("kivikserver listening on " + url)

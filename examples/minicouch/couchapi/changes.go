@@ -31,6 +31,9 @@ type changesReq struct {
 	timeout     time.Duration
 	seqInterval int
 	filter      func(id string, doc func() ([]byte, error)) (bool, error)
+	// byID: the filter picks docs by id (_doc_ids, _design). CouchDB folds
+	// over those docs only, so its pending counts every other change too.
+	byID bool
 }
 
 // changes is GET/POST /{db}/_changes with every feed type and filter.
@@ -156,10 +159,12 @@ func (s *Server) changesFilter(d *dbReq, c *changesReq, name string, bodyIDs *[]
 			set[s] = true
 		}
 		c.filter = func(id string, _ func() ([]byte, error)) (bool, error) { return set[id], nil }
+		c.byID = true
 	case name == "_design":
 		c.filter = func(id string, _ func() ([]byte, error)) (bool, error) {
 			return strings.HasPrefix(id, store.DesignPrefix), nil
 		}
+		c.byID = true
 	case name == "_selector":
 		if len(selector) == 0 {
 			return badRequest("Selector must be specified in POST payload")
@@ -377,6 +382,15 @@ func (s *Server) scan(d *dbReq, c *changesReq, since uint64, max int, emit func(
 	}
 	if c.descending && n == 0 && last == 0 {
 		last = d.db.UpdateSeq()
+	}
+	if c.byID && !c.descending {
+		// As CouchDB: the changes after since it did not fold over.
+		total, err := s.countAfter(d, since, false)
+		pending := total - int64(n)
+		if pending < 0 {
+			pending = 0
+		}
+		return last, pending, n, err
 	}
 	return last, res.Pending, n, nil
 }

@@ -153,10 +153,23 @@ func (a *Authenticator) Cookie(ctx context.Context, name string) (string, bool) 
 	return MakeCookie(name, secret, c.Salt, a.now()), true
 }
 
-// SetCookieHeader formats the Set-Cookie header CouchDB sends for a session.
-func SetCookieHeader(value string) string {
-	return CookieName + "=" + value + "; Version=1; Path=/; HttpOnly"
+// SetCookieHeader formats the Set-Cookie header CouchDB sends for a
+// session made at now: persistent (Expires and Max-Age of [chttpd_auth]
+// timeout) unless [chttpd_auth] allow_persistent_cookies is false, in
+// mochiweb's order and date format.
+func (a *Authenticator) SetCookieHeader(value string, now time.Time) string {
+	h := CookieName + "=" + value + "; Version=1"
+	if a.cfg.GetDefault("chttpd_auth", "allow_persistent_cookies", "true") != "false" {
+		t := a.timeout()
+		h += "; Expires=" + now.Add(t).UTC().Format("Mon, 02-Jan-2006 15:04:05 GMT") +
+			"; Max-Age=" + strconv.Itoa(int(t/time.Second))
+	}
+	return h + "; Path=/; HttpOnly"
 }
+
+// ClearCookieHeader is the Set-Cookie header CouchDB sends with a failed
+// login: an empty session cookie.
+const ClearCookieHeader = CookieName + "=; Version=1; Path=/; HttpOnly"
 
 // ErrUnauthorized is CouchDB's 401 for bad basic-auth credentials.
 var ErrUnauthorized = &hooks.Error{Status: 401, Err: "unauthorized", Reason: "Name or password is incorrect."}

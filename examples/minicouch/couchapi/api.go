@@ -150,7 +150,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if refresh != "" {
-		w.Header().Add("Set-Cookie", auth.SetCookieHeader(refresh))
+		w.Header().Add("Set-Cookie", s.auth.SetCookieHeader(refresh, time.Now()))
 	}
 	if user.Name == "" && raw != "/_session" && raw != "/_up" &&
 		s.cfg.GetDefault("chttpd", "require_valid_user", "false") == "true" {

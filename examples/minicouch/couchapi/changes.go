@@ -422,6 +422,14 @@ func (e *filterError) Error() string { return e.err.Error() }
 // with the first row (or at the end), so a filter that fails before any
 // row was sent fails the request with a CouchDB error.
 func (s *Server) changesNormal(d *dbReq, c *changesReq) {
+	if c.feed == "normal" {
+		// As CouchDB: the feed's ETag follows the db's state (and here the
+		// query too, so another query is never answered 304).
+		etag := etagOf(d.db.UUID(), strconv.FormatUint(d.db.UpdateSeq(), 10), d.r.URL.RawQuery)
+		if d.r.Method == "GET" && notModified(d.w, d.r, etag) {
+			return
+		}
+	}
 	bw := bufio.NewWriterSize(d.w, 64<<10)
 	started := false
 	begin := func() {

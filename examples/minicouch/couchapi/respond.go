@@ -1,6 +1,8 @@
 package couchapi
 
 import (
+	"crypto/md5"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -62,6 +64,28 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		return
 	}
 	writeRawJSON(w, status, b)
+}
+
+// etagOf is an opaque ETag for the given parts (CouchDB's are md5 hashes
+// of what the answer depends on).
+func etagOf(parts ...string) string {
+	h := md5.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return `"` + hex.EncodeToString(h.Sum(nil)) + `"`
+}
+
+// notModified sets etag and reports whether the request's If-None-Match
+// names it, in which case it has answered 304.
+func notModified(w http.ResponseWriter, r *http.Request, etag string) bool {
+	w.Header().Set("ETag", etag)
+	if r.Header.Get("If-None-Match") == etag {
+		w.WriteHeader(http.StatusNotModified)
+		return true
+	}
+	return false
 }
 
 // writeRawJSON sends pre-encoded JSON.

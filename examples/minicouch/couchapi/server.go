@@ -8,8 +8,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/couchepi/couchepi/examples/minicouch/auth"
+	"github.com/couchepi/couchepi/examples/minicouch/jsonenc"
 	"github.com/couchepi/couchepi/hooks"
 )
 
@@ -119,7 +121,11 @@ func (s *Server) handleAllDBs(q *request) {
 		return
 	}
 	out := rangeStrings(names, opts)
-	writeJSON(q.w, 200, out)
+	b, _ := jsonenc.Marshal(out)
+	if notModified(q.w, q.r, etagOf(string(b))) {
+		return
+	}
+	writeRawJSON(q.w, 200, b)
 }
 
 // rangeStrings applies startkey/endkey/descending/skip/limit to sorted names.
@@ -175,8 +181,17 @@ func (s *Server) handleUUIDs(q *request) {
 	for i := range ids {
 		ids[i] = auth.NewSalt()
 	}
-	q.w.Header().Set("Pragma", "no-cache")
-	writeJSON(q.w, 200, map[string][]string{"uuids": ids})
+	b, _ := jsonenc.Marshal(map[string][]string{"uuids": ids})
+	// CouchDB's cache-busting headers: uuids must never come from a cache.
+	h := q.w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Expires", "Mon, 01 Jan 1990 00:00:00 GMT")
+	h.Set("Pragma", "no-cache")
+	h.Set("ETag", etagOf(string(b)))
+	h.Set("Content-Length", strconv.Itoa(len(b)+1))
+	q.w.WriteHeader(200)
+	q.w.Write(append(b, '\n'))
 }
 
 func (s *Server) handleActiveTasks(q *request) {
@@ -264,11 +279,14 @@ func (s *Server) handleSession(q *request) {
 		}
 		u, lerr := s.auth.Login(q.ctx(), name, password, auth.Peer(q.r))
 		if lerr != nil {
+			if lerr.Status == 401 {
+				q.w.Header().Add("Set-Cookie", auth.ClearCookieHeader)
+			}
 			writeError(q.w, lerr)
 			return
 		}
 		if ck, ok := s.auth.Cookie(q.ctx(), name); ok {
-			q.w.Header().Add("Set-Cookie", auth.SetCookieHeader(ck))
+			q.w.Header().Add("Set-Cookie", s.auth.SetCookieHeader(ck, time.Now()))
 		}
 		roles := u.Roles
 		if roles == nil {

@@ -1,0 +1,64 @@
+package couchapi
+
+import (
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestHeadersAsCouchDB: cache and session headers where CouchDB 3.5 sends
+// them, and conditional GETs on the answers that carry an ETag.
+func TestHeadersAsCouchDB(t *testing.T) {
+	ts, _ := newTestServer(t)
+	runSteps(t, ts.URL, []step{
+		{name: "db", method: "PUT", path: "/db", status: 201},
+		{name: "doc", method: "PUT", path: "/db/a", body: `{}`, status: 201},
+		{name: "uuids bust caches", method: "GET", path: "/_uuids", status: 200, header: map[string]string{
+			"Cache-Control": "no-cache", "Pragma": "no-cache", "Expires": "Mon, 01 Jan 1990 00:00:00 GMT"}},
+		{name: "JSON answers must revalidate", method: "GET", path: "/db", status: 200, header: map[string]string{"Cache-Control": "must-revalidate"}},
+	})
+	for _, path := range []string{"/_uuids", "/_all_dbs", "/db/_changes", "/db/a"} {
+		resp, _ := step{method: "GET", path: path}.do(t, ts.URL)
+		if resp.Header.Get("ETag") == "" {
+			t.Errorf("GET %s has no ETag", path)
+		}
+	}
+	for _, path := range []string{"/_all_dbs", "/db/_changes", "/db/a"} {
+		resp, _ := step{method: "GET", path: path}.do(t, ts.URL)
+		etag := resp.Header.Get("ETag")
+		again, _ := step{method: "GET", path: path, headers: map[string]string{"If-None-Match": etag}}.do(t, ts.URL)
+		if again.StatusCode != http.StatusNotModified {
+			t.Errorf("GET %s If-None-Match %s: %d, want 304", path, etag, again.StatusCode)
+		}
+	}
+	// A write changes the changes feed's ETag; another query has its own.
+	resp, _ := step{method: "GET", path: "/db/_changes"}.do(t, ts.URL)
+	before := resp.Header.Get("ETag")
+	runSteps(t, ts.URL, []step{{name: "another doc", method: "PUT", path: "/db/b", body: `{}`, status: 201}})
+	for _, path := range []string{"/db/_changes", "/db/_changes?limit=1"} {
+		if r, _ := (step{method: "GET", path: path, headers: map[string]string{"If-None-Match": before}}).do(t, ts.URL); r.StatusCode != 200 {
+			t.Errorf("GET %s with a stale ETag: %d", path, r.StatusCode)
+		}
+	}
+
+	// Sessions: a persistent cookie with Expires and Max-Age of the
+	// session timeout; a failed login clears the cookie.
+	login := func(password string) *http.Response {
+		req, _ := http.NewRequest("POST", ts.URL+"/_session", strings.NewReader(`{"name":"admin","password":"`+password+`"}`))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	ok := regexp.MustCompile(`^AuthSession=[A-Za-z0-9_-]+; Version=1; Expires=\w{3}, \d{2}-\w{3}-\d{4} \d{2}:\d{2}:\d{2} GMT; Max-Age=600; Path=/; HttpOnly$`)
+	if c := login("pass").Header.Get("Set-Cookie"); !ok.MatchString(c) {
+		t.Errorf("login cookie %q", c)
+	}
+	if r := login("wrong"); r.StatusCode != 401 || r.Header.Get("Set-Cookie") != "AuthSession=; Version=1; Path=/; HttpOnly" {
+		t.Errorf("failed login: %d, cookie %q", r.StatusCode, r.Header.Get("Set-Cookie"))
+	}
+}

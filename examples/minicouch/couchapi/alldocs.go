@@ -179,6 +179,9 @@ func (s *Server) allDocs(d *dbReq, kind string) {
 		d.w.WriteHeader(200)
 		if kind == "local" {
 			bw.WriteString(`{"total_rows":null,"offset":null`)
+		} else if o.Keys != nil {
+			// With keys there is no one offset: CouchDB says null.
+			bw.WriteString(`{"total_rows":` + strconv.FormatUint(res.TotalRows, 10) + `,"offset":null`)
 		} else {
 			bw.WriteString(`{"total_rows":` + strconv.FormatUint(res.TotalRows, 10) + `,"offset":` + strconv.FormatUint(res.Offset, 10))
 		}

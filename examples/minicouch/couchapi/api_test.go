@@ -143,7 +143,7 @@ func TestServerAndDatabases(t *testing.T) {
 	runSteps(t, ts.URL, []step{
 		{name: "welcome", method: "GET", path: "/", status: 200, has: []string{`"couchdb":"Welcome"`, `"version":"3.5.0"`, `"vendor":{"name":"couchepi minicouch"}`},
 			header: map[string]string{"Server": ServerHeader, "Content-Type": "application/json"}},
-		{name: "up", method: "GET", path: "/_up", user: "-", status: 200, want: `{"status":"ok"}`},
+		{name: "up", method: "GET", path: "/_up", user: "-", status: 200, want: `{"status":"ok","seeds":{}}`},
 		{name: "system dbs", method: "GET", path: "/_all_dbs", status: 200, want: `["_replicator","_users"]`},
 		{name: "anon create", method: "PUT", path: "/db", user: "-", status: 401, want: `{"error":"unauthorized","reason":"You are not a server admin."}`},
 		{name: "unknown _name, anonymous", method: "GET", path: "/_duck", user: "-", status: 401, want: `{"error":"unauthorized","reason":"You are not a server admin."}`},

@@ -64,6 +64,10 @@ func (s *Server) bulkDocs(d *dbReq) {
 			writeError(d.w, herr)
 			return
 		}
+		if herr := validateDesignDoc(doc); herr != nil {
+			writeError(d.w, herr)
+			return
+		}
 		if !newEdits && doc.Revisions == nil && doc.Rev == "" && !strings.HasPrefix(doc.ID, store.LocalPrefix) {
 			writeError(d.w, badRequest("When `new_edits: false`, the document needs `_rev` or `_revisions` specified"))
 			return

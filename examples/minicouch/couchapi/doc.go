@@ -93,6 +93,10 @@ func (s *Server) writeOne(d *dbReq, doc *store.Doc, newEdits bool, status int) {
 		writeError(d.w, err)
 		return
 	}
+	if err := validateDesignDoc(doc); err != nil {
+		writeError(d.w, err)
+		return
+	}
 	res, err := s.writeDocs(d.ctx(), d.db, []*store.Doc{doc}, writeOpts{newEdits: newEdits, user: d.user})
 	if err != nil {
 		writeError(d.w, err)

@@ -62,3 +62,27 @@ func TestHeadersAsCouchDB(t *testing.T) {
 		t.Errorf("failed login: %d, cookie %q", r.StatusCode, r.Header.Get("Set-Cookie"))
 	}
 }
+
+// TestSmallerDifferences: answers CouchDB 3.5 gives that minicouch did
+// not.
+func TestSmallerDifferences(t *testing.T) {
+	ts, _ := newTestServer(t)
+	runSteps(t, ts.URL, []step{
+		{name: "up has seeds", method: "GET", path: "/_up", user: "-", status: 200, want: `{"status":"ok","seeds":{}}`},
+		{name: "db", method: "PUT", path: "/db", status: 201},
+		{name: "doc", method: "PUT", path: "/db/a", body: `{}`, status: 201},
+		{name: "all_docs with keys has no offset", method: "POST", path: "/db/_all_docs", body: `{"keys":["a"]}`, status: 200, has: []string{`"total_rows":1,"offset":null`}},
+		{name: "session names no authentication_db", method: "GET", path: "/_session", status: 200,
+			want: `{"ok":true,"userCtx":{"name":"admin","roles":["_admin"]},"info":{"authentication_handlers":["cookie","default"],"authenticated":"default"}}`},
+		{name: "versions", method: "GET", path: "/_node/_local/_versions", status: 200, has: []string{`"javascript_engine":{"name":"goja"`}},
+		{name: "views not an object", method: "PUT", path: "/db/_design/a", body: `{"views":5}`, status: 400,
+			want: "{\"error\":\"invalid_design_doc\",\"reason\":\"`views` field must have object type\"}"},
+		{name: "view without map", method: "PUT", path: "/db/_design/a", body: `{"views":{"v":{"reduce":"_count"}}}`, status: 400,
+			want: "{\"error\":\"invalid_design_doc\",\"reason\":\"View `v` must contain map function\"}"},
+		{name: "map not a string", method: "PUT", path: "/db/_design/a", body: `{"views":{"v":{"map":5}}}`, status: 400,
+			want: "{\"error\":\"invalid_design_doc\",\"reason\":\"`map` field must have string type\"}"},
+		{name: "in _bulk_docs too", method: "POST", path: "/db/_bulk_docs", body: `{"docs":[{"_id":"_design/b","views":[]}]}`, status: 400, has: []string{`invalid_design_doc`}},
+		{name: "a good one", method: "PUT", path: "/db/_design/a", body: `{"views":{"v":{"map":"function(d){emit(1)}","reduce":"_count"}},"language":"javascript"}`, status: 201},
+		{name: "a Mango one", method: "PUT", path: "/db/_design/m", body: `{"language":"query","views":{"i":{"map":{"fields":{"a":"asc"}},"reduce":"_count"}}}`, status: 201},
+	})
+}

@@ -3,6 +3,8 @@ package couchapi
 import (
 	"bytes"
 	"errors"
+	"runtime"
+	"runtime/debug"
 
 	"github.com/couchepi/couchepi/examples/minicouch/auth"
 	"github.com/couchepi/couchepi/examples/minicouch/jsonenc"
@@ -27,6 +29,8 @@ func (s *Server) handleNode(q *request) {
 		return
 	}
 	switch q.segs[2] {
+	case "_versions":
+		s.only(q, "GET,HEAD", func() { writeJSON(q.w, 200, versions()) })
 	case "_config":
 		s.handleConfig(q, q.segs[3:])
 	case "_plugins":
@@ -247,4 +251,22 @@ func (s *Server) writePluginStatus(q *request, status int, name string) {
 	}
 	raw, _ := jsonenc.Marshal(out)
 	writeRawJSON(q.w, status, raw)
+}
+
+// versions is GET /_node/_local/_versions: CouchDB names its JavaScript
+// engine, Erlang and ICU; minicouch names goja, Go and its own collation.
+func versions() map[string]any {
+	goja := "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, m := range bi.Deps {
+			if m.Path == "github.com/dop251/goja" {
+				goja = m.Version
+			}
+		}
+	}
+	return map[string]any{
+		"javascript_engine": map[string]string{"name": "goja", "version": goja},
+		"go":                map[string]string{"version": runtime.Version()},
+		"collation_driver":  map[string]string{"name": "minicouch", "library_version": "1", "collator_version": "1", "collation_algorithm_version": "1"},
+	}
 }

@@ -28,7 +28,7 @@ const NodeName = "nonode@nohost"
 func (s *Server) serveServer(q *request) {
 	switch q.segs[0] {
 	case "_up":
-		s.only(q, "GET,HEAD", func() { writeJSON(q.w, 200, map[string]string{"status": "ok"}) })
+		s.only(q, "GET,HEAD", func() { writeRawJSON(q.w, 200, []byte(`{"status":"ok","seeds":{}}`)) })
 	case "_all_dbs":
 		s.only(q, "GET,HEAD", func() { s.handleAllDBs(q) })
 	case "_dbs_info":
@@ -236,6 +236,7 @@ func (s *Server) handleUtils(q *request) {
 func (s *Server) handleSession(q *request) {
 	switch q.r.Method {
 	case "GET", "HEAD":
+		// CouchDB 3.5 names no authentication_db here.
 		info := map[string]any{"authentication_handlers": []string{"cookie", "default"}}
 		if q.user.Name != "" {
 			if q.r.Header.Get("Authorization") != "" {
@@ -243,7 +244,6 @@ func (s *Server) handleSession(q *request) {
 			} else {
 				info["authenticated"] = "cookie"
 			}
-			info["authentication_db"] = "_users"
 		}
 		writeJSON(q.w, 200, map[string]any{"ok": true, "userCtx": q.user, "info": info})
 	case "POST":

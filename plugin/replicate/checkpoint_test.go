@@ -1,9 +1,16 @@
 package replicate
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/couchepi/couchepi/plugin/couchclient"
@@ -81,12 +88,18 @@ func TestCheckpointBodyHistoryCap(t *testing.T) {
 
 // TestCheckpointConflict: a checkpoint PUT that conflicts is accepted when the
 // stored doc already holds what we wrote (a lost response), and fails otherwise.
+//
+// CouchDB 3 (and minicouch) no longer check the revs of _local docs; PouchDB
+// and CouchDB 2 do. The client talks to the server through revChecker,
+// which answers as those servers do, so the conflict path is exercised.
 func TestCheckpointConflict(t *testing.T) {
 	s := startServer(t)
 	db := s.newDB(t, "cp")
 	pool := newTestPool()
 	defer pool.Close()
-	c := pool.Endpoint(s.endpoint(db), nil)
+	ep := s.endpoint(db)
+	ep.URL = revChecker(t, s) + db + "/"
+	c := pool.Endpoint(ep, nil)
 	ctx := context.Background()
 	body := []byte(`{"session_id":"s1","source_last_seq":"5","replication_id_version":4,"history":[]}`)
 	rev, err := writeCheckpoint(ctx, c, "source", "cpid", "", body)
@@ -132,4 +145,43 @@ func TestForeignCheckpoint(t *testing.T) {
 	if res.Stats.RevisionsChecked != 45 || res.Stats.DocsWritten != 5 {
 		t.Fatalf("after a foreign checkpoint: checked %d written %d, want 45 and 5", res.Stats.RevisionsChecked, res.Stats.DocsWritten)
 	}
+}
+
+// revChecker is a proxy to base that refuses, with 409 as CouchDB 2 and
+// PouchDB do, a PUT of a _local doc whose _rev is not the stored one.
+func revChecker(t *testing.T, s *testServer) string {
+	t.Helper()
+	base := s.Base
+	target, _ := url.Parse(base)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/_local/") {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			var doc struct {
+				Rev string `json:"_rev"`
+			}
+			json.Unmarshal(body, &doc)
+			get, _ := http.NewRequest(http.MethodGet, base+strings.TrimPrefix(r.URL.Path, "/"), nil)
+			if s.User != "" {
+				get.SetBasicAuth(s.User, s.Pass)
+			}
+			var cur struct {
+				Rev string `json:"_rev"`
+			}
+			if resp, err := http.DefaultClient.Do(get); err == nil {
+				json.NewDecoder(resp.Body).Decode(&cur)
+				resp.Body.Close()
+			}
+			if cur.Rev != doc.Rev {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusConflict)
+				io.WriteString(w, `{"error":"conflict","reason":"Document update conflict."}`)
+				return
+			}
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/"
 }

@@ -237,6 +237,14 @@ func (p *Pool) transport(u *url.URL, proxyURL string, maxConns int) (*http.Trans
 			return nil, 0, fmt.Errorf("unsupported proxy protocol %q", pu.Scheme)
 		}
 	}
+	dial := t.DialContext
+	t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err == nil {
+			p.stats.connectionsCreated.Add(1)
+		}
+		return c, err
+	}
 	p.transports[key] = t
 	return t, gen, nil
 }

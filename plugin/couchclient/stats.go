@@ -18,24 +18,29 @@ type PoolStats struct {
 	Retries uint64
 	// MaxBackoffs counts requests given up with max_backoff.
 	MaxBackoffs uint64
+	// ConnectionsCreated counts connections dialled (proxies included):
+	// couch_replicator.connection.creates.
+	ConnectionsCreated uint64
 }
 
 // poolStats are the live counters behind PoolStats.
 type poolStats struct {
 	requests, responsesSuccess, responsesFailure, tooManyRequests, backoffs, retries, maxBackoffs atomic.Uint64
+	connectionsCreated                                                                            atomic.Uint64
 }
 
 // Stats returns the pool's counters so far.
 func (p *Pool) Stats() PoolStats {
 	s := &p.stats
 	return PoolStats{
-		Requests:         s.requests.Load(),
-		ResponsesSuccess: s.responsesSuccess.Load(),
-		ResponsesFailure: s.responsesFailure.Load(),
-		TooManyRequests:  s.tooManyRequests.Load(),
-		Backoffs:         s.backoffs.Load(),
-		Retries:          s.retries.Load(),
-		MaxBackoffs:      s.maxBackoffs.Load(),
+		Requests:           s.requests.Load(),
+		ResponsesSuccess:   s.responsesSuccess.Load(),
+		ResponsesFailure:   s.responsesFailure.Load(),
+		TooManyRequests:    s.tooManyRequests.Load(),
+		Backoffs:           s.backoffs.Load(),
+		Retries:            s.retries.Load(),
+		MaxBackoffs:        s.maxBackoffs.Load(),
+		ConnectionsCreated: s.connectionsCreated.Load(),
 	}
 }
 

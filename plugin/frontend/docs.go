@@ -135,6 +135,15 @@ func (f *Frontend) apply(ctx context.Context, db string, pos jobdata.DBSeq, batc
 		return err
 	}
 	for _, p := range plans {
+		switch {
+		case p.skip:
+		case p.fresh == nil:
+			counts.jobsRemoved.Add(1)
+		default:
+			counts.jobsAdded.Add(1)
+		}
+	}
+	for _, p := range plans {
 		if p.fresh == nil && !p.skip && f.cfg.StopJob != nil {
 			// A deleted doc: stop its worker now rather than at its next
 			// update, checkpointing the work done.
@@ -214,6 +223,9 @@ func (f *Frontend) catchUp(ctx context.Context, db, uuid string) error {
 		return nil
 	}
 	since := pos.Seq
+	if since == "" {
+		counts.dbScans.Add(1)
+	}
 	for {
 		page, err := f.cfg.Services.Changes(ctx, db, since, changesPage)
 		if err != nil {

@@ -88,6 +88,7 @@ func (w *worker) run() {
 	}
 	now := time.Now()
 	if rec.State == jobdata.Failed { // the doc did not parse (it bypassed before_doc_update)
+		counts.failedStarts.Add(1)
 		w.fail(rec, rec.ErrorKind, rec.ErrorReason(), now, false)
 		return
 	}
@@ -106,6 +107,7 @@ func (w *worker) run() {
 			w.requeue(rec, errShutdown) // stopped while computing the id: not a crash
 			return
 		}
+		counts.failedStarts.Add(1)
 		w.crash(rec, err, now)
 		return
 	}
@@ -120,12 +122,15 @@ func (w *worker) run() {
 		return
 	}
 	if dup != nil {
+		counts.duplicateAdds.Add(1)
+		counts.failedStarts.Add(1)
 		w.duplicate(rec, repID, dup, now)
 		return
 	}
 	log = log.With("rep_id", repID.String())
 	log.Info("replication started", "source", rec.Rep.Source.RedactedURL(), "target", rec.Rep.Target.RedactedURL())
 	// 3. Run it, pushing stats (the heartbeat) every stats_update_interval.
+	counts.starts.Add(1)
 	w.execute(rec, repID, cfg)
 }
 
@@ -259,6 +264,13 @@ func (w *worker) writeDoc(rec *jobdata.Record, st jobdata.DocState) {
 	defer cancel()
 	if err := jobdata.WriteDocState(ctx, w.s.opts.Services, rec.DBName, rec.DocID, st); err != nil {
 		w.s.log.Warn("could not write replication state into doc", "db", rec.DBName, "doc_id", rec.DocID, "error", err)
+		return
+	}
+	switch rec.State {
+	case jobdata.Completed:
+		counts.completedStateUpdates.Add(1)
+	case jobdata.Failed:
+		counts.failedStateUpdates.Add(1)
 	}
 }
 
@@ -283,6 +295,7 @@ func errorKind(err error) string {
 func (w *worker) crash(rec *jobdata.Record, err error, now time.Time) {
 	s, cfg := w.s, w.s.config()
 	reason, kind := err.Error(), errorKind(err)
+	counts.crashes.Add(1)
 	if rec.Transient() && kind != maxBackoff {
 		w.fail(rec, kind, reason, now, true)
 		return
@@ -311,6 +324,7 @@ func (w *worker) requeue(rec *jobdata.Record, cause error) {
 		at = now.Add(cfg.Interval)
 	}
 	if rec.State == jobdata.Running {
+		counts.stops.Add(1)
 		rec.State = jobdata.Pending
 		rec.LastUpdated = now.Unix()
 		ev := jobdata.Event{Type: jobdata.EventStopped, Timestamp: now.Unix()}

@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/couchepi/couchepi/plugin/couchclient"
+	"github.com/couchepi/couchepi/plugin/frontend"
 	"github.com/couchepi/couchepi/plugin/jobdata"
+	"github.com/couchepi/couchepi/plugin/jobserver"
 	"github.com/couchepi/couchepi/plugin/replicate"
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
@@ -43,6 +45,20 @@ var (
 	requests           = desc("couchdb_couch_replicator_requests_total", "number of HTTP requests made by the replicator")
 	responsesSuccess   = desc("couchdb_couch_replicator_responses_success_total", "number of successful HTTP responses received by the replicator")
 	responsesFailure   = desc("couchdb_couch_replicator_responses_failure_total", "number of failed HTTP responses received by the replicator")
+
+	jobsAdds            = desc("couchdb_couch_replicator_jobs_adds_total", "number of jobs added to replicator scheduler")
+	jobsDuplicateAdds   = desc("couchdb_couch_replicator_jobs_duplicate_adds_total", "number of duplicate jobs added to replicator scheduler")
+	jobsRemoves         = desc("couchdb_couch_replicator_jobs_removes_total", "number of jobs removed from replicator scheduler")
+	jobsStarts          = desc("couchdb_couch_replicator_jobs_starts_total", "number of jobs started by replicator scheduler")
+	jobsStops           = desc("couchdb_couch_replicator_jobs_stops_total", "number of jobs stopped by replicator scheduler")
+	jobsCrashes         = desc("couchdb_couch_replicator_jobs_crashes_total", "number of job crashed noticed by replicator scheduler")
+	failedStarts        = desc("couchdb_couch_replicator_failed_starts_total", "number of replications that have failed to start")
+	changesReadFailures = desc("couchdb_couch_replicator_changes_read_failures_total", "number of failed replicator changes read failures")
+	workersStarted      = desc("couchdb_couch_replicator_workers_started_total", "number of replicator workers started")
+	dbScans             = desc("couchdb_couch_replicator_db_scans_total", "number of times replicator db scans have been started")
+	completedUpdates    = desc("couchdb_couch_replicator_docs_completed_state_updates_total", "number of 'completed' state document updates")
+	failedUpdates       = desc("couchdb_couch_replicator_docs_failed_state_updates_total", "number of 'failed' state document updates")
+	connectionCreates   = desc("couchdb_couch_replicator_connection_creates_total", "number of connections created")
 )
 
 // couchepi's own (CouchDB keeps these per job only, in _active_tasks and
@@ -64,6 +80,8 @@ var (
 var allDescs = []*prometheus.Desc{
 	jobsRunning, jobsPending, jobsCrashed, jobsTotal,
 	checkpointsSuccess, checkpointsFailure, requests, responsesSuccess, responsesFailure,
+	jobsAdds, jobsDuplicateAdds, jobsRemoves, jobsStarts, jobsStops, jobsCrashes, failedStarts,
+	changesReadFailures, workersStarted, dbScans, completedUpdates, failedUpdates, connectionCreates,
 	jobsByState, docsRead, docsWritten, docWriteFailures, revsChecked, missingFound, changesRead,
 	tooManyRequests, backoffs, maxBackoffs, retries,
 }
@@ -114,6 +132,20 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(revsChecked, float64(t.RevisionsChecked))
 	counter(missingFound, float64(t.MissingFound))
 	counter(changesRead, float64(t.ChangesRead))
+	counter(changesReadFailures, float64(t.ChangesReadFailures))
+	counter(workersStarted, float64(t.WorkersStarted))
+
+	fc, jc := frontend.ReadCounts(), jobserver.ReadCounts()
+	counter(jobsAdds, float64(fc.JobsAdded))
+	counter(jobsRemoves, float64(fc.JobsRemoved))
+	counter(dbScans, float64(fc.DBScans))
+	counter(jobsDuplicateAdds, float64(jc.DuplicateAdds))
+	counter(jobsStarts, float64(jc.Starts))
+	counter(jobsStops, float64(jc.Stops))
+	counter(jobsCrashes, float64(jc.Crashes))
+	counter(failedStarts, float64(jc.FailedStarts))
+	counter(completedUpdates, float64(jc.CompletedStateUpdates))
+	counter(failedUpdates, float64(jc.FailedStateUpdates))
 
 	src := c.sources()
 	if src.Pool != nil {
@@ -125,6 +157,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(backoffs, float64(s.Backoffs))
 		counter(maxBackoffs, float64(s.MaxBackoffs))
 		counter(retries, float64(s.Retries))
+		counter(connectionCreates, float64(s.ConnectionsCreated))
 	}
 	if src.Records.Q != nil {
 		states, err := CountStates(src.Records)

@@ -269,12 +269,14 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 		maxIDLen: r.opts.MaxDocumentIDLength, onIDTooLong: func() { r.stats.docWriteFailures.Add(1) }}
 	go func() {
 		if err := reader.run(readerCtx, r.startSeq); err != nil && readerCtx.Err() == nil {
+			totals.changesReadFailures.Add(1)
 			fail(err)
 		}
 	}()
 	go r.batcher(readerCtx, changes, batches, batchSize)
 
 	var wg sync.WaitGroup
+	totals.workersStarted.Add(int64(workers))
 	for i := 0; i < workers; i++ {
 		wg.Add(1)
 		go func() {

@@ -18,25 +18,34 @@ type Totals struct {
 	ChangesRead        int64
 	CheckpointsSuccess int64
 	CheckpointsFailure int64
+	// ChangesReadFailures counts changes feeds that ended in an error
+	// (couch_replicator.changes_read_failures).
+	ChangesReadFailures int64
+	// WorkersStarted counts the document workers runs started
+	// (couch_replicator.workers_started).
+	WorkersStarted int64
 }
 
 // totals holds the live process-wide sums.
 var totals struct {
 	docsRead, docsWritten, docWriteFailures, missingChecked, missingFound atomic.Int64
 	changesRead, checkpointsSuccess, checkpointsFailure                   atomic.Int64
+	changesReadFailures, workersStarted                                   atomic.Int64
 }
 
 // ReadTotals returns the process-wide sums of all runs so far.
 func ReadTotals() Totals {
 	return Totals{
-		DocsRead:           totals.docsRead.Load(),
-		DocsWritten:        totals.docsWritten.Load(),
-		DocWriteFailures:   totals.docWriteFailures.Load(),
-		RevisionsChecked:   totals.missingChecked.Load(),
-		MissingFound:       totals.missingFound.Load(),
-		ChangesRead:        totals.changesRead.Load(),
-		CheckpointsSuccess: totals.checkpointsSuccess.Load(),
-		CheckpointsFailure: totals.checkpointsFailure.Load(),
+		DocsRead:            totals.docsRead.Load(),
+		DocsWritten:         totals.docsWritten.Load(),
+		DocWriteFailures:    totals.docWriteFailures.Load(),
+		RevisionsChecked:    totals.missingChecked.Load(),
+		MissingFound:        totals.missingFound.Load(),
+		ChangesRead:         totals.changesRead.Load(),
+		CheckpointsSuccess:  totals.checkpointsSuccess.Load(),
+		CheckpointsFailure:  totals.checkpointsFailure.Load(),
+		ChangesReadFailures: totals.changesReadFailures.Load(),
+		WorkersStarted:      totals.workersStarted.Load(),
 	}
 }
 

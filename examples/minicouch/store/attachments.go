@@ -22,11 +22,19 @@ func (db *DB) GetAttachment(ctx context.Context, id, rev, name string) (Attachme
 // document). r is streamed into the store; contentMD5 ("md5-<base64>" or
 // "") is verified. Returns the new rev.
 func (db *DB) PutAttachment(ctx context.Context, id, rev, name, contentType string, r io.Reader, contentMD5 string) (string, error) {
-	return db.putAttachment(ctx, id, rev, name, contentType, r, contentMD5)
+	newRev, err := db.putAttachment(ctx, id, rev, name, contentType, r, contentMD5)
+	if err == nil {
+		db.s.counters.countWrites([]BulkResult{{ID: id, Rev: newRev}})
+	}
+	return newRev, err
 }
 
 // DeleteAttachment removes attachment name from leaf rev of document id
 // and returns the new rev.
 func (db *DB) DeleteAttachment(ctx context.Context, id, rev, name string) (string, error) {
-	return db.deleteAttachment(ctx, id, rev, name)
+	newRev, err := db.deleteAttachment(ctx, id, rev, name)
+	if err == nil {
+		db.s.counters.countWrites([]BulkResult{{ID: id, Rev: newRev}})
+	}
+	return newRev, err
 }

@@ -6,6 +6,7 @@ import "context"
 // deletion), or opts.Rev (deleted revisions included; ErrNotFound when not
 // stored). Ids starting with "_local/" read _local documents.
 func (db *DB) Get(ctx context.Context, id string, opts GetOptions) (*DocRev, error) {
+	db.s.counters.reads.Add(1)
 	return db.get(ctx, id, opts)
 }
 
@@ -15,6 +16,7 @@ func (db *DB) Get(ctx context.Context, id string, opts GetOptions) (*DocRev, err
 // from it) or an OpenRev with Missing set. A document that does not exist
 // gives ErrNotFound for revs nil and all-missing results otherwise.
 func (db *DB) OpenRevs(ctx context.Context, id string, revs []string, opts GetOptions) ([]OpenRev, error) {
+	db.s.counters.reads.Add(1)
 	return db.openRevs(ctx, id, revs, opts)
 }
 
@@ -35,5 +37,6 @@ type OpenRevsResult struct {
 // one read transaction (_bulk_get) instead of a transaction per document.
 // Results are in request order.
 func (db *DB) OpenRevsMany(ctx context.Context, reqs []OpenRevsRequest) []OpenRevsResult {
+	db.s.counters.reads.Add(uint64(len(reqs)))
 	return db.openRevsMany(reqs)
 }

@@ -48,6 +48,8 @@ type Store struct {
 	attMu sync.RWMutex
 
 	w *writer
+
+	counters counters
 }
 
 var bucketDBs = []byte("dbs")

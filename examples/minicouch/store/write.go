@@ -30,5 +30,9 @@ func (db *DB) Delete(ctx context.Context, id, rev string) (string, error) {
 // attachment data) are in the results; the error is for failures of the
 // whole request (database deleted, I/O).
 func (db *DB) BulkDocs(ctx context.Context, docs []*Doc, newEdits bool) ([]BulkResult, error) {
-	return db.bulkDocs(ctx, docs, newEdits)
+	res, err := db.bulkDocs(ctx, docs, newEdits)
+	if err == nil {
+		db.s.counters.countWrites(res)
+	}
+	return res, err
 }

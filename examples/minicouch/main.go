@@ -117,6 +117,19 @@ func run(args []string) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
 	log.Info("minicouch listening", "url", baseURL, "data", *data)
+	if cfg.GetDefault("prometheus", "additional_port", "false") == "true" {
+		// CouchDB's unauthenticated scrape port: metrics and nothing else.
+		paddr := net.JoinHostPort(cfg.GetDefault("prometheus", "bind_address", "127.0.0.1"), cfg.GetDefault("prometheus", "port", "17986"))
+		pln, err := net.Listen("tcp", paddr)
+		if err != nil {
+			shutdown(log, hs, h, baseCancel)
+			return fmt.Errorf("[prometheus] additional_port: %w", err)
+		}
+		ps := &http.Server{Handler: srv.PrometheusHandler(), ReadHeaderTimeout: 30 * time.Second}
+		go ps.Serve(pln)
+		defer ps.Close()
+		log.Info("prometheus scrape port", "url", "http://"+pln.Addr().String()+"/_node/_local/_prometheus")
+	}
 
 	for _, p := range plugins {
 		spec := host.Spec{Path: p}

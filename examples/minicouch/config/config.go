@@ -41,6 +41,11 @@ var Defaults = map[string]map[string]string{
 		"pbkdf2_prf":               "sha256",
 		"allow_persistent_cookies": "true",
 	},
+	"prometheus": {
+		"additional_port": "false",
+		"bind_address":    "127.0.0.1",
+		"port":            "17986",
+	},
 	"replicator": {},
 	"admins":     {},
 }

@@ -83,6 +83,9 @@ func New(opts Options) *Server {
 		url: opts.URL, fauxton: opts.FauxtonDir, node: opts.Node, started: time.Now(), mx: newHTTPMetrics(),
 	}
 	s.auth = auth.New(opts.Config, s.lookupUser)
+	if opts.Store != nil {
+		s.mx.registerStore(opts.Store)
+	}
 	return s
 }
 

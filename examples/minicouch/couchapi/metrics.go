@@ -3,9 +3,12 @@ package couchapi
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/couchepi/couchepi/examples/minicouch/auth"
+	"github.com/couchepi/couchepi/examples/minicouch/store"
+	"github.com/couchepi/couchepi/hooks"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/common/expfmt"
@@ -27,6 +30,7 @@ type httpMetrics struct {
 	methods  *prometheus.CounterVec
 	codes    *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	window   timeWindow // request times of the last 10 s, for couchdb.request_time
 }
 
 func newHTTPMetrics() *httpMetrics {
@@ -66,7 +70,27 @@ func (mx *httpMetrics) end(rec *statusRecorder, method string, start time.Time) 
 	mx.requests.Inc()
 	mx.methods.WithLabelValues(method).Inc()
 	mx.codes.WithLabelValues(strconv.Itoa(rec.status)).Inc()
-	mx.duration.WithLabelValues(method).Observe(time.Since(start).Seconds())
+	took := time.Since(start)
+	mx.duration.WithLabelValues(method).Observe(took.Seconds())
+	mx.window.add(start.Add(took), took)
+}
+
+// registerStore exposes the store's counters with CouchDB's names.
+func (mx *httpMetrics) registerStore(st *store.Store) {
+	counter := func(name, help string, v func(store.Counters) uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
+			func() float64 { return float64(v(st.Counters())) })
+	}
+	mx.reg.MustRegister(
+		counter("couchdb_database_reads_total", "number of times a document was read from a database", func(c store.Counters) uint64 { return c.DatabaseReads }),
+		counter("couchdb_database_writes_total", "number of times a database was changed", func(c store.Counters) uint64 { return c.DatabaseWrites }),
+		counter("couchdb_document_inserts_total", "number of documents inserted", func(c store.Counters) uint64 { return c.DocumentInserts }),
+		counter("couchdb_document_writes_total", "number of document write operations", func(c store.Counters) uint64 { return c.DocumentWrites }),
+		counter("couchdb_local_document_writes_total", "number of _local document write operations", func(c store.Counters) uint64 { return c.LocalDocumentWrites }),
+		// CouchDB's name and "counter" type, although the number can fall.
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "couchdb_open_databases_total", Help: "number of open databases"},
+			func() float64 { names, _ := st.ListDBs(); return float64(len(names)) }),
+	)
 }
 
 // handlePrometheus is `GET /_node/{node}/_prometheus`: the server's
@@ -77,6 +101,11 @@ func (s *Server) handlePrometheus(q *request) {
 		writeError(q.w, err)
 		return
 	}
+	s.writePrometheus(q.w, q.r)
+}
+
+// writePrometheus writes the gathered metrics.
+func (s *Server) writePrometheus(w http.ResponseWriter, r *http.Request) {
 	gatherers := prometheus.Gatherers{s.mx.reg}
 	if g, ok := s.hooks.(interface{ Gatherer() prometheus.Gatherer }); ok {
 		gatherers = append(gatherers, g.Gatherer())
@@ -86,16 +115,34 @@ func (s *Server) handlePrometheus(q *request) {
 		// Serve what was gathered; one failing plugin must not blank the rest.
 		s.log.Warn("gathering metrics", "error", err)
 	}
-	q.w.Header().Set("Content-Type", PrometheusContentType)
-	q.w.WriteHeader(http.StatusOK)
-	if q.r.Method == http.MethodHead {
+	w.Header().Set("Content-Type", PrometheusContentType)
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
 		return
 	}
-	enc := expfmt.NewEncoder(q.w, expfmt.NewFormat(expfmt.TypeTextPlain))
+	enc := expfmt.NewEncoder(w, expfmt.NewFormat(expfmt.TypeTextPlain))
 	for _, mf := range mfs {
 		if err := enc.Encode(mf); err != nil {
 			s.log.Warn("writing metrics", "error", err)
 			return
 		}
 	}
+}
+
+// PrometheusHandler serves CouchDB's `[prometheus] additional_port`: GET
+// /_node/{_local|node}/_prometheus without authentication, and nothing
+// else (404), so a scraper needs no credentials and reaches no data.
+func (s *Server) PrometheusHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		node, rest, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/_node/"), "/")
+		if !strings.HasPrefix(r.URL.Path, "/_node/") || rest != "_prometheus" || (node != "_local" && node != s.node) {
+			writeError(w, hooks.NotFound("missing"))
+			return
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			writeError(w, methodNotAllowed("GET,HEAD"))
+			return
+		}
+		s.writePrometheus(w, r)
+	})
 }

@@ -37,7 +37,9 @@ func (s *Server) handleNode(q *request) {
 		s.handlePlugins(q, q.segs[3:])
 	case "_prometheus":
 		s.only(q, "GET,HEAD", func() { s.handlePrometheus(q) })
-	case "_stats", "_system":
+	case "_stats":
+		s.only(q, "GET,HEAD", func() { s.handleStats(q, q.segs[3:]) })
+	case "_system":
 		s.only(q, "GET,HEAD", func() { writeRawJSON(q.w, 200, []byte(`{}`)) })
 	default:
 		writeError(q.w, &hooks.Error{Status: 404, Err: "not_found", Reason: "missing"})

@@ -10,8 +10,8 @@ import (
 
 	"github.com/couchepi/couchepi/examples/minicouch/auth"
 	"github.com/couchepi/couchepi/hooks"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // CouchDB's stats tree (GET /_node/{node}/_stats) names every figure by a
@@ -258,7 +258,7 @@ func histogramValue(xs []float64) map[string]any {
 	out := map[string]any{"min": 0.0, "max": 0.0, "arithmetic_mean": 0.0, "geometric_mean": 0.0, "harmonic_mean": 0.0,
 		"median": 0.0, "variance": 0.0, "standard_deviation": 0.0, "skewness": 0.0, "kurtosis": 0.0,
 		"percentile": [][2]float64{{50, 0}, {75, 0}, {90, 0}, {95, 0}, {99, 0}, {999, 0}},
-		"histogram": [][2]float64{{0, 0}}, "n": len(xs)}
+		"histogram":  [][2]float64{{0, 0}}, "n": len(xs)}
 	if len(xs) == 0 {
 		return out
 	}

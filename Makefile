@@ -28,8 +28,10 @@ build:
 	cd examples/kivikserver && $(GO) build -o ../../$(BIN)/kivikserver .
 
 # npm packages for the interoperability tests (PouchDB, pouchdb-server).
+# Optional packages are left out: pouchdb-server's optional SQLite adapter
+# would compile sqlite3 with node-gyp (a C toolchain) and nothing uses it.
 interop-deps:
-	cd $(INTEROP) && npm ci --no-audit --no-fund --loglevel=error
+	cd $(INTEROP) && npm ci --omit=optional --no-audit --no-fund --loglevel=error
 
 # playwright-core (npm) and Debian's chromium for the Fauxton browser test.
 browser-deps:

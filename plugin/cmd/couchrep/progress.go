@@ -39,6 +39,9 @@ type meter struct {
 	// endSeq is the numeric update_seq of the source when the run started
 	// (-1 = unknown): a one-shot replication stops there.
 	endSeq int64
+	// resumed: the run started from a checkpoint, whose counts are in the
+	// first stats.
+	resumed bool
 }
 
 type sample struct {
@@ -97,6 +100,7 @@ func (m *meter) update(now time.Time, s replicate.Stats) {
 		m.startSeq = max(0, m.sinceSeq)
 		if cp := seqNumber(s.CheckpointedSourceSeq); cp >= 0 {
 			m.startSeq = cp
+			m.resumed = true
 		}
 	}
 	m.samples = append(m.samples, sample{at: now, written: s.DocsWritten, through: through})
@@ -132,8 +136,13 @@ func (m *meter) view(now time.Time) view {
 	}
 	first, last := m.samples[0], m.samples[len(m.samples)-1]
 	dt := last.at.Sub(first.at).Seconds()
-	if dt > 0 {
+	switch {
+	case dt > 0:
 		v.DocsPerSec = float64(last.written-first.written) / dt
+	case !m.resumed && last.at.After(m.start):
+		// One sample so far: the rate since the start, not 0 while
+		// thousands are written in the first second.
+		v.DocsPerSec = float64(last.written) / last.at.Sub(m.start).Seconds()
 	}
 	if m.continuous {
 		return v
@@ -227,7 +236,7 @@ func renderBar(v view, width int) string {
 		fmt.Fprintf(&tail, "  failed %s", thousands(v.Stats.DocWriteFailures))
 	}
 	if v.Known && v.ETA > 0 {
-		fmt.Fprintf(&tail, "  ETA %s", shortDuration(v.ETA))
+		fmt.Fprintf(&tail, "  ETA %s", etaString(v.ETA))
 	}
 	fmt.Fprintf(&tail, "  %s", shortDuration(v.Elapsed))
 	var head string
@@ -322,6 +331,12 @@ func thousands(n int64) string {
 		return "-" + b.String()
 	}
 	return b.String()
+}
+
+// etaString is a time left in whole seconds, rounded up (a display that
+// redraws four times a second has no use for "697ms").
+func etaString(d time.Duration) string {
+	return shortDuration((d + time.Second - 1).Truncate(time.Second))
 }
 
 // shortDuration rounds d for humans: 850ms, 12s, 3m05s, 1h02m.

@@ -106,6 +106,12 @@ func TestMeter(t *testing.T) {
 			known: true, fraction: 0.25, pending: 300},
 		{name: "finished",
 			stats: []replicate.Stats{{DocsWritten: 5, ThroughSeq: raw("5"), SourceSeq: raw("5"), ChangesPending: ptr(0), CheckpointedSourceSeq: raw("null")}},
+			docsPerSec: 5, known: true, fraction: 1, pending: 0},
+		{name: "the first second has a rate",
+			stats: []replicate.Stats{{DocsWritten: 4000, ThroughSeq: raw("4000"), SourceSeq: raw("4000"), ChangesPending: ptr(6000), CheckpointedSourceSeq: raw("null")}},
+			docsPerSec: 4000, known: true, fraction: 0.4, pending: 6000},
+		{name: "a resumed run's first stats are no rate",
+			stats: []replicate.Stats{{DocsWritten: 50000, ThroughSeq: raw("50000"), SourceSeq: raw("50000"), ChangesPending: ptr(0), CheckpointedSourceSeq: raw("50000")}},
 			known: true, fraction: 1, pending: 0},
 		{name: "unknown pending",
 			stats: []replicate.Stats{{ThroughSeq: raw("5"), SourceSeq: raw("9"), CheckpointedSourceSeq: raw("null")}}, pending: -1},
@@ -155,6 +161,12 @@ func TestFormatting(t *testing.T) {
 		185 * time.Second: "3m05s", 62 * time.Minute: "1h02m"} {
 		if got := shortDuration(d); got != want {
 			t.Errorf("shortDuration(%v) = %q, want %q", d, got, want)
+		}
+	}
+	for d, want := range map[time.Duration]string{697 * time.Millisecond: "1s", time.Second: "1s", 1001 * time.Millisecond: "2s",
+		135 * time.Millisecond: "1s", 61500 * time.Millisecond: "1m02s"} {
+		if got := etaString(d); got != want {
+			t.Errorf("etaString(%v) = %q, want %q", d, got, want)
 		}
 	}
 	for in, want := range map[string]string{

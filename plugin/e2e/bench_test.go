@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/couchepi/couchepi/plugin/kv/etcd/etcdtest"
 )
 
 // BenchmarkDocsToJobs10k: 10k `_replicator` docs written with _bulk_docs
@@ -105,4 +107,67 @@ func percentile(ds []time.Duration, p int) time.Duration {
 	slices.Sort(s)
 	i := (len(s)*p + 99) / 100
 	return s[max(i-1, 0)]
+}
+
+// BenchmarkFailover50 (issue 13): 50 continuous replications run on one
+// replication-only node (the other has max_jobs 0 until then), sharing a
+// 3-member loopback etcd with an api_frontend-only node; that node is
+// killed with SIGKILL. Reports the seconds until all 50 run on the other
+// node (s_failover; the target is activity_timeout_sec + 5 s, here 6 + 5).
+func BenchmarkFailover50(b *testing.B) {
+	const n = 50
+	etcdc := etcdtest.StartCluster(b, 3)
+	eps := etcdc.Endpoints()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		prefix := fmt.Sprintf("failover50-%d-%d/", time.Now().UnixNano(), i)
+		const extra = "activity_timeout_sec = 6\nmax_jobs = 60\n"
+		front := startClusterNode(b, eps, prefix, true, false, extra)
+		survivor := startClusterNode(b, eps, prefix, false, true, "activity_timeout_sec = 6\nmax_jobs = 0\n")
+		victim := startClusterNode(b, eps, prefix, false, true, extra)
+		front.must("PUT", "/src", "", 201)
+		front.putDocs("src", 0, 5)
+		var docs []string
+		for j := 0; j < n; j++ {
+			docs = append(docs, fmt.Sprintf(`{"_id":"c%02d","source":%q,"target":%q,"continuous":true,"create_target":true}`,
+				j, front.endpoint("src"), front.endpoint(fmt.Sprintf("t%02d", j))))
+		}
+		front.must("POST", "/_replicator/_bulk_docs", `{"docs":[`+strings.Join(docs, ",")+`]}`, 201)
+		front.eventually("all 50 jobs running", 120*time.Second, func() bool { return len(runningNodes(front)) == n })
+		front.eventually("every target replicated", 120*time.Second, func() bool {
+			for j := 0; j < n; j++ {
+				if front.docCount(fmt.Sprintf("t%02d", j)) != 5 {
+					return false
+				}
+			}
+			return true
+		})
+		survivor.must("PUT", "/_node/_local/_config/replicator/max_jobs", `"60"`, 200)
+		count := map[string]int{}
+		for _, node := range runningNodes(front) {
+			count[node]++
+		}
+		moved := count["minicouch@"+victim.addr]
+		b.StartTimer()
+		killed := time.Now()
+		victim.s.Kill()
+		front.eventually("every job on the surviving node", 120*time.Second, func() bool {
+			nodes := runningNodes(front)
+			if len(nodes) != n {
+				return false
+			}
+			for _, node := range nodes {
+				if node != "minicouch@"+survivor.addr {
+					return false
+				}
+			}
+			return true
+		})
+		took := time.Since(killed)
+		b.StopTimer()
+		b.ReportMetric(took.Seconds(), "s_failover")
+		b.ReportMetric(float64(moved), "jobs_moved")
+		front.s.Stop()
+		survivor.s.Stop()
+	}
 }

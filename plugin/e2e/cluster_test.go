@@ -17,7 +17,7 @@ import (
 // startClusterNode runs minicouch with the replicator on a job queue in
 // etcd, with the given node types, and waits until a frontend serves its
 // routes.
-func startClusterNode(t *testing.T, endpoints []string, prefix string, frontend, replication bool, extra string) *couch {
+func startClusterNode(t testing.TB, endpoints []string, prefix string, frontend, replication bool, extra string) *couch {
 	c := newClusterNode(t, endpoints, prefix, frontend, replication, extra)
 	if frontend {
 		c.waitUp()
@@ -26,7 +26,7 @@ func startClusterNode(t *testing.T, endpoints []string, prefix string, frontend,
 }
 
 // newClusterNode is startClusterNode without the wait.
-func newClusterNode(t *testing.T, endpoints []string, prefix string, frontend, replication bool, extra string) *couch {
+func newClusterNode(t testing.TB, endpoints []string, prefix string, frontend, replication bool, extra string) *couch {
 	skipShort(t)
 	data := t.TempDir()
 	cfg := e2eConfig + "job_store = etcd\n" + extra +

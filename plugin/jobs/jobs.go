@@ -10,7 +10,8 @@
 // # Timing rule: a job never runs on two runners at once
 //
 // Let T be the type's activity timeout. The monitor re-enqueues a running
-// job only after a whole T (and up to twice that) without an Update. A
+// job only after a whole T without an Update (and at most T + T/4 +
+// Options.MonitorTick after its last one). A
 // runner must therefore Update at least every T/8, and stop writing for a
 // job whose last successful Update is T/2 old (it may have been cut off
 // from the store); stopping must then take well under T/2 - T/8. The

@@ -15,18 +15,29 @@ const reenqueueBatch = 500
 
 // monitorType is the activity monitor's memory for one type.
 type monitorType struct {
-	last *kv.Versionstamp // watermark seen at the previous run; nil before the first
-	next time.Time
+	marks []watermark // recorded every T/4, oldest first
+	next  time.Time
+}
+
+// watermark is the type's newest update versionstamp as read at a moment:
+// a running job whose last update is at or before vs has not been updated
+// since at.
+type watermark struct {
+	at time.Time
+	vs kv.Versionstamp
 }
 
 // RunMonitors runs the activity monitor for every job type until ctx ends
 // (call it in its own goroutine). Every process sharing the store may run
 // it; a lease key in the store (renewed every Options.MonitorTick, expiring
-// after Options.MonitorLease) makes exactly one of them act. For each type,
-// every timeout (+ up to min(timeout/2, 10 s) jitter) the monitor
-// re-enqueues, at their stime, the running jobs that were not updated since
-// its previous run, i.e. for a whole interval. It also trims the transition
-// log past Options.EventRetention.
+// after Options.MonitorLease) makes exactly one of them act. For each type
+// with timeout T, every T/4 (+ up to T/16 jitter) the monitor records the
+// type's update watermark and re-enqueues, at their stime, the running jobs
+// not updated since a watermark recorded at least T ago: a job is
+// re-enqueued after a whole T without an update, and at most T + T/4 +
+// Options.MonitorTick after its last one. (Checking only every T against
+// the previous check, as couch_jobs does, let a dead runner's jobs wait up
+// to 2T.) It also trims the transition log past Options.EventRetention.
 func (q *Queue) RunMonitors(ctx context.Context) {
 	var id [16]byte
 	for i := range id {
@@ -145,19 +156,26 @@ func (q *Queue) monitorOnce(ctx context.Context, types map[string]*monitorType) 
 		if err != nil {
 			return err
 		}
-		if mt.last != nil {
-			n, err := q.reenqueueStale(ctx, typ, *mt.last)
+		mt.marks = append(mt.marks, watermark{at: now, vs: cur})
+		// The newest watermark at least a whole timeout old.
+		use := -1
+		for i, m := range mt.marks {
+			if now.Sub(m.at) >= timeout {
+				use = i
+			}
+		}
+		if use >= 0 {
+			n, err := q.reenqueueStale(ctx, typ, mt.marks[use].vs)
 			if err != nil {
 				return err
 			}
 			if n > 0 {
 				q.log.Info("re-enqueued running jobs with no update for a whole type timeout", "type", typ, "count", n, "timeout", timeout.String())
 			}
+			mt.marks = mt.marks[use+1:]
 		}
-		mt.last = &cur
-		jitter := min(timeout/2, 10*time.Second)
-		mt.next = now.Add(timeout)
-		if jitter > 0 {
+		mt.next = now.Add(timeout / 4)
+		if jitter := timeout / 16; jitter > 0 {
 			mt.next = mt.next.Add(time.Duration(rand.Int64N(int64(jitter))))
 		}
 		if err := q.trimLog(ctx, typ); err != nil {

@@ -227,3 +227,40 @@ func TestTrimLog(t *testing.T) {
 		t.Fatalf("log entries left: %d %v", n, err)
 	}
 }
+
+// TestMonitorTiming: with the clock moved in steps of T/16, a silent
+// runner's job is re-enqueued no sooner than a whole T after its last
+// update and no later than T + T/4 + a step, while an updating runner's job
+// is never touched.
+func TestMonitorTiming(t *testing.T) {
+	clock := newTestClock()
+	q := newQueue(t, kv.NewMemory(), Options{Now: clock.Now})
+	ctx := context.Background()
+	const T = time.Minute // newQueue's type timeout
+	mustAdd(t, q, "silent", "", time.Time{})
+	mustAdd(t, q, "alive", "", time.Time{})
+	j1, j2 := mustAccept(t, q), mustAccept(t, q)
+	alive := j1
+	if j1.ID == "silent" {
+		alive = j2
+	}
+	types := map[string]*monitorType{}
+	step := T / 16
+	var requeuedAt time.Duration
+	for elapsed := time.Duration(0); elapsed <= 2*T; elapsed += step {
+		if err := q.Update(ctx, alive, nil); err != nil {
+			t.Fatalf("the updating runner lost its job at %v: %v", elapsed, err)
+		}
+		if err := q.monitorOnce(ctx, types); err != nil {
+			t.Fatal(err)
+		}
+		if st, _ := q.GetState(ctx, typ, "silent"); st == Pending && requeuedAt == 0 {
+			requeuedAt = elapsed
+		}
+		clock.advance(step)
+	}
+	if requeuedAt < T || requeuedAt > T+T/4+step {
+		t.Fatalf("silent job re-enqueued %v after its last update, want within [%v, %v]", requeuedAt, T, T+T/4+step)
+	}
+	wantState(t, q, alive.ID, Running)
+}

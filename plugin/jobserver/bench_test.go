@@ -14,18 +14,25 @@ import (
 	"github.com/couchepi/couchepi/plugin/jobdata"
 	"github.com/couchepi/couchepi/plugin/jobs"
 	"github.com/couchepi/couchepi/plugin/kv"
+	"github.com/couchepi/couchepi/plugin/kv/etcd"
+	"github.com/couchepi/couchepi/plugin/kv/etcd/etcdtest"
 	"github.com/couchepi/couchepi/plugin/monitor"
 )
 
 // pendingQueue returns a queue in an embedded store holding n pending
 // persistent jobs, and the size of one job record.
 func pendingQueue(b *testing.B, n int) (*jobs.Queue, int) {
-	ctx := context.Background()
 	store, err := kv.OpenBolt(filepath.Join(b.TempDir(), "jobs.db"), kv.BoltOptions{NoSync: true})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { store.Close() })
+	return pendingQueueOn(b, store, n)
+}
+
+// pendingQueueOn is pendingQueue on the given store.
+func pendingQueueOn(b *testing.B, store kv.Store, n int) (*jobs.Queue, int) {
+	ctx := context.Background()
 	q, err := jobs.New(store, jobs.Options{Prefix: jobdata.QueuePrefix, Tag: jobdata.ShareTag})
 	if err != nil {
 		b.Fatal(err)
@@ -122,12 +129,33 @@ func BenchmarkSchedulerDocs100k(b *testing.B) {
 // one accept with 100k pending persistent jobs in the embedded store, and
 // the plugin heap per pending job.
 func BenchmarkCycle100kPending(b *testing.B) {
+	benchCycle(b, func(n int) (*jobs.Queue, int) { return pendingQueue(b, n) })
+}
+
+// BenchmarkCycle100kPendingEtcd is BenchmarkCycle100kPending with the
+// queue on a 3-member loopback etcd, as replication nodes share it.
+func BenchmarkCycle100kPendingEtcd(b *testing.B) {
+	cluster := etcdtest.StartCluster(b, 3)
+	benchCycle(b, func(n int) (*jobs.Queue, int) {
+		store, err := etcd.Open(context.Background(), etcd.Config{Endpoints: cluster.Endpoints(), Prefix: "cycle/"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { store.Close() })
+		start := time.Now()
+		q, size := pendingQueueOn(b, store, n)
+		b.Logf("setup: %d jobs in etcd in %s", n, time.Since(start).Round(time.Second))
+		return q, size
+	})
+}
+
+func benchCycle(b *testing.B, fill func(n int) (*jobs.Queue, int)) {
 	const n = 100000
 	ctx := context.Background()
 	runtime.GC()
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
-	q, size := pendingQueue(b, n)
+	q, size := fill(n)
 	s := New(Options{Queue: q}, DefaultConfig()) // not started: the cycle starts no acceptors
 	b.ResetTimer()
 	var cycle time.Duration

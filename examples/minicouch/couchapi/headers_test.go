@@ -1,10 +1,12 @@
 package couchapi
 
 import (
+	"encoding/json"
 	"net/http"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestHeadersAsCouchDB: cache and session headers where CouchDB 3.5 sends
@@ -85,4 +87,68 @@ func TestSmallerDifferences(t *testing.T) {
 		{name: "a good one", method: "PUT", path: "/db/_design/a", body: `{"views":{"v":{"map":"function(d){emit(1)}","reduce":"_count"}},"language":"javascript"}`, status: 201},
 		{name: "a Mango one", method: "PUT", path: "/db/_design/m", body: `{"language":"query","views":{"i":{"map":{"fields":{"a":"asc"}},"reduce":"_count"}}}`, status: 201},
 	})
+}
+
+// TestDBUpdatesFeed: _db_updates lists each database's newest event, from
+// since, in every feed style a client uses.
+func TestDBUpdatesFeed(t *testing.T) {
+	ts, _ := newTestServer(t)
+	runSteps(t, ts.URL, []step{
+		{name: "a", method: "PUT", path: "/a", status: 201},
+		{name: "b", method: "PUT", path: "/b", status: 201},
+		{name: "write a", method: "PUT", path: "/a/x", body: `{}`, status: 201},
+		{name: "delete b", method: "DELETE", path: "/b", status: 200},
+		{name: "admins only", method: "GET", path: "/_db_updates", user: "-", status: 401},
+		{name: "bad feed", method: "GET", path: "/_db_updates?feed=nope", status: 400},
+	})
+	resp, body := step{method: "GET", path: "/_db_updates"}.do(t, ts.URL)
+	var page struct {
+		Results []struct {
+			DBName string `json:"db_name"`
+			Type   string `json:"type"`
+			Seq    string `json:"seq"`
+		} `json:"results"`
+		LastSeq string `json:"last_seq"`
+	}
+	if err := json.Unmarshal(body, &page); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("normal feed: %d %s", resp.StatusCode, body)
+	}
+	var got []string
+	for _, r := range page.Results {
+		got = append(got, r.DBName+":"+r.Type)
+	}
+	// _users and _replicator were created first; a was updated after b's
+	// creation, then b deleted.
+	if want := "_users:created _replicator:created a:updated b:deleted"; strings.Join(got, " ") != want {
+		t.Fatalf("feed %v, want %s", got, want)
+	}
+	if page.LastSeq != page.Results[len(page.Results)-1].Seq {
+		t.Errorf("last_seq %s, last row %s", page.LastSeq, page.Results[len(page.Results)-1].Seq)
+	}
+	// since: only what came after.
+	_, body = step{method: "GET", path: "/_db_updates?since=" + page.Results[1].Seq}.do(t, ts.URL)
+	if !strings.Contains(string(body), `"db_name":"a"`) || strings.Contains(string(body), `"_users"`) {
+		t.Errorf("since: %s", body)
+	}
+	// longpoll from now waits for the next event.
+	done := make(chan string)
+	go func() {
+		_, b := step{method: "GET", path: "/_db_updates?feed=longpoll&since=now&timeout=10000"}.do(t, ts.URL)
+		done <- string(b)
+	}()
+	time.Sleep(100 * time.Millisecond)
+	runSteps(t, ts.URL, []step{{name: "c", method: "PUT", path: "/c", status: 201}})
+	select {
+	case b := <-done:
+		if !strings.Contains(b, `"db_name":"c","type":"created"`) {
+			t.Errorf("longpoll: %s", b)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("longpoll did not return on the event")
+	}
+	// continuous with a limit.
+	_, body = step{method: "GET", path: "/_db_updates?feed=continuous&limit=2&timeout=1000"}.do(t, ts.URL)
+	if lines := strings.Split(strings.TrimSpace(string(body)), "\n"); len(lines) != 3 || !strings.HasPrefix(lines[2], `{"last_seq":`) {
+		t.Errorf("continuous: %q", body)
+	}
 }

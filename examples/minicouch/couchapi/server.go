@@ -43,6 +43,8 @@ func (s *Server) serveServer(q *request) {
 		s.only(q, "GET,HEAD", func() {
 			writeRawJSON(q.w, 200, []byte(`{"all_nodes":["`+s.node+`"],"cluster_nodes":["`+s.node+`"]}`))
 		})
+	case "_db_updates":
+		s.only(q, "GET,HEAD,POST", func() { s.handleDBUpdates(q) })
 	case "_stats":
 		s.only(q, "GET,HEAD", func() { s.handleStats(q, q.segs[1:]) })
 	case "_active_tasks":

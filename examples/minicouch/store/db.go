@@ -92,6 +92,7 @@ func (db *DB) advance(seq uint64) {
 		}
 		if db.seq.CompareAndSwap(cur, seq) {
 			db.wake()
+			db.s.updates.wake()
 			return
 		}
 	}

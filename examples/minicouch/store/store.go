@@ -50,6 +50,7 @@ type Store struct {
 	w *writer
 
 	counters counters
+	updates  dbUpdatesFeed
 }
 
 var bucketDBs = []byte("dbs")
@@ -89,8 +90,10 @@ func Open(dir string, opts Options) (*Store, error) {
 	writeOwner(dir)
 	b.AllocSize = 64 << 20 // grow the file in large steps: fewer grow syncs while ingesting
 	if err := b.Update(func(tx *bolt.Tx) error {
-		_, err := tx.CreateBucketIfNotExists(bucketDBs)
-		return err
+		if _, err := tx.CreateBucketIfNotExists(bucketDBs); err != nil {
+			return err
+		}
+		return createDBUpdateBuckets(tx)
 	}); err != nil {
 		b.Close()
 		return nil, err
@@ -147,11 +150,15 @@ func (s *Store) CreateDB(name string) (*DB, error) {
 		if err := m.Put(metaUUID, []byte(uuid)); err != nil {
 			return err
 		}
-		return m.Put(metaRevsLimit, u64(defaultRevsLimit))
+		if err := m.Put(metaRevsLimit, u64(defaultRevsLimit)); err != nil {
+			return err
+		}
+		return recordDBUpdate(tx, name, 0)
 	})
 	if err != nil {
 		return nil, err
 	}
+	s.updates.wake()
 	if old := s.dbs[name]; old != nil {
 		old.markGone()
 	}
@@ -171,11 +178,15 @@ func (s *Store) DeleteDB(name string) error {
 		if errors.Is(err, berrors.ErrBucketNotFound) {
 			return ErrDBNotFound
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		return recordDBUpdate(tx, name, 2)
 	})
 	if err != nil {
 		return err
 	}
+	s.updates.wake()
 	if db := s.dbs[name]; db != nil {
 		db.markGone()
 		delete(s.dbs, name)

@@ -92,6 +92,8 @@ func (s *Server) serveDB(q *request) {
 		s.only(q, "POST", func() { s.find(d) })
 	case "_index":
 		s.indexes(d)
+	case "_explain":
+		s.only(q, "POST", func() { s.explain(d) })
 	case "_bulk_get":
 		s.only(q, "POST", func() { s.bulkGet(d) })
 	case "_revs_diff":

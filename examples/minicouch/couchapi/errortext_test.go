@@ -133,3 +133,21 @@ func TestErrorsInCouchDBWords(t *testing.T) {
 			want: "{\"error\":\"bad_request\",\"reason\":\"`keys` member must be an array.\"}"},
 	})
 }
+
+// TestExplain: the plan is CouchDB's shape for the _all_docs scan, the one
+// minicouch's _find follows.
+func TestExplain(t *testing.T) {
+	ts, _ := newTestServer(t)
+	runSteps(t, ts.URL, []step{
+		{name: "db", method: "PUT", path: "/db", status: 201},
+		{name: "explain", method: "POST", path: "/db/_explain", body: `{"selector":{"_id":{"$gt":null}}}`, status: 200,
+			want: `{"dbname":"db","index":{"ddoc":null,"name":"_all_docs","type":"special","def":{"fields":[{"_id":"asc"}]}},"partitioned":false,` +
+				`"selector":{"_id":{"$gt":null}},"opts":{"use_index":[],"bookmark":"nil","limit":25,"skip":0,"sort":{},"fields":"all_fields",` +
+				`"partition":"","r":[49],"conflicts":false,"stale":false,"update":true,"stable":false,"execution_stats":false},` +
+				`"limit":25,"skip":0,"fields":"all_fields","range":null}`},
+		{name: "with options", method: "POST", path: "/db/_explain", body: `{"selector":{"a":1},"fields":["a"],"sort":["a"],"limit":3,"skip":1}`, status: 200,
+			has: []string{`"fields":["a"]`, `"sort":{"a":"asc"}`, `"limit":3`, `"skip":1`}},
+		{name: "no selector", method: "POST", path: "/db/_explain", body: `{}`, status: 400, has: []string{"missing_required_key"}},
+		{name: "GET", method: "GET", path: "/db/_explain", status: 405},
+	})
+}

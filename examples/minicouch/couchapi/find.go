@@ -186,6 +186,69 @@ func (s *Server) find(d *dbReq) {
 	writeJSON(d.w, 200, out)
 }
 
+// allDocsIndex is the one index minicouch's _find uses: a scan of
+// _all_docs (CouchDB's "special" index).
+var allDocsIndex = map[string]any{"ddoc": nil, "name": "_all_docs", "type": "special",
+	"def": map[string]any{"fields": []any{map[string]string{"_id": "asc"}}}}
+
+// explain serves POST /{db}/_explain: the plan _find follows for the same
+// body, as CouchDB shows it. minicouch's plan is always the _all_docs scan.
+func (s *Server) explain(d *dbReq) {
+	var req findRequest
+	if herr := readJSONRequest(d.r, &req); herr != nil {
+		writeError(d.w, herr)
+		return
+	}
+	if len(req.Selector) == 0 {
+		writeError(d.w, &hooks.Error{Status: 400, Err: "missing_required_key", Reason: "Missing required key: selector"})
+		return
+	}
+	if t := bytes.TrimSpace(req.Selector); t[0] != '{' {
+		writeError(d.w, badRequest("Selector error: expected a JSON object"))
+		return
+	}
+	if _, err := mango.Parse(req.Selector); err != nil {
+		writeError(d.w, &hooks.Error{Status: 400, Err: "invalid_operator", Reason: err.Error()})
+		return
+	}
+	if _, herr := parseSort(req.Sort); herr != nil {
+		writeError(d.w, herr)
+		return
+	}
+	limit := 25
+	if req.Limit != nil {
+		limit = *req.Limit
+	}
+	var fields any = "all_fields"
+	if len(req.Fields) > 0 {
+		fields = req.Fields
+	}
+	sortOpt := map[string]any{}
+	for _, s := range req.Sort {
+		switch x := s.(type) {
+		case string:
+			sortOpt[x] = "asc"
+		case map[string]any:
+			for k, v := range x {
+				sortOpt[k] = v
+			}
+		}
+	}
+	writeJSON(d.w, 200, map[string]any{
+		"dbname":      d.name,
+		"index":       allDocsIndex,
+		"partitioned": false,
+		"selector":    json.RawMessage(req.Selector),
+		"opts": map[string]any{"use_index": []any{}, "bookmark": "nil", "limit": limit, "skip": req.Skip,
+			"sort": sortOpt, "fields": fields, "partition": "", "r": []int{49}, "conflicts": req.Conflicts,
+			"stale": false, "update": true, "stable": false, "execution_stats": req.ExecutionStats},
+		"limit":  limit,
+		"skip":   req.Skip,
+		"fields": fields,
+		"range":  nil,
+	})
+}
+
 // indexes serves GET /{db}/_index: only the built-in _all_docs index.
 func (s *Server) indexes(d *dbReq) {
 	if d.r.Method != "GET" && d.r.Method != "HEAD" {

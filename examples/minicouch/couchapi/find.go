@@ -91,32 +91,35 @@ func project(doc map[string]any, fields []string) map[string]any {
 	return out
 }
 
-// find serves POST /{db}/_find by scanning every doc (minicouch keeps no
-// Mango indexes; sorting is done in memory).
-func (s *Server) find(d *dbReq) {
+// readFindRequest reads and checks a _find or _explain body.
+func readFindRequest(d *dbReq) (findRequest, *mango.Selector, []sortField, *hooks.Error) {
 	var req findRequest
 	if herr := readJSONRequest(d.r, &req); herr != nil {
-		writeError(d.w, herr)
-		return
+		return req, nil, nil, herr
 	}
 	if len(req.Selector) == 0 {
-		writeError(d.w, &hooks.Error{Status: 400, Err: "missing_required_key", Reason: "Missing required key: selector"})
-		return
+		return req, nil, nil, &hooks.Error{Status: 400, Err: "missing_required_key", Reason: "Missing required key: selector"}
 	}
 	if t := bytes.TrimSpace(req.Selector); len(t) == 0 || t[0] != '{' {
-		writeError(d.w, badRequest("Selector error: expected a JSON object"))
-		return
+		return req, nil, nil, badRequest("Selector error: expected a JSON object")
 	}
 	sel, err := mango.Parse(req.Selector)
 	if err != nil {
-		writeError(d.w, &hooks.Error{Status: 400, Err: "invalid_operator", Reason: err.Error()})
-		return
+		return req, nil, nil, &hooks.Error{Status: 400, Err: "invalid_operator", Reason: err.Error()}
 	}
 	sorts, herr := parseSort(req.Sort)
+	return req, sel, sorts, herr
+}
+
+// find serves POST /{db}/_find by scanning every doc (minicouch keeps no
+// Mango indexes; sorting is done in memory).
+func (s *Server) find(d *dbReq) {
+	req, sel, sorts, herr := readFindRequest(d)
 	if herr != nil {
 		writeError(d.w, herr)
 		return
 	}
+	var err error
 	limit := 25
 	if req.Limit != nil {
 		limit = *req.Limit
@@ -194,24 +197,8 @@ var allDocsIndex = map[string]any{"ddoc": nil, "name": "_all_docs", "type": "spe
 // explain serves POST /{db}/_explain: the plan _find follows for the same
 // body, as CouchDB shows it. minicouch's plan is always the _all_docs scan.
 func (s *Server) explain(d *dbReq) {
-	var req findRequest
-	if herr := readJSONRequest(d.r, &req); herr != nil {
-		writeError(d.w, herr)
-		return
-	}
-	if len(req.Selector) == 0 {
-		writeError(d.w, &hooks.Error{Status: 400, Err: "missing_required_key", Reason: "Missing required key: selector"})
-		return
-	}
-	if t := bytes.TrimSpace(req.Selector); t[0] != '{' {
-		writeError(d.w, badRequest("Selector error: expected a JSON object"))
-		return
-	}
-	if _, err := mango.Parse(req.Selector); err != nil {
-		writeError(d.w, &hooks.Error{Status: 400, Err: "invalid_operator", Reason: err.Error()})
-		return
-	}
-	if _, herr := parseSort(req.Sort); herr != nil {
+	req, _, _, herr := readFindRequest(d)
+	if herr != nil {
 		writeError(d.w, herr)
 		return
 	}

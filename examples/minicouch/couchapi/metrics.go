@@ -11,6 +11,7 @@ import (
 	"github.com/couchepi/couchepi/hooks"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 )
 
@@ -104,17 +105,24 @@ func (s *Server) handlePrometheus(q *request) {
 	s.writePrometheus(q.w, q.r)
 }
 
-// writePrometheus writes the gathered metrics.
-func (s *Server) writePrometheus(w http.ResponseWriter, r *http.Request) {
+// gather collects minicouch's metric families and, through the plugin
+// host, the host's and every plugin's. What was gathered is returned even
+// when a plugin failed: one must not blank the rest.
+func (s *Server) gather() []*dto.MetricFamily {
 	gatherers := prometheus.Gatherers{s.mx.reg}
 	if g, ok := s.hooks.(interface{ Gatherer() prometheus.Gatherer }); ok {
 		gatherers = append(gatherers, g.Gatherer())
 	}
 	mfs, err := gatherers.Gather()
 	if err != nil {
-		// Serve what was gathered; one failing plugin must not blank the rest.
 		s.log.Warn("gathering metrics", "error", err)
 	}
+	return mfs
+}
+
+// writePrometheus writes the gathered metrics.
+func (s *Server) writePrometheus(w http.ResponseWriter, r *http.Request) {
+	mfs := s.gather()
 	w.Header().Set("Content-Type", PrometheusContentType)
 	w.WriteHeader(http.StatusOK)
 	if r.Method == http.MethodHead {

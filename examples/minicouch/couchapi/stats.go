@@ -10,7 +10,6 @@ import (
 
 	"github.com/couchepi/couchepi/examples/minicouch/auth"
 	"github.com/couchepi/couchepi/hooks"
-	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
 
@@ -109,7 +108,7 @@ func (s *Server) handleStats(q *request, path []string) {
 		writeError(q.w, err)
 		return
 	}
-	tree := s.statsTree(q)
+	tree := s.statsTree()
 	var node any = tree
 	for _, p := range path {
 		m, ok := node.(map[string]any)
@@ -123,17 +122,9 @@ func (s *Server) handleStats(q *request, path []string) {
 }
 
 // statsTree builds the whole tree from the gathered metric families.
-func (s *Server) statsTree(q *request) map[string]any {
-	gatherers := prometheus.Gatherers{s.mx.reg}
-	if g, ok := s.hooks.(interface{ Gatherer() prometheus.Gatherer }); ok {
-		gatherers = append(gatherers, g.Gatherer())
-	}
-	mfs, err := gatherers.Gather()
-	if err != nil {
-		s.log.Warn("gathering stats", "error", err)
-	}
+func (s *Server) statsTree() map[string]any {
 	families := map[string]*dto.MetricFamily{}
-	for _, mf := range mfs {
+	for _, mf := range s.gather() {
 		families[mf.GetName()] = mf
 	}
 	tree := map[string]any{}

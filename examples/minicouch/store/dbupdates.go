@@ -3,16 +3,23 @@ package store
 import (
 	"context"
 	"encoding/binary"
+	"errors"
+	"sort"
 	"sync"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
 
 // The store keeps a feed of database events for _db_updates, as CouchDB's
 // _global_changes does: one entry per database, its newest event (created,
-// updated or deleted), in the order of a store-wide sequence. An event is
-// written in the same transaction as the change it reports, so the feed
-// and the databases never disagree, across restarts included.
+// updated or deleted), in the order of a store-wide sequence. Creations and
+// deletions are written in the transaction that makes them. Updates are
+// coalesced: a write marks its database, and the marks are written in one
+// transaction when the feed is read or at most dbUpdatesDelay later (as
+// CouchDB buffers its global changes), so the single-doc write path touches
+// no feed pages. A crash can lose the marks of the last dbUpdatesDelay,
+// never an entry once written.
 
 var (
 	bucketDBUpdates    = []byte("db_updates")      // seq (8 bytes, big-endian) -> type byte + db name
@@ -29,10 +36,54 @@ type DBUpdate struct {
 
 var dbUpdateTypes = []string{"created", "updated", "deleted"}
 
-// dbUpdatesFeed wakes the waiters of the feed.
+// dbUpdatesDelay bounds how long an update waits to be written to the feed.
+const dbUpdatesDelay = 100 * time.Millisecond
+
+// dbUpdatesFeed wakes the waiters of the feed and holds the databases
+// updated since the feed was last written.
 type dbUpdatesFeed struct {
-	mu     sync.Mutex
-	notify chan struct{}
+	mu      sync.Mutex
+	notify  chan struct{}
+	pending map[string]bool
+	timer   *time.Timer // writes the pending marks; nil when none is set
+}
+
+// mark notes an update of db, to be written to the feed by flush, which
+// it schedules.
+func (f *dbUpdatesFeed) mark(db string, flush func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.pending == nil {
+		f.pending = map[string]bool{}
+	}
+	f.pending[db] = true
+	if f.timer == nil {
+		f.timer = time.AfterFunc(dbUpdatesDelay, flush)
+	}
+}
+
+// take returns and clears the pending marks.
+func (f *dbUpdatesFeed) take() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.timer != nil {
+		f.timer.Stop()
+		f.timer = nil
+	}
+	out := make([]string, 0, len(f.pending))
+	for db := range f.pending {
+		out = append(out, db)
+	}
+	f.pending = nil
+	return out
+}
+
+// forget drops a pending mark of db (it is being created or deleted: that
+// event supersedes the update).
+func (f *dbUpdatesFeed) forget(db string) {
+	f.mu.Lock()
+	delete(f.pending, db)
+	f.mu.Unlock()
 }
 
 func (f *dbUpdatesFeed) wake() {
@@ -86,8 +137,41 @@ func recordDBUpdate(tx *bolt.Tx, db string, typ byte) error {
 	return feed.Put(key, append([]byte{typ}, db...))
 }
 
+// markDBUpdate notes that db changed (called inside its write transaction;
+// a rolled-back write leaves a harmless extra "updated").
+func (s *Store) markDBUpdate(db string) { s.updates.mark(db, s.flushDBUpdates) }
+
+// flushDBUpdates writes the pending update marks to the feed.
+func (s *Store) flushDBUpdates() {
+	dbs := s.updates.take()
+	if len(dbs) == 0 {
+		return
+	}
+	sort.Strings(dbs)
+	err := s.w.do(context.Background(), func(tx *bolt.Tx) error {
+		root := tx.Bucket(bucketDBs)
+		for _, db := range dbs {
+			if root.Bucket([]byte(db)) == nil {
+				continue // deleted meanwhile: its event is "deleted"
+			}
+			if err := recordDBUpdate(tx, db, 1); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		if !errors.Is(err, errClosed) {
+			s.log.Warn("writing _db_updates entries", "dbs", len(dbs), "error", err)
+		}
+		return
+	}
+	s.updates.wake()
+}
+
 // DBUpdatesSeq is the sequence of the newest database event.
 func (s *Store) DBUpdatesSeq() uint64 {
+	s.flushDBUpdates()
 	var seq uint64
 	s.bolt.View(func(tx *bolt.Tx) error {
 		if v := tx.Bucket(bucketDBUpdateLast).Get(keyLastSeq); len(v) == 8 {
@@ -101,6 +185,7 @@ func (s *Store) DBUpdatesSeq() uint64 {
 // DBUpdates calls fn with the newest event of every database whose event
 // came after since, in sequence order, at most limit (0 = all).
 func (s *Store) DBUpdates(since uint64, limit int, fn func(DBUpdate) error) error {
+	s.flushDBUpdates()
 	var out []DBUpdate
 	err := s.bolt.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketDBUpdates).Cursor()

@@ -242,7 +242,7 @@ func (db *DB) editAttachments(ctx context.Context, id, rev string, p *pendingDoc
 		if err != nil {
 			return err
 		}
-		tc = txCounters{db: db.name}
+		tc = txCounters{db: db.name, store: db.s}
 		if p != nil {
 			p.linked = false
 		}

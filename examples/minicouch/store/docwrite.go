@@ -134,7 +134,7 @@ func (db *DB) bulkDocs(ctx context.Context, docs []*Doc, newEdits bool) ([]BulkR
 		if err != nil {
 			return err
 		}
-		tc = txCounters{db: db.name, arena: arena}
+		tc = txCounters{db: db.name, store: db.s, arena: arena}
 		for i := range prep {
 			prep[i].linked = false
 			res, err := db.applyDoc(b, &prep[i], newEdits, &tc)
@@ -510,6 +510,7 @@ func (db *DB) commitRevs(b *bolt.Bucket, id string, before docState, rec *docRec
 // update sequence and counter changes, written once by flush.
 type txCounters struct {
 	db                           string // the database written, for its _db_updates entry
+	store                        *Store
 	loaded                       bool
 	seq                          uint64 // last seq assigned (0 = none yet)
 	docs, dels, active, external int64
@@ -537,8 +538,8 @@ func (tc *txCounters) flush(b *bolt.Bucket) error {
 	if err := putU64(meta, metaSeq, tc.seq); err != nil {
 		return err
 	}
-	if err := recordDBUpdate(b.Tx(), tc.db, 1); err != nil {
-		return err
+	if tc.store != nil {
+		tc.store.markDBUpdate(tc.db)
 	}
 	for _, c := range []struct {
 		k []byte

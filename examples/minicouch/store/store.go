@@ -109,6 +109,7 @@ func (s *Store) Path() string { return s.path }
 
 // Close waits for queued writes, then closes the file.
 func (s *Store) Close() error {
+	s.flushDBUpdates()
 	s.w.stop()
 	s.mu.Lock()
 	for _, db := range s.dbs {
@@ -153,6 +154,7 @@ func (s *Store) CreateDB(name string) (*DB, error) {
 		if err := m.Put(metaRevsLimit, u64(defaultRevsLimit)); err != nil {
 			return err
 		}
+		s.updates.forget(name)
 		return recordDBUpdate(tx, name, 0)
 	})
 	if err != nil {
@@ -181,6 +183,7 @@ func (s *Store) DeleteDB(name string) error {
 		if err != nil {
 			return err
 		}
+		s.updates.forget(name)
 		return recordDBUpdate(tx, name, 2)
 	})
 	if err != nil {

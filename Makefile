@@ -51,9 +51,10 @@ test: build interop-deps
 	$(MAKE) fuzz FUZZTIME=20000x
 	$(MAKE) test-browser
 
-# The modules of their own under examples/: a standalone plugin (built and
-# loaded by docs/plugins_test.go) and kivik's x/server with the host.
-MODULES := examples/greeter examples/kivikserver
+# The modules of their own: a standalone plugin (built and loaded by
+# docs/plugins_test.go), kivik's x/server with the host, and a round trip
+# through minicouch with kivik's client.
+MODULES := examples/greeter examples/kivikserver test/kivik
 test-modules:
 	for m in $(MODULES); do (cd $$m && $(GO) vet ./... && $(GO) test -count=1 -race -timeout 10m ./...) || exit 1; done
 

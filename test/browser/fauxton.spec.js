@@ -238,6 +238,20 @@ async function main() {
       return r.status === 200;
     });
   });
+  await step(page, 'continuous-row-before-reload', async () => {
+    // Fauxton shows the activity page after "Start Replication"; the new
+    // row must show a state and a start time without a reload (issue 14).
+    let seen = '';
+    await waitFor(`replication ${CONTINUOUS_ID} listed with a state before any reload`, async () => {
+      if (!page.url().includes('#/replication')) throw new Error(`still at ${page.url()}`);
+      seen = await rowState(page, CONTINUOUS_ID);
+      if (seen === '' || seen === '?') throw new Error(`state is "${seen}"`);
+      const row = page.locator('tr.replication__table-row', { has: page.locator(`a[href="#/database/_replicator/${CONTINUOUS_ID}"]`) });
+      const started = (await row.first().locator('td').nth(3).innerText()).trim();
+      if (!/\d/.test(started)) throw new Error(`start time is "${started}"`);
+      return true;
+    }, 15000);
+  });
   await step(page, 'continuous-running', async () => {
     await waitForRowState(page, CONTINUOUS_ID, 'running');
   });

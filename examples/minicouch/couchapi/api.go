@@ -58,6 +58,7 @@ type Options struct {
 
 // Server is minicouch's HTTP handler. It also implements hooks.Services.
 type Server struct {
+	mango   mangoIndexes // built Mango indexes
 	store   *store.Store
 	cfg     *config.Config
 	auth    *auth.Authenticator

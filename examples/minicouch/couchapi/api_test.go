@@ -495,12 +495,13 @@ func TestFindAndDBsInfo(t *testing.T) {
 	runSteps(t, ts.URL, []step{
 		{name: "db", method: "PUT", path: "/db", status: 201},
 		{name: "docs", method: "POST", path: "/db/_bulk_docs", body: `{"docs":[{"_id":"a","n":3,"t":"x","o":{"p":1}},{"_id":"b","n":1,"t":"y"},{"_id":"c","n":2,"t":"x"}]}`, status: 201},
-		{name: "find", method: "POST", path: "/db/_find", body: `{"selector":{"t":"x"},"fields":["_id","n"],"sort":[{"n":"asc"}]}`, status: 200,
-			want: `{"docs":[{"_id":"c","n":2},{"_id":"a","n":3}],"bookmark":"nil","warning":"No matching index found, create an index to optimize query time."}`},
+		{name: "sorting needs an index", method: "POST", path: "/db/_index", body: `{"index":{"fields":["n"]}}`, status: 200, has: []string{`"result":"created"`}},
+		{name: "find", method: "POST", path: "/db/_find", body: `{"selector":{"t":"x","n":{"$gt":null}},"fields":["_id","n"],"sort":[{"n":"asc"}]}`, status: 200,
+			want: `{"docs":[{"_id":"c","n":2},{"_id":"a","n":3}],"bookmark":"nil"}`},
 		{name: "find nested field", method: "POST", path: "/db/_find", body: `{"selector":{"o.p":{"$gte":1}},"fields":["o.p"]}`, status: 200, has: []string{`"docs":[{"o":{"p":1}}]`}},
 		{name: "find limit", method: "POST", path: "/db/_find", body: `{"selector":{"n":{"$gt":0}},"limit":1,"skip":1,"sort":["n"]}`, status: 200, has: []string{`"_id":"c"`}},
 		{name: "find no selector", method: "POST", path: "/db/_find", body: `{}`, status: 400, want: `{"error":"missing_required_key","reason":"Missing required key: selector"}`},
-		{name: "index", method: "GET", path: "/db/_index", status: 200, has: []string{`"name":"_all_docs"`}},
+		{name: "index", method: "GET", path: "/db/_index", status: 200, has: []string{`"name":"_all_docs"`, `"fields":[{"n":"asc"}]`}},
 		{name: "dbs_info", method: "POST", path: "/_dbs_info", body: `{"keys":["db","nope"]}`, status: 200, has: []string{`"key":"db","info":{`, `{"key":"nope","error":"not_found"}`}},
 	})
 }

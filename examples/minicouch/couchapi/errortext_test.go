@@ -145,8 +145,9 @@ func TestExplain(t *testing.T) {
 				`"selector":{"_id":{"$gt":null}},"opts":{"use_index":[],"bookmark":"nil","limit":25,"skip":0,"sort":{},"fields":"all_fields",` +
 				`"partition":"","r":[49],"conflicts":false,"stale":false,"update":true,"stable":false,"execution_stats":false},` +
 				`"limit":25,"skip":0,"fields":"all_fields","range":null}`},
-		{name: "with options", method: "POST", path: "/db/_explain", body: `{"selector":{"a":1},"fields":["a"],"sort":["a"],"limit":3,"skip":1}`, status: 200,
-			has: []string{`"fields":["a"]`, `"sort":{"a":"asc"}`, `"limit":3`, `"skip":1`}},
+		{name: "with options", method: "POST", path: "/db/_explain", body: `{"selector":{"a":1},"fields":["a"],"sort":["_id"],"limit":3,"skip":1}`, status: 200,
+			has: []string{`"fields":["a"]`, `"sort":{"_id":"asc"}`, `"limit":3`, `"skip":1`}},
+		{name: "a sort no index serves", method: "POST", path: "/db/_explain", body: `{"selector":{"a":1},"sort":["a"]}`, status: 400, has: []string{`no_usable_index`}},
 		{name: "no selector", method: "POST", path: "/db/_explain", body: `{}`, status: 400, has: []string{"missing_required_key"}},
 		{name: "GET", method: "GET", path: "/db/_explain", status: 405},
 	})

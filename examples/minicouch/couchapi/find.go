@@ -20,6 +20,7 @@ type findRequest struct {
 	Skip           int             `json:"skip"`
 	Conflicts      bool            `json:"conflicts"`
 	ExecutionStats bool            `json:"execution_stats"`
+	UseIndex       json.RawMessage `json:"use_index"`
 }
 
 // sortField is one `sort` entry: a field path and its direction.
@@ -111,59 +112,105 @@ func readFindRequest(d *dbReq) (findRequest, *mango.Selector, []sortField, *hook
 	return req, sel, sorts, herr
 }
 
-// find serves POST /{db}/_find by scanning every doc (minicouch keeps no
-// Mango indexes; sorting is done in memory).
+// find serves POST /{db}/_find: through the json index chooseIndex picks
+// (its entries in key order, each doc read and matched against the whole
+// selector), or by scanning _all_docs.
 func (s *Server) find(d *dbReq) {
 	req, sel, sorts, herr := readFindRequest(d)
 	if herr != nil {
 		writeError(d.w, herr)
 		return
 	}
-	var err error
+	defs, err := s.indexDefs(d)
+	if err != nil {
+		writeError(d.w, err)
+		return
+	}
+	idx, warning := chooseIndex(defs, sel, sorts, useIndexOf(req.UseIndex))
+	if idx == nil && len(sorts) > 0 && !sortByIDOnly(sorts) {
+		writeError(d.w, errNoIndexForSort)
+		return
+	}
 	limit := 25
 	if req.Limit != nil {
 		limit = *req.Limit
 	}
 	var docs []map[string]any
-	examined := 0
-	_, err = d.db.AllDocs(d.ctx(), store.AllDocsOptions{}, func(r store.AllDocsRow) error {
-		if strings.HasPrefix(r.ID, store.DesignPrefix) {
-			return nil
-		}
-		doc, err := d.db.Get(d.ctx(), r.ID, store.GetOptions{Conflicts: req.Conflicts})
+	examined, keys := 0, 0
+	// take reads, matches and keeps one doc; false once enough are kept
+	// for an unsorted (or index-ordered) answer.
+	ordered := idx != nil || len(sorts) == 0
+	take := func(id string) (bool, error) {
+		doc, err := d.db.Get(d.ctx(), id, store.GetOptions{Conflicts: req.Conflicts})
 		if err != nil {
-			return nil
+			return true, nil
 		}
 		body, err := s.renderDoc(d, doc, false)
 		if err != nil {
-			return err
+			return false, err
 		}
 		examined++
 		var m map[string]any
 		if json.Unmarshal(body, &m) != nil || !sel.Match(m) {
-			return nil
+			return true, nil
 		}
 		docs = append(docs, m)
-		if len(sorts) == 0 && len(docs) >= req.Skip+limit {
-			return store.ErrStop
-		}
-		return nil
-	})
-	if err != nil && err != store.ErrStop {
-		writeError(d.w, err)
-		return
+		return !(ordered && limit >= 0 && len(docs) >= req.Skip+limit), nil
 	}
-	if len(sorts) > 0 {
-		sort.SliceStable(docs, func(i, j int) bool {
-			for _, sf := range sorts {
-				a, _ := fieldValue(docs[i], sf.path)
-				b, _ := fieldValue(docs[j], sf.path)
-				if c := mango.Compare(a, b); c != 0 {
-					return (c < 0) != sf.desc
-				}
+	if idx != nil {
+		b, err := s.mango.builtFor(d.db, *idx)
+		if err != nil {
+			writeError(d.w, err)
+			return
+		}
+		var ids []string
+		b.mu.Lock()
+		err = s.catchUp(d.ctx(), d, b)
+		r, _ := sel.FieldRange(idx.Fields[0])
+		b.idx.Scan(r, len(sorts) > 0 && sorts[0].desc, func(id string) bool { ids = append(ids, id); return true })
+		b.mu.Unlock()
+		if err != nil {
+			writeError(d.w, err)
+			return
+		}
+		for _, id := range ids {
+			keys++
+			more, err := take(id)
+			if err != nil {
+				writeError(d.w, err)
+				return
 			}
-			return false
+			if !more {
+				break
+			}
+		}
+	} else {
+		_, err = d.db.AllDocs(d.ctx(), store.AllDocsOptions{}, func(r store.AllDocsRow) error {
+			if strings.HasPrefix(r.ID, store.DesignPrefix) {
+				return nil
+			}
+			more, err := take(r.ID)
+			if err == nil && !more {
+				return store.ErrStop
+			}
+			return err
 		})
+		if err != nil && err != store.ErrStop {
+			writeError(d.w, err)
+			return
+		}
+		if len(sorts) > 0 { // by _id only (checked above)
+			sort.SliceStable(docs, func(i, j int) bool {
+				for _, sf := range sorts {
+					a, _ := fieldValue(docs[i], sf.path)
+					b, _ := fieldValue(docs[j], sf.path)
+					if c := mango.Compare(a, b); c != 0 {
+						return (c < 0) != sf.desc
+					}
+				}
+				return false
+			})
+		}
 	}
 	if req.Skip >= len(docs) {
 		docs = nil
@@ -177,13 +224,15 @@ func (s *Server) find(d *dbReq) {
 	for _, m := range docs {
 		outDocs = append(outDocs, project(m, req.Fields))
 	}
-	out := map[string]any{
-		"docs":     outDocs,
-		"bookmark": "nil",
-		"warning":  "No matching index found, create an index to optimize query time.",
+	out := map[string]any{"docs": outDocs, "bookmark": "nil"}
+	if idx == nil {
+		warning = strings.TrimPrefix(warning+"\nNo matching index found, create an index to optimize query time.", "\n")
+	}
+	if warning != "" {
+		out["warning"] = warning
 	}
 	if req.ExecutionStats {
-		out["execution_stats"] = map[string]any{"total_keys_examined": 0, "total_docs_examined": examined,
+		out["execution_stats"] = map[string]any{"total_keys_examined": keys, "total_docs_examined": examined,
 			"total_quorum_docs_examined": 0, "results_returned": len(outDocs), "execution_time_ms": 0}
 	}
 	writeJSON(d.w, 200, out)
@@ -197,10 +246,27 @@ var allDocsIndex = map[string]any{"ddoc": nil, "name": "_all_docs", "type": "spe
 // explain serves POST /{db}/_explain: the plan _find follows for the same
 // body, as CouchDB shows it. minicouch's plan is always the _all_docs scan.
 func (s *Server) explain(d *dbReq) {
-	req, _, _, herr := readFindRequest(d)
+	req, sel, sorts, herr := readFindRequest(d)
 	if herr != nil {
 		writeError(d.w, herr)
 		return
+	}
+	defs, err := s.indexDefs(d)
+	if err != nil {
+		writeError(d.w, err)
+		return
+	}
+	useIndex := useIndexOf(req.UseIndex)
+	var index any = allDocsIndex
+	if idx, _ := chooseIndex(defs, sel, sorts, useIndex); idx != nil {
+		index = idx.jsonView()
+	} else if len(sorts) > 0 && !sortByIDOnly(sorts) {
+		writeError(d.w, errNoIndexForSort)
+		return
+	}
+	useOpt := []any{}
+	for _, u := range useIndex {
+		useOpt = append(useOpt, u)
 	}
 	limit := 25
 	if req.Limit != nil {
@@ -223,10 +289,10 @@ func (s *Server) explain(d *dbReq) {
 	}
 	writeJSON(d.w, 200, map[string]any{
 		"dbname":      d.name,
-		"index":       allDocsIndex,
+		"index":       index,
 		"partitioned": false,
 		"selector":    json.RawMessage(req.Selector),
-		"opts": map[string]any{"use_index": []any{}, "bookmark": "nil", "limit": limit, "skip": req.Skip,
+		"opts": map[string]any{"use_index": useOpt, "bookmark": "nil", "limit": limit, "skip": req.Skip,
 			"sort": sortOpt, "fields": fields, "partition": "", "r": []int{49}, "conflicts": req.Conflicts,
 			"stale": false, "update": true, "stable": false, "execution_stats": req.ExecutionStats},
 		"limit":  limit,
@@ -236,13 +302,40 @@ func (s *Server) explain(d *dbReq) {
 	})
 }
 
-// indexes serves GET /{db}/_index: only the built-in _all_docs index.
+// indexes serves /{db}/_index: GET lists the _all_docs index and the
+// json indexes, POST creates one, DELETE …/{ddoc}/json/{name} removes one.
 func (s *Server) indexes(d *dbReq) {
-	if d.r.Method != "GET" && d.r.Method != "HEAD" {
-		writeError(d.w, &hooks.Error{Status: 501, Err: "not_implemented", Reason: "minicouch keeps no Mango indexes; _find scans every document"})
+	rest := d.segs[2:]
+	if len(rest) == 0 {
+		switch d.r.Method {
+		case "GET", "HEAD":
+			defs, err := s.indexDefs(d)
+			if err != nil {
+				writeError(d.w, err)
+				return
+			}
+			list := []any{allDocsIndex}
+			for _, x := range defs {
+				list = append(list, x.jsonView())
+			}
+			writeJSON(d.w, 200, map[string]any{"total_rows": len(list), "indexes": list})
+		case "POST":
+			s.createIndex(d)
+		default:
+			writeError(d.w, methodNotAllowed("GET,HEAD,POST"))
+		}
 		return
 	}
-	writeRawJSON(d.w, 200, []byte(`{"total_rows":1,"indexes":[{"ddoc":null,"name":"_all_docs","type":"special","def":{"fields":[{"_id":"asc"}]}}]}`))
+	// {ddoc}/json/{name}, where ddoc may be "_design/x".
+	if n := len(rest); n >= 3 && rest[n-2] == "json" {
+		if d.r.Method != "DELETE" {
+			writeError(d.w, methodNotAllowed("DELETE"))
+			return
+		}
+		s.deleteIndex(d, strings.Join(rest[:n-2], "/"), rest[n-1])
+		return
+	}
+	writeError(d.w, hooks.NotFound("missing"))
 }
 
 // dbsInfo serves GET /_dbs_info and POST /_dbs_info {"keys":[…]}.

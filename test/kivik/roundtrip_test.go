@@ -107,20 +107,30 @@ func TestKivikRoundTrip(t *testing.T) {
 		t.Errorf("get d3: %+v %v", doc, err)
 	}
 
-	rows := db.Find(ctx, map[string]any{"selector": map[string]any{"n": map[string]any{"$gte": 3}}})
-	found := 0
-	for rows.Next() {
-		found++
+	if err := db.CreateIndex(ctx, "by-n", "n", map[string]any{"fields": []string{"n"}}); err != nil {
+		t.Fatalf("create index: %v", err)
 	}
-	if err := rows.Err(); err != nil || found != 3 {
-		t.Errorf("_find: %d rows, %v", found, err)
+	rows := db.Find(ctx, map[string]any{"selector": map[string]any{"n": map[string]any{"$gte": 3}}, "sort": []string{"n"}})
+	var ns []int
+	for rows.Next() {
+		var d struct {
+			N int `json:"n"`
+		}
+		rows.ScanDoc(&d)
+		ns = append(ns, d.N)
+	}
+	if err := rows.Err(); err != nil || fmt.Sprint(ns) != "[3 4 10]" {
+		t.Errorf("_find through the index: %v, %v", ns, err)
+	}
+	if meta, err := rows.Metadata(); err != nil || meta.Warning != "" {
+		t.Errorf("_find did not use the index: %+v %v", meta, err)
 	}
 	changes := db.Changes(ctx)
 	seen := 0
 	for changes.Next() {
 		seen++
 	}
-	if err := changes.Err(); err != nil || seen != 6 {
+	if err := changes.Err(); err != nil || seen != 7 { // six docs and the index's design doc
 		t.Errorf("_changes: %d rows, %v", seen, err)
 	}
 
@@ -153,7 +163,7 @@ func TestKivikRoundTrip(t *testing.T) {
 		t.Errorf("replicated attachment: %q", body)
 	}
 	stats, err := copied.Stats(ctx)
-	if err != nil || stats.DocCount != 6 {
+	if err != nil || stats.DocCount != 7 {
 		t.Errorf("replicated db: %+v %v", stats, err)
 	}
 

@@ -460,3 +460,37 @@ func TestBatchedEvents(t *testing.T) {
 		t.Fatalf("stored position %+v, want seq 2500", pos)
 	}
 }
+
+// TestSettle: Settle waits while a replicator db has writes the frontend
+// has not made jobs of, and returns at once when it has.
+func TestSettle(t *testing.T) {
+	fx := newFixture(t)
+	if !fx.f.Settle(fx.ctx, time.Second) {
+		t.Fatal("an empty replicator db is not settled")
+	}
+	fx.write("_replicator", "r1", doc("r1", "t1", ""))
+	if !fx.f.Settle(fx.ctx, time.Second) {
+		t.Fatal("not settled after the write's event was applied")
+	}
+	// A write whose event has not reached the frontend yet.
+	ev := fx.svc.put("_replicator", "r2", []byte(doc("r2", "t2", "")))
+	start := time.Now()
+	if fx.f.Settle(fx.ctx, 100*time.Millisecond) {
+		t.Fatal("settled although r2 is not a job")
+	}
+	if waited := time.Since(start); waited < 100*time.Millisecond {
+		t.Fatalf("gave up after %v, not the 100ms asked", waited)
+	}
+	done := make(chan bool)
+	go func() { done <- fx.f.Settle(fx.ctx, 5*time.Second) }()
+	time.Sleep(30 * time.Millisecond)
+	if err := fx.f.AfterDocWrite(fx.ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	if !<-done {
+		t.Fatal("Settle did not see the event applied")
+	}
+	if fx.jobs()[parse.PersistentJobID("uuid1", "r2")] == nil {
+		t.Fatal("no job for r2")
+	}
+}

@@ -37,6 +37,10 @@ type Source interface {
 // Handler serves `GET /_scheduler/jobs[/{id}]` and `GET /_scheduler/docs[/{db}[/{docid}]]`.
 type Handler struct {
 	src Source
+	// Settle, when set, runs before an answer is read: it waits (briefly)
+	// until writes to replicator dbs made before the request are jobs, so
+	// a client sees its own writes.
+	Settle func(ctx context.Context)
 }
 
 // New returns a handler reading job records from src.
@@ -72,6 +76,9 @@ func (h *Handler) serve(r *http.Request, admin bool) (any, error) {
 	}
 	kind, rest, _ := strings.Cut(rest, "/")
 	ctx := r.Context()
+	if h.Settle != nil {
+		h.Settle(ctx)
+	}
 	switch kind {
 	case "jobs":
 		if rest != "" {

@@ -216,6 +216,10 @@ func (p *replicator) start(ctx context.Context, host hooks.Services, stc storeCo
 	p.host, p.store, p.queue, p.pool, p.front, p.server = host, store, q, pool, front, server
 	p.recs = jobdata.Records{Q: q}
 	p.mon = monitor.New(p.recs)
+	if nt.apiFrontend {
+		// A doc written just before a _scheduler read is a job in it.
+		p.mon.Settle = func(ctx context.Context) { front.Settle(ctx, settleWait) }
+	}
 	p.stopMon, p.started = stopMon, true
 	p.mu.Unlock()
 	if nt.apiFrontend {
@@ -300,6 +304,10 @@ func (p *replicator) BeforeDocUpdate(ctx context.Context, db string, doc []byte,
 func (p *replicator) AfterDocRead(_ context.Context, _ string, doc []byte, user hooks.UserCtx) ([]byte, error) {
 	return frontend.AfterDocRead(doc, user), nil
 }
+
+// settleWait bounds how long a _scheduler read waits for earlier writes
+// to replicator dbs to become jobs.
+const settleWait = 2 * time.Second
 
 // withFrontend runs fn with the started frontend (errNotStarted before
 // Start); Stop waits for such calls to end before it closes the queue.

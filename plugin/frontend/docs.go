@@ -326,12 +326,8 @@ func (f *Frontend) StartCatchUp(ctx context.Context) error {
 			live[d.Name] = d.UUID
 		}
 	}
-	var known map[string]jobdata.DBSeq
-	if err := f.cfg.Queue.Transact(ctx, func(tx *jobs.Tx) error {
-		var err error
-		known, err = jobdata.DBSeqs(tx.KV())
-		return err
-	}); err != nil {
+	known, err := f.dbSeqs(ctx)
+	if err != nil {
 		return err
 	}
 	var errs []error
@@ -344,4 +340,15 @@ func (f *Frontend) StartCatchUp(ctx context.Context) error {
 		errs = append(errs, f.catchUp(ctx, db, uuid))
 	}
 	return errors.Join(errs...)
+}
+
+// dbSeqs returns the processed position of every replicator db.
+func (f *Frontend) dbSeqs(ctx context.Context) (map[string]jobdata.DBSeq, error) {
+	var known map[string]jobdata.DBSeq
+	err := f.cfg.Queue.Transact(ctx, func(tx *jobs.Tx) error {
+		var err error
+		known, err = jobdata.DBSeqs(tx.KV())
+		return err
+	})
+	return known, err
 }

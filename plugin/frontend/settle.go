@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/couchepi/couchepi/plugin/jobdata"
-	"github.com/couchepi/couchepi/plugin/jobs"
 )
 
 // The host hands doc writes to the frontend after the write has answered,
@@ -44,12 +43,8 @@ func (f *Frontend) settled(ctx context.Context) bool {
 	if err != nil {
 		return true
 	}
-	var known map[string]jobdata.DBSeq
-	if err := f.cfg.Queue.Transact(ctx, func(tx *jobs.Tx) error {
-		var err error
-		known, err = jobdata.DBSeqs(tx.KV())
-		return err
-	}); err != nil {
+	known, err := f.dbSeqs(ctx)
+	if err != nil {
 		return true
 	}
 	for _, d := range dbs {

@@ -53,18 +53,8 @@ func parseSort(list []any) ([]sortField, *hooks.Error) {
 	return out, nil
 }
 
-func fieldValue(doc any, path []string) (any, bool) {
-	for _, p := range path {
-		m, ok := doc.(map[string]any)
-		if !ok {
-			return nil, false
-		}
-		if doc, ok = m[p]; !ok {
-			return nil, false
-		}
-	}
-	return doc, true
-}
+// fieldValue is the value at a sort or projection path of a doc.
+func fieldValue(doc any, path []string) (any, bool) { return mango.Lookup(doc, path) }
 
 // project keeps only the requested fields of a doc.
 func project(doc map[string]any, fields []string) map[string]any {

@@ -281,17 +281,7 @@ func (s *Server) createIndex(d *dbReq) {
 			"options": map[string]any{"def": map[string]any{"fields": fields, "partial_filter_selector": partial}},
 		}
 		dd["views"] = views
-		raw, _ := jsonenc.Marshal(dd)
-		doc, herr := parseDocBody(raw)
-		if herr != nil {
-			writeError(d.w, herr)
-			return
-		}
-		res, err := s.writeDocs(d.ctx(), d.db, []*store.Doc{doc}, writeOpts{newEdits: true, user: d.user})
-		if err == nil && res[0].Err != nil {
-			err = res[0].Err
-		}
-		if err != nil {
+		if err := s.writeDesignDoc(d, dd); err != nil {
 			if he := asCouchError(err); he.Status == 409 {
 				continue // the design doc changed meanwhile: read it again
 			}
@@ -330,21 +320,26 @@ func (s *Server) deleteIndex(d *dbReq, ddoc, name string) {
 	if len(views) == 0 {
 		dd = map[string]any{"_id": ddoc, "_rev": cur.Rev, "_deleted": true}
 	}
+	if err := s.writeDesignDoc(d, dd); err != nil {
+		writeError(d.w, err)
+		return
+	}
+	writeJSON(d.w, 200, okJSON)
+}
+
+// writeDesignDoc writes an index design doc through the write path, as
+// the requesting user.
+func (s *Server) writeDesignDoc(d *dbReq, dd map[string]any) error {
 	raw, _ := jsonenc.Marshal(dd)
 	doc, herr := parseDocBody(raw)
 	if herr != nil {
-		writeError(d.w, herr)
-		return
+		return herr
 	}
 	res, err := s.writeDocs(d.ctx(), d.db, []*store.Doc{doc}, writeOpts{newEdits: true, user: d.user})
 	if err == nil && res[0].Err != nil {
 		err = res[0].Err
 	}
-	if err != nil {
-		writeError(d.w, err)
-		return
-	}
-	writeJSON(d.w, 200, okJSON)
+	return err
 }
 
 // chooseIndex picks the json index a query uses: the one use_index names

@@ -52,7 +52,7 @@ func (x *Index) Put(id string, doc map[string]any) {
 	x.Delete(id)
 	key := make([]any, len(x.paths))
 	for i, p := range x.paths {
-		v, ok := lookup(doc, p)
+		v, ok := Lookup(doc, p)
 		if !ok {
 			return
 		}
@@ -185,8 +185,9 @@ func (r *Range) upper(v any, incl bool) {
 	}
 }
 
-// lookup returns the value at path in doc.
-func lookup(doc any, path []string) (any, bool) {
+// Lookup returns the value at path (a field name split at its dots) in a
+// decoded document.
+func Lookup(doc any, path []string) (any, bool) {
 	for _, p := range path {
 		m, ok := doc.(map[string]any)
 		if !ok {

@@ -123,6 +123,12 @@ func loadClientCert(certFile, keyFile, password string) (tls.Certificate, error)
 		}
 		//lint:ignore SA1019 legacy PEM encryption is the one `password` can undo
 		der, err := x509.DecryptPEMBlock(block, []byte(password))
+		if err == nil && !parsesAsKey(der) {
+			// Legacy PEM encryption cannot always tell a wrong password
+			// (about 1 in 256 pass its padding check): the bytes it gives
+			// are then no key.
+			err = errors.New("not a key")
+		}
 		if err != nil {
 			return tls.Certificate{}, fmt.Errorf("[replicator] key_file %s could not be decrypted with `password`", keyFile)
 		}
@@ -133,4 +139,17 @@ func loadClientCert(certFile, keyFile, password string) (tls.Certificate, error)
 		return tls.Certificate{}, fmt.Errorf("[replicator] cert_file %s / key_file %s: %w", certFile, keyFile, err)
 	}
 	return cert, nil
+}
+
+// parsesAsKey reports whether der is a private key in one of the forms a
+// PEM key file holds (PKCS#1, SEC 1, PKCS#8).
+func parsesAsKey(der []byte) bool {
+	if _, err := x509.ParsePKCS1PrivateKey(der); err == nil {
+		return true
+	}
+	if _, err := x509.ParseECPrivateKey(der); err == nil {
+		return true
+	}
+	_, err := x509.ParsePKCS8PrivateKey(der)
+	return err == nil
 }

@@ -30,12 +30,18 @@ const (
 	AfterDBCreate Hook = "after_db_create"
 	// AfterDBDelete runs asynchronously after a db was deleted.
 	AfterDBDelete Hook = "after_db_delete"
+	// DBUpdated runs asynchronously after a write changed a db's update
+	// sequence (CouchDB's couch_event db_updated). It carries the db and
+	// its new update sequence, no document; the host coalesces the events
+	// of a db that wait for delivery into the newest one, so a plugin sees
+	// "db changed since you last looked", not every write.
+	DBUpdated Hook = "db_updated"
 )
 
 // All returns every hook, in a fixed order: the index of a hook in it is
 // stable across releases.
 func All() []Hook {
-	return []Hook{BeforeDocUpdate, AfterDocWrite, AfterDocRead, AfterDBCreate, AfterDBDelete}
+	return []Hook{BeforeDocUpdate, AfterDocWrite, AfterDocRead, AfterDBCreate, AfterDBDelete, DBUpdated}
 }
 
 // Valid reports whether h is one of the known hooks.

@@ -155,6 +155,24 @@ func (h *Host) dbEvent(hook hooks.Hook, db, uuid string) {
 	}
 }
 
+// DBUpdated queues db_updated for the plugins subscribed to db: a write
+// changed db's update sequence to seq. Call it after the write is durable,
+// for every write that moves the update sequence (not for _local docs). It
+// never blocks; a db's undelivered db_updated events are coalesced.
+func (h *Host) DBUpdated(db, seq string) {
+	entries := h.table.Load().hooks[hookIndex(hooks.DBUpdated)]
+	var msg *pb.Event
+	for k := range entries {
+		if !entries[k].match(db) {
+			continue
+		}
+		if msg == nil {
+			msg = &pb.Event{Hook: string(hooks.DBUpdated), Db: db, Seq: seq}
+		}
+		entries[k].m.enqueue(msg)
+	}
+}
+
 // ActiveTasks merges the _active_tasks entries of every live plugin.
 func (h *Host) ActiveTasks(ctx context.Context) []json.RawMessage {
 	h.mu.Lock()

@@ -104,6 +104,9 @@ func TestDispatchEveryHook(t *testing.T) {
 		s := stats(t, h)
 		return s.Calls["after_db_delete"]["a_guarded"] == 1 && s.Calls["after_db_create"]["a_guarded"] == 1
 	})
+	if n := stats(t, h).Calls["db_updated"]["a_guarded"]; n < 1 || n > int64(accepted) {
+		t.Errorf("db_updated reached the plugin %d times for %d writes", n, accepted)
+	}
 
 	// Subscription filtering: the unsubscribed db "plain" never reached the plugin.
 	s := stats(t, h)

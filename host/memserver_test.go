@@ -70,6 +70,7 @@ func (s *memServer) put(ctx context.Context, dbName string, doc []byte, user hoo
 		return "", err
 	}
 	s.host.AfterDocWrite(ev)
+	s.host.DBUpdated(ev.DB, ev.Seq)
 	return ev.Rev, nil
 }
 

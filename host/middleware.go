@@ -18,8 +18,9 @@ import (
 // plugins' routes ahead of the server's own, merges the plugins' tasks into
 // GET /_active_tasks, calls before_doc_update before the server sees a doc
 // write to a subscribed db (refusing it with the plugin's answer), and
-// sends after_doc_write, after_db_create and after_db_delete once the
-// server has answered a write with success.
+// sends after_doc_write, after_db_create, after_db_delete and db_updated
+// (with no sequence: the middleware does not see it) once the server has
+// answered a write with success.
 //
 // The doc writes it sees are PUT and DELETE /{db}/{docid} (design docs
 // included) and POST /{db}; _bulk_docs, COPY and attachment writes to a db
@@ -75,6 +76,15 @@ func (m *Middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	db := segs[0]
+	if changesDocs(r.Method, segs) && m.Host.Subscribed(hooks.DBUpdated, db) {
+		rec := &capture{ResponseWriter: w}
+		w = rec
+		defer func() {
+			if rec.status/100 == 2 {
+				m.Host.DBUpdated(db, "")
+			}
+		}()
+	}
 	switch {
 	case len(segs) == 1 && (r.Method == http.MethodPut || r.Method == http.MethodDelete):
 		m.dbWrite(w, r, db)
@@ -107,6 +117,24 @@ func (m *Middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		m.Next.ServeHTTP(w, r)
 	}
+}
+
+// changesDocs reports whether a request to a db path (segs) may change
+// the db's documents, and so its update sequence: doc and attachment
+// writes, POST /{db}, _bulk_docs and _purge. _local docs do not move the
+// update sequence.
+func changesDocs(method string, segs []string) bool {
+	switch {
+	case len(segs) == 1:
+		return method == http.MethodPost
+	case strings.HasPrefix(segs[1], "_local"):
+		return false
+	case len(segs) == 2 && (segs[1] == "_bulk_docs" || segs[1] == "_purge"):
+		return method == http.MethodPost
+	case strings.HasPrefix(segs[1], "_") && segs[1] != "_design":
+		return false
+	}
+	return method == http.MethodPut || method == http.MethodDelete || method == "COPY"
 }
 
 func (m *Middleware) user(r *http.Request) hooks.UserCtx {

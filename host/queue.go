@@ -3,11 +3,16 @@ package host
 import (
 	"sync"
 
+	"github.com/couchepi/couchepi/hooks"
 	pb "github.com/couchepi/couchepi/internal/hookspb"
 )
 
+// dbUpdated is the wire name of hooks.DBUpdated.
+const dbUpdated = string(hooks.DBUpdated)
+
 // eventQueue is one plugin's bounded queue of after_* events: a FIFO per db
-// (so per-db order holds) and a FIFO of dbs with events. When it is full, or
+// (so per-db order holds) and a FIFO of dbs with events. A db_updated event
+// replaces a db_updated event at the tail of its db's FIFO. When it is full, or
 // the plugin is down, a db's queued events are dropped and the db is marked
 // for CatchUp instead: nothing is lost silently.
 type eventQueue struct {
@@ -39,6 +44,11 @@ func (q *eventQueue) push(ev *pb.Event) {
 		return
 	}
 	evs, ok := q.dbs[db]
+	if n := len(evs); n > 0 && ev.GetHook() == dbUpdated && evs[n-1].GetHook() == dbUpdated {
+		// The newer db_updated says all the older one said.
+		evs[n-1] = ev
+		return
+	}
 	if !ok || len(evs) == 0 {
 		q.order = append(q.order, db)
 	}

@@ -16,7 +16,7 @@ type dispatchTable struct {
 }
 
 // numHooks is len(hooks.All()).
-const numHooks = 5
+const numHooks = 6
 
 // hookIndex maps a hook to its slot (its index in hooks.All()), -1 for an
 // unknown hook.
@@ -32,6 +32,8 @@ func hookIndex(h hooks.Hook) int {
 		return 3
 	case hooks.AfterDBDelete:
 		return 4
+	case hooks.DBUpdated:
+		return 5
 	}
 	return -1
 }

@@ -68,6 +68,13 @@ type DBWatcher interface {
 	AfterDBDelete(ctx context.Context, db, uuid string) error
 }
 
+// DBUpdateWatcher is implemented by plugins subscribing to db_updated: db's
+// update sequence moved to seq (undelivered events of a db are coalesced,
+// so one call may stand for many writes).
+type DBUpdateWatcher interface {
+	DBUpdated(ctx context.Context, db, seq string) error
+}
+
 // CatchUpper is implemented by plugins that receive after_* events: events
 // for db were dropped, so re-read its changes feed since the last processed seq.
 type CatchUpper interface {

@@ -89,6 +89,9 @@ func checkImplements(p Plugin, info hooks.PluginInfo) error {
 		case hooks.AfterDBCreate, hooks.AfterDBDelete:
 			_, ok = p.(DBWatcher)
 			iface = "sdk.DBWatcher"
+		case hooks.DBUpdated:
+			_, ok = p.(DBUpdateWatcher)
+			iface = "sdk.DBUpdateWatcher"
 		default:
 			continue // unknown hooks are the host's to refuse
 		}
@@ -234,6 +237,10 @@ func (s *server) Deliver(ctx context.Context, req *pb.DeliverRequest) (_ *pb.Del
 		case hooks.AfterDBDelete:
 			if h, ok := s.p.(DBWatcher); ok {
 				err = h.AfterDBDelete(ctx, db, ev.GetDbUuid())
+			}
+		case hooks.DBUpdated:
+			if h, ok := s.p.(DBUpdateWatcher); ok {
+				err = h.DBUpdated(ctx, db, ev.GetSeq())
 			}
 		}
 		if err != nil {

@@ -201,6 +201,12 @@ func (g *guard) AfterDBCreate(ctx context.Context, db, _ string) error {
 	return nil
 }
 
+// DBUpdated counts the event.
+func (g *guard) DBUpdated(_ context.Context, db, _ string) error {
+	g.count(hooks.DBUpdated, db)
+	return nil
+}
+
 // AfterDBDelete counts the event and forgets the db's audit.
 func (g *guard) AfterDBDelete(_ context.Context, db, _ string) error {
 	g.count(hooks.AfterDBDelete, db)

@@ -29,6 +29,7 @@ type Hooks interface {
 	AfterDocWrite(ev hooks.DocWrite)
 	AfterDBCreate(db, uuid string)
 	AfterDBDelete(db, uuid string)
+	DBUpdated(db, seq string)
 	Subscribed(hook hooks.Hook, db string) bool
 	HasRoute(method, path string) bool
 	ServeHTTP(w http.ResponseWriter, r *http.Request)

@@ -214,6 +214,7 @@ func (s *Server) putAttachment(d *dbReq, id, name string) {
 		writeError(d.w, err)
 		return
 	}
+	s.dbUpdated(d.db)
 	s.afterWrite(d.ctx(), d.db, id)
 	d.w.Header().Set("Location", absURL(d.r, "/"+escapeDB(d.name)+"/"+escapeDocID(id)+"/"+escapeAttName(name)))
 	d.w.Header().Set("ETag", `"`+newRev+`"`)
@@ -255,6 +256,7 @@ func (s *Server) deleteAttachment(d *dbReq, id, name string) {
 		writeError(d.w, err)
 		return
 	}
+	s.dbUpdated(d.db)
 	s.afterWrite(d.ctx(), d.db, id)
 	d.w.Header().Set("ETag", `"`+newRev+`"`)
 	writeJSON(d.w, 200, struct {

@@ -154,6 +154,12 @@ func (s *Server) writeDocs(ctx context.Context, db *store.DB, docs []*store.Doc,
 // afterWrites sends after_doc_write for each durable success (subscribed
 // dbs only), with the doc's winning revision.
 func (s *Server) afterWrites(ctx context.Context, db *store.DB, res []store.BulkResult) {
+	for _, r := range res {
+		if r.Err == nil && !strings.HasPrefix(r.ID, store.LocalPrefix) {
+			s.dbUpdated(db)
+			break
+		}
+	}
 	if s.hooks == nil || !s.hooks.Subscribed(hooks.AfterDocWrite, db.Name()) {
 		return
 	}
@@ -190,6 +196,15 @@ func (s *Server) afterWrite(ctx context.Context, db *store.DB, id string) {
 		DB: db.Name(), DBUUID: db.UUID(), DocID: id, Rev: d.Rev,
 		Seq: formatSeq(d.Seq, db.UUID()), Deleted: deleted || d.Deleted, Doc: body,
 	})
+}
+
+// dbUpdated sends db_updated for db (subscribed plugins only) with its
+// current update sequence.
+func (s *Server) dbUpdated(db *store.DB) {
+	if s.hooks == nil || !s.hooks.Subscribed(hooks.DBUpdated, db.Name()) {
+		return
+	}
+	s.hooks.DBUpdated(db.Name(), formatSeq(db.UpdateSeq(), db.UUID()))
 }
 
 // pickWinner returns the winning revision among all-deleted leaves: the

@@ -55,6 +55,15 @@ type Options struct {
 	// changes of docs with longer ids are skipped and counted as
 	// doc_write_failures (0 = no limit, CouchDB's default).
 	MaxDocumentIDLength int
+	// IdleAfter, when positive, ends a continuous run that has caught up
+	// and received no change for this long: it writes its final
+	// checkpoint and returns ErrIdle, so the job can be parked until its
+	// source changes. 0 runs until ctx is cancelled.
+	IdleAfter time.Duration
+	// OnIdle, when set, is called with true once a continuous run has
+	// caught up and received nothing for a second (or IdleAfter, if
+	// shorter), and with false when a change arrives after that.
+	OnIdle func(idle bool)
 	// MissingDocRetry is `[replicator] missing_doc_retry_msec`: how long to
 	// wait before refetching a revision the source answered `{"missing":…}`
 	// for, or whose write the target refused with 412 missing_stub
@@ -73,6 +82,11 @@ type Result struct {
 
 // ErrStopped is returned by Run when ctx was cancelled and the final checkpoint was written.
 var ErrStopped = errors.New("replication stopped")
+
+// ErrIdle is returned by Run when a continuous run ended because it was
+// caught up and idle for Options.IdleAfter; its final checkpoint was
+// written, so a later run resumes where it stopped.
+var ErrIdle = errors.New("replication idle: caught up and no change for a while")
 
 // ErrAbandoned, as the cause of ctx's cancellation
 // (context.WithCancelCause), makes Run stop at once: in-flight requests are

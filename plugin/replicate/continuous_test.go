@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 )
@@ -79,5 +80,64 @@ func TestContinuousResume(t *testing.T) {
 	}
 	if d := diffTrees(s.contents(t, src), s.contents(t, tgt), nil); len(d) > 0 {
 		t.Fatalf("target differs: %v", d)
+	}
+}
+
+// TestContinuousIdle: a continuous run with IdleAfter reports idleness,
+// ends with ErrIdle once caught up and quiet, and has checkpointed all it
+// wrote, so a later run resumes without re-fetching anything.
+func TestContinuousIdle(t *testing.T) {
+	s := startServer(t)
+	p := newFaultProxy(t, s)
+	ps := p.endpointServer(s)
+	src, tgt := s.newDB(t, "src"), s.newDB(t, "tgt")
+	addDocs(t, s, src, 0, 50)
+	rep := testRep(ps, src, tgt)
+	rep.Continuous = true
+	var mu sync.Mutex
+	var events []bool
+	var last Stats
+	start := time.Now()
+	_, err := Run(context.Background(), rep, Options{
+		ServerUUID: "0123456789abcdef0123456789abcdef",
+		IdleAfter:  1500 * time.Millisecond,
+		OnIdle: func(idle bool) {
+			mu.Lock()
+			events = append(events, idle)
+			mu.Unlock()
+		},
+		OnStats: func(st Stats) { mu.Lock(); last = st; mu.Unlock() },
+	})
+	if !errors.Is(err, ErrIdle) {
+		t.Fatalf("Run = %v, want ErrIdle", err)
+	}
+	if took := time.Since(start); took < 1500*time.Millisecond {
+		t.Errorf("parked after %v, before IdleAfter", took)
+	}
+	mu.Lock()
+	if len(events) == 0 || !events[0] {
+		t.Errorf("OnIdle calls %v, want a first true", events)
+	}
+	if string(last.CheckpointedSourceSeq) != string(last.ThroughSeq) || last.DocsWritten != 50 {
+		t.Errorf("final stats %+v: want 50 written and everything checkpointed", last)
+	}
+	mu.Unlock()
+	waitDocCount(t, s, tgt, 50)
+
+	addDocs(t, s, src, 50, 60)
+	p.resetCounts()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := Run(ctx, rep, Options{ServerUUID: "0123456789abcdef0123456789abcdef"})
+		done <- err
+	}()
+	waitDocCount(t, s, tgt, 60)
+	cancel()
+	if err := <-done; !errors.Is(err, ErrStopped) {
+		t.Fatalf("second run: %v", err)
+	}
+	if got := p.fetched(); got != 10 {
+		t.Errorf("the run after the idle one fetched %d revisions, want 10", got)
 	}
 }

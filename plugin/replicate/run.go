@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/couchepi/couchepi/parse"
@@ -60,6 +61,9 @@ type run struct {
 
 	errMu    sync.Mutex
 	firstErr error
+
+	// lastChange is when the changes feed last delivered a row (Unix ns).
+	lastChange atomic.Int64
 }
 
 // dbInfo is what `GET {db}/` tells the replicator.
@@ -250,7 +254,9 @@ func (r *run) err() error {
 }
 
 // loop runs the changes reader, batcher, workers and checkpointer.
-func (r *run) loop(ctx context.Context) (*Result, error) {
+func (r *run) loop(parent context.Context) (*Result, error) {
+	ctx, cancelRun := context.WithCancelCause(parent)
+	defer cancelRun(nil)
 	workers := max(1, r.rep.WorkerProcesses)
 	batchSize := max(1, r.rep.WorkerBatchSize)
 	readerCtx, cancelReader := context.WithCancel(ctx)
@@ -297,9 +303,10 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 
 	bgCtx, stopBg := context.WithCancel(context.Background())
 	var bg sync.WaitGroup
-	bg.Add(2)
+	bg.Add(3)
 	go func() { defer bg.Done(); r.checkpointLoop(bgCtx, fail) }()
 	go func() { defer bg.Done(); r.statsLoop(bgCtx) }()
+	go func() { defer bg.Done(); r.idleLoop(bgCtx, changes, func() { cancelRun(ErrIdle) }) }()
 
 	stopped := false
 	select {
@@ -342,6 +349,9 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 		return nil, asError(runErr)
 	}
 	if stopped {
+		if parent.Err() == nil && errors.Is(context.Cause(ctx), ErrIdle) {
+			return nil, ErrIdle
+		}
 		return nil, ErrStopped
 	}
 	return &Result{Body: r.resultBody(), Stats: stats}, nil
@@ -368,6 +378,7 @@ func (r *run) batcher(ctx context.Context, in <-chan change, out chan<- *batch, 
 			if !ok || ctx.Err() != nil {
 				return
 			}
+			r.lastChange.Store(time.Now().UnixNano())
 			if c.ID == "" && c.LastSeq != nil {
 				r.tracker.complete(r.tracker.add(), c.LastSeq)
 				continue
@@ -386,6 +397,7 @@ func (r *run) batcher(ctx context.Context, in <-chan change, out chan<- *batch, 
 		case out <- b:
 			b = nil
 		case c, ok := <-in:
+			r.lastChange.Store(time.Now().UnixNano())
 			switch {
 			case !ok:
 				send(b)
@@ -400,6 +412,48 @@ func (r *run) batcher(ctx context.Context, in <-chan change, out chan<- *batch, 
 				b.changes, b.lastSeq = append(b.changes, c), c.Seq
 			}
 		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// idleNotice is how long a caught-up continuous run receives nothing
+// before OnIdle(true).
+const idleNotice = time.Second
+
+// idleLoop watches a continuous run for idleness: caught up (no batch
+// formed or in flight, nothing buffered) and no change received. It
+// reports transitions to OnIdle and calls park once the run has been idle
+// for IdleAfter.
+func (r *run) idleLoop(ctx context.Context, buffered chan change, park func()) {
+	after := r.opts.IdleAfter
+	if !r.rep.Continuous || after <= 0 && r.opts.OnIdle == nil {
+		return
+	}
+	notice := idleNotice
+	if after > 0 {
+		notice = min(notice, after)
+	}
+	t := time.NewTicker(min(max(notice/4, 50*time.Millisecond), time.Second))
+	defer t.Stop()
+	r.lastChange.Store(time.Now().UnixNano())
+	idle := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		quiet := time.Since(time.Unix(0, r.lastChange.Load()))
+		caught := len(buffered) == 0 && !r.tracker.busy()
+		if now := caught && quiet >= notice; now != idle {
+			idle = now
+			if r.opts.OnIdle != nil {
+				r.opts.OnIdle(idle)
+			}
+		}
+		if caught && after > 0 && quiet >= after {
+			park()
 			return
 		}
 	}

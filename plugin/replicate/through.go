@@ -64,3 +64,10 @@ func (t *throughTracker) seqs() (json.RawMessage, json.RawMessage) {
 	defer t.mu.Unlock()
 	return t.through, t.highSeq
 }
+
+// busy reports whether a batch is formed or in flight.
+func (t *throughTracker) busy() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.open) > 0
+}

@@ -34,8 +34,11 @@ type couch struct {
 	addr string
 }
 
-// e2eConfig makes the scheduler fast enough for tests.
+// e2eConfig makes the scheduler fast enough for tests. Idle jobs are not
+// parked (the tests of rotation, fair share and failover count running
+// jobs); park_test.go turns parking on.
 const e2eConfig = `[replicator]
+idle_park_sec = 0
 interval_sec = 1
 min_run_time_sec = 2
 min_backoff_penalty_sec = 2

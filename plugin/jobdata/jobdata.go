@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/couchepi/couchepi/internal/jsonobj"
 	"github.com/couchepi/couchepi/internal/jsonscan"
 	"github.com/couchepi/couchepi/parse"
 )
@@ -67,6 +68,40 @@ type Record struct {
 	PID               string          `json:"pid,omitempty"`                // worker name while running
 	History           []Event         `json:"job_history"`                  // newest first, capped at max_history
 	CheckpointHistory json.RawMessage `json:"checkpoint_history,omitempty"` // final checkpoint body of a completed one-shot
+	Parked            *Parked         `json:"parked,omitempty"`             // set while a pending continuous job waits for its source to change
+}
+
+// Parked is how a continuous job that caught up and idled waits: pending,
+// scheduled at ParkedTime (never due), until a change of its source after
+// Seq makes the waker re-enqueue it at the front of the queue.
+type Parked struct {
+	Since int64           `json:"since"` // when it was parked (unix s)
+	Seq   json.RawMessage `json:"seq"`   // the source seq it had checkpointed
+}
+
+// The scheduled times of pending jobs: a woken job goes first (stime 0),
+// then new jobs (1 ms after the epoch: due at once on every node, however
+// its clock is set); jobs stopped for rotation or backoff wait until their
+// time.
+var (
+	WokenTime = time.Time{}
+	AddedTime = time.UnixMilli(1)
+)
+
+// ParkedTime is the scheduled time of a parked job: far enough in the
+// future that it never becomes due by itself.
+var ParkedTime = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// RunningInfo is the `info` of a pending or running job that ran before:
+// its stats (CouchDB 3.x), plus "parked_since" for a parked job.
+func (r *Record) RunningInfo() json.RawMessage {
+	info := r.Stats.RunningInfo()
+	if r.Parked == nil || r.State != Pending {
+		return info
+	}
+	var o jsonobj.Builder
+	o.Add("parked_since", ISOTime(r.Parked.Since))
+	return append(append(info[:len(info)-1:len(info)-1], ','), o.Raw()[1:]...)
 }
 
 // New returns the record of a freshly added job: pending, with an `added` event.

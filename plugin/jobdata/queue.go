@@ -3,7 +3,6 @@ package jobdata
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/jobs"
@@ -184,5 +183,5 @@ func Put(tx *jobs.Tx, jobID string, rec *Record) error {
 	if _, err := Remove(tx, jobID); err != nil {
 		return err
 	}
-	return tx.Add(JobType, jobID, rec.Encode(), time.Time{})
+	return tx.Add(JobType, jobID, rec.Encode(), AddedTime)
 }

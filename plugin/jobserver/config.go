@@ -34,9 +34,13 @@ type Config struct {
 	// 61 s): a running job not renewed for this long is re-enqueued by the
 	// queue's monitor, and its runner abandons it after half of it.
 	ActivityTimeout time.Duration
-	UsageCoeff      float64        // usage_coeff (fair share)
-	PriorityCoeff   float64        // priority_coeff (fair share)
-	Shares          map[string]int // [replicator.shares] key -> 1..1000
+	// IdlePark is idle_park_sec (couchepi's; 0 = never): a continuous job
+	// caught up and idle this long is parked until its source changes,
+	// giving up its slot and its changes feed (see package park).
+	IdlePark      time.Duration
+	UsageCoeff    float64        // usage_coeff (fair share)
+	PriorityCoeff float64        // priority_coeff (fair share)
+	Shares        map[string]int // [replicator.shares] key -> 1..1000
 }
 
 // DefaultShares is the share of a replicator db or user not listed in `[replicator.shares]`.
@@ -58,6 +62,7 @@ func DefaultConfig() Config {
 		TransientMaxAge: 86400 * time.Second,
 		StatsUpdate:     10 * time.Second,
 		ActivityTimeout: TypeTimeout,
+		IdlePark:        60 * time.Second,
 		UsageCoeff:      0.5,
 		PriorityCoeff:   0.98,
 		Shares:          map[string]int{},
@@ -120,6 +125,7 @@ func ParseConfig(replicator, shares map[string]string) (Config, error) {
 	durKey(&c.TransientMaxAge, "transient_job_max_age_sec", time.Second, 0)
 	durKey(&c.StatsUpdate, "stats_update_interval_sec", time.Second, 1)
 	durKey(&c.ActivityTimeout, "activity_timeout_sec", time.Second, 2)
+	durKey(&c.IdlePark, "idle_park_sec", time.Second, 0)
 	floatKey(&c.UsageCoeff, "usage_coeff")
 	floatKey(&c.PriorityCoeff, "priority_coeff")
 	for k, v := range shares {

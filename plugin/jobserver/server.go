@@ -28,6 +28,7 @@ var (
 	errRepIDChanged = errors.New("replication id changed")
 	errLockLost     = errors.New("job lock lost")
 	errRemoved      = errors.New("job removed")
+	errPark         = errors.New("idle; parked to free its slot")
 )
 
 // shutdownGrace bounds how long Stop waits for running jobs to checkpoint.
@@ -43,10 +44,23 @@ type Options struct {
 	ServerUUID, Node string
 	// RepID computes a replication id; nil = replicate.ComputeRepID.
 	RepID func(ctx context.Context, rep *parse.Rep) (parse.RepID, error)
+	// Parker, when set, parks continuous jobs that caught up and idled
+	// for idle_park_sec (and idle ones whose slot a pending job needs)
+	// and wakes them when their source changes. nil: jobs never park.
+	Parker Parker
 	// SkipDocStates leaves terminal states out of replication docs: on a
 	// node sharing the queue with others, the doc may live on another
 	// server, whose api_frontend writes them (frontend.WriteDocStates).
 	SkipDocStates bool
+}
+
+// Parker parks jobs and wakes them when their source changes (package
+// park's Waker).
+type Parker interface {
+	// Watchable reports whether a job reading ep can be woken when ep changes.
+	Watchable(ep parse.Endpoint) bool
+	// Parked registers a job just parked in the queue as rec.
+	Parked(jobID string, rec *jobdata.Record)
 }
 
 // Server is the job server of one replication node.
@@ -329,7 +343,7 @@ func (s *Server) spawnAcceptors(extra int) {
 	if s.stopping || s.ctx == nil {
 		return
 	}
-	n := max(WantAcceptors(cfg.MaxJobs, cfg.MaxAcceptors, len(s.workers))-s.acceptors, 0)
+	n := max(WantAcceptors(cfg.MaxJobs, cfg.MaxAcceptors, s.busy())-s.acceptors, 0)
 	for i := 0; i < n+extra; i++ {
 		s.acceptors++
 		s.wg.Add(1)
@@ -367,7 +381,7 @@ func (s *Server) accept(rotating bool) {
 		}
 		if err != nil {
 			s.mu.Lock()
-			surplus := s.acceptors > WantAcceptors(cfg.MaxJobs, cfg.MaxAcceptors, len(s.workers))
+			surplus := s.acceptors > WantAcceptors(cfg.MaxJobs, cfg.MaxAcceptors, s.busy())
 			if surplus {
 				s.acceptors--
 			}
@@ -392,6 +406,12 @@ func (s *Server) accept(rotating bool) {
 			if victim = s.rotationVictim(cfg, time.Now()); victim != nil {
 				victim.stop(errRotated)
 				s.churn++
+			}
+		}
+		if full && victim == nil && !s.stopping {
+			// An idle job gives its slot to a job with work to do.
+			if victim = s.idleVictim(); victim != nil {
+				victim.stop(errPark)
 			}
 		}
 		if s.stopping || full && victim == nil {
@@ -452,6 +472,30 @@ func (s *Server) live() int {
 		}
 	}
 	return n
+}
+
+// busy counts the workers that hold their slot: all but the idle ones a
+// pending job may park. Callers hold s.mu.
+func (s *Server) busy() int {
+	n := 0
+	for _, w := range s.workers {
+		if !w.parkableIdle() {
+			n++
+		}
+	}
+	return n
+}
+
+// idleVictim picks the worker parked to free a slot: the one idle the
+// longest, or nil when none is idle. Callers hold s.mu.
+func (s *Server) idleVictim() *worker {
+	var best *worker
+	for _, w := range s.workers {
+		if w.parkableIdle() && (best == nil || w.idleSince.Load() < best.idleSince.Load()) {
+			best = w
+		}
+	}
+	return best
 }
 
 // rotationVictim picks the running job a rotation stops: the one Trim

@@ -34,6 +34,17 @@ type worker struct {
 	cause  error // set by stop before the replication started
 	done   atomic.Bool
 	exited chan struct{} // closed when run has returned (final checkpoint written)
+
+	// parkable: the job may be parked (continuous, checkpointed, its
+	// source watchable); idleSince is when its run reported being caught
+	// up and idle (Unix ns), 0 while it has work.
+	parkable  atomic.Bool
+	idleSince atomic.Int64
+}
+
+// parkableIdle reports whether the worker is idle and may be parked.
+func (w *worker) parkableIdle() bool {
+	return w.parkable.Load() && w.idleSince.Load() != 0 && w.stopCause() == nil
 }
 
 func newWorker(s *Server, job *jobs.Job) *worker {
@@ -337,6 +348,34 @@ func (w *worker) requeue(rec *jobdata.Record, cause error) {
 	s.settled("re-enqueue stopped", w.job, s.q.Resubmit(context.Background(), w.job, at, rec.Encode()))
 }
 
+// park puts a caught-up continuous job back in the queue as parked: never
+// due, until the Parker sees its source change after the checkpointed seq
+// and re-enqueues it. A job with no checkpointed seq is re-enqueued instead.
+func (w *worker) park(rec *jobdata.Record, cause error) {
+	s, cfg := w.s, w.s.config()
+	seq := rec.Stats.CheckpointedSourceSeq
+	if len(seq) == 0 || s.opts.Parker == nil {
+		w.requeue(rec, errShutdown)
+		return
+	}
+	now := time.Now()
+	counts.stops.Add(1)
+	counts.parks.Add(1)
+	rec.State = jobdata.Pending
+	rec.LastUpdated = now.Unix()
+	rec.PID = ""
+	rec.Parked = &jobdata.Parked{Since: now.Unix(), Seq: seq}
+	reason := "idle"
+	if errors.Is(cause, errPark) {
+		reason = "idle; slot given to a pending job"
+	}
+	rec.History = AppendHistory(rec.History, jobdata.Event{Type: jobdata.EventStopped, Timestamp: now.Unix(), Reason: reason}, cfg.MaxHistory)
+	if s.settled("park", w.job, s.q.Resubmit(context.Background(), w.job, jobdata.ParkedTime, rec.Encode())) {
+		s.log.Debug("replication parked", "job", w.job.ID, "seq", string(seq))
+		s.opts.Parker.Parked(w.job.ID, rec)
+	}
+}
+
 // maxBackoffRep lowers a replication's settings after a max_backoff crash,
 // as CouchDB does, so it sends fewer requests.
 func maxBackoffRep(rec *jobdata.Record) *parse.Rep {
@@ -382,8 +421,24 @@ func (w *worker) execute(rec *jobdata.Record, repID parse.RepID, cfg Config) {
 		maxIDLen = po.MaxDocumentIDLength
 		missingRetry = time.Duration(po.MissingDocRetry()) * time.Millisecond
 	}
+	var idleAfter time.Duration
+	var onIdle func(bool)
+	if s.opts.Parker != nil && cfg.IdlePark > 0 && rec.Continuous() && rec.Rep.UseCheckpoints && s.opts.Parker.Watchable(rec.Rep.Source) {
+		idleAfter = cfg.IdlePark
+		w.parkable.Store(true)
+		onIdle = func(idle bool) {
+			if !idle {
+				w.idleSince.Store(0)
+				return
+			}
+			w.idleSince.Store(time.Now().UnixNano())
+			s.spawnAcceptors(0) // a pending job may take this slot now
+		}
+	}
 	go func() {
 		res, err := replicate.Run(ctx, maxBackoffRep(rec), replicate.Options{
+			IdleAfter:           idleAfter,
+			OnIdle:              onIdle,
 			Logger:              s.log.Named("replicate").With("rep_id", repID.String()),
 			Pool:                s.opts.Pool,
 			ServerUUID:          s.opts.ServerUUID,
@@ -505,6 +560,8 @@ func (w *worker) settle(rec *jobdata.Record, ctx context.Context, res *replicate
 	now := time.Now()
 	cause := context.Cause(ctx)
 	switch {
+	case errors.Is(err, replicate.ErrIdle) || errors.Is(cause, errPark) && errors.Is(err, replicate.ErrStopped):
+		w.park(rec, cause)
 	case err == nil && res != nil:
 		rec.Stats = jobdata.Stats(res.Stats)
 		rec.State = jobdata.Completed

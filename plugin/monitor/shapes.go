@@ -47,10 +47,8 @@ func jobJSON(rec *jobdata.Record) json.RawMessage {
 	src, tgt, _, _ := endpoints(rec)
 	var info any
 	switch {
-	case rec.State == jobdata.Running:
-		info = rec.Stats.RunningInfo()
-	case rec.State == jobdata.Pending && rec.LastStart != 0:
-		info = rec.Stats.RunningInfo()
+	case rec.State == jobdata.Running, rec.State == jobdata.Pending && rec.LastStart != 0:
+		info = rec.RunningInfo()
 	}
 	history := make([]json.RawMessage, len(rec.History))
 	for i, e := range rec.History {
@@ -111,7 +109,7 @@ func docJSON(rec *jobdata.Record) json.RawMessage {
 	case rec.State == jobdata.Crashing:
 		info = errorInfo(rec.LastError)
 	case rec.State == jobdata.Running, rec.LastStart != 0:
-		info = rec.Stats.RunningInfo()
+		info = rec.RunningInfo()
 	}
 	o.Add("id", nullable(rec.RepID)).
 		Add("node", nullable(rec.Node)).

@@ -19,6 +19,7 @@ import (
 	"github.com/couchepi/couchepi/plugin/jobserver"
 	"github.com/couchepi/couchepi/plugin/kv"
 	"github.com/couchepi/couchepi/plugin/monitor"
+	"github.com/couchepi/couchepi/plugin/park"
 	"github.com/couchepi/couchepi/plugin/replicate"
 	"github.com/couchepi/couchepi/sdk"
 	"github.com/hashicorp/go-hclog"
@@ -41,6 +42,7 @@ type replicator struct {
 	front   *frontend.Frontend
 	server  *jobserver.Server
 	mon     *monitor.Handler
+	waker   *park.Waker
 	recs    jobdata.Records
 	stopMon context.CancelFunc
 	started bool
@@ -60,10 +62,15 @@ func newReplicator(log hclog.Logger) *replicator {
 func (p *replicator) Info() hooks.PluginInfo {
 	p.mu.Lock()
 	nt := readNodeTypes(p.conf)
+	parking := p.serverConf.IdlePark > 0
 	p.mu.Unlock()
 	var subs []hooks.Subscription
+	if parking {
+		// Any local db may be the source of a parked job.
+		subs = append(subs, hooks.Subscription{Hook: hooks.DBUpdated, DB: "*"})
+	}
 	for _, h := range hooks.All() {
-		if !nt.apiFrontend && h != hooks.BeforeDocUpdate && h != hooks.AfterDocRead {
+		if h == hooks.DBUpdated || !nt.apiFrontend && h != hooks.BeforeDocUpdate && h != hooks.AfterDocRead {
 			continue
 		}
 		for _, db := range jobdata.ReplicatorDBPatterns() {
@@ -174,6 +181,18 @@ func (p *replicator) start(ctx context.Context, host hooks.Services, stc storeCo
 	repID := func(ctx context.Context, rep *parse.Rep) (parse.RepID, error) {
 		return replicate.ComputeRepID(ctx, rep, info.UUID, pool)
 	}
+	// Every node wakes the parked jobs whose source it hosts; on a shared
+	// queue it also reads the jobs other nodes parked.
+	refresh := time.Duration(0)
+	if stc.kind != "bolt" {
+		refresh = parkRefresh
+	}
+	waker := park.New(park.Options{Queue: q, Pool: pool, Logger: p.log, LocalURL: info.URL, Refresh: refresh})
+	if err := waker.Start(ctx); err != nil {
+		q.Close()
+		store.Close()
+		return fmt.Errorf("parked jobs: %w", err)
+	}
 	var server *jobserver.Server
 	stopJob := func(ctx context.Context, jobID string) error {
 		if server == nil {
@@ -187,11 +206,12 @@ func (p *replicator) start(ctx context.Context, host hooks.Services, stc storeCo
 		// On a shared queue the doc of a job may live on another server:
 		// the api_frontend that has it writes its terminal state.
 		server = jobserver.New(jobserver.Options{Queue: q, Services: host, Logger: p.log, Pool: pool, ServerUUID: info.UUID, Node: info.Node, RepID: repID,
-			SkipDocStates: stc.kind != "bolt"}, sc)
+			SkipDocStates: stc.kind != "bolt", Parker: waker}, sc)
 		// A single-owner (bolt) store's running jobs were left by a dead
 		// process; in a shared store they may be another node's, and the
 		// queue's activity monitor re-enqueues those of dead nodes.
 		if err := server.Start(ctx, stc.kind == "bolt"); err != nil {
+			waker.Stop()
 			q.Close()
 			store.Close()
 			return err
@@ -209,11 +229,12 @@ func (p *replicator) start(ctx context.Context, host hooks.Services, stc storeCo
 		if server != nil {
 			server.Stop(context.Background())
 		}
+		waker.Stop()
 		q.Close()
 		store.Close()
 		return ctx.Err()
 	}
-	p.host, p.store, p.queue, p.pool, p.front, p.server = host, store, q, pool, front, server
+	p.host, p.store, p.queue, p.pool, p.front, p.server, p.waker = host, store, q, pool, front, server, waker
 	p.recs = jobdata.Records{Q: q}
 	p.mon = monitor.New(p.recs)
 	if nt.apiFrontend {
@@ -259,6 +280,7 @@ func (p *replicator) Stop(ctx context.Context) error {
 	if p.server != nil {
 		err = p.server.Stop(ctx)
 	}
+	p.waker.Stop()
 	p.stopMon()
 	p.queue.Close()
 	if cerr := p.store.Close(); cerr != nil {
@@ -267,6 +289,10 @@ func (p *replicator) Stop(ctx context.Context) error {
 	p.log.Info("replicator stopped", "took", time.Since(start).Round(time.Millisecond).String())
 	return err
 }
+
+// parkRefresh is how often a node sharing the queue reads the jobs other
+// nodes parked, so it wakes those whose source it hosts.
+const parkRefresh = 10 * time.Second
 
 // components returns the started frontend and monitor, or nil before Start.
 func (p *replicator) components() (*frontend.Frontend, *monitor.Handler, jobdata.Records) {
@@ -340,8 +366,29 @@ func (p *replicator) AfterDBDelete(ctx context.Context, db, uuid string) error {
 	return p.withFrontend(func(f *frontend.Frontend) error { return f.AfterDBDelete(ctx, db, uuid) })
 }
 
-// CatchUp re-reads a replicator db's changes since the last processed seq.
+// DBUpdated wakes the jobs parked on local db.
+func (p *replicator) DBUpdated(_ context.Context, db, _ string) error {
+	p.mu.Lock()
+	w := p.waker
+	started := p.started
+	p.mu.Unlock()
+	if !started {
+		return errNotStarted // the host sends CatchUp once we have started
+	}
+	w.DBUpdated(db)
+	return nil
+}
+
+// CatchUp re-reads a replicator db's changes since the last processed seq;
+// for any db, it wakes the jobs parked on it (its db_updated events were
+// dropped).
 func (p *replicator) CatchUp(ctx context.Context, db string) error {
+	if err := p.DBUpdated(ctx, db, ""); err != nil {
+		return err
+	}
+	if !jobdata.IsReplicatorDB(db) {
+		return nil
+	}
 	return p.withFrontend(func(f *frontend.Frontend) error { return f.CatchUp(ctx, db) })
 }
 

@@ -404,4 +404,3 @@ func (s *Server) PID() int {
 
 // Log returns everything the server (and its plugins, through it) printed.
 func (s *Server) Log() string { return s.log.String() }
-

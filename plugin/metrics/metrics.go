@@ -15,6 +15,7 @@ import (
 	"github.com/couchepi/couchepi/plugin/frontend"
 	"github.com/couchepi/couchepi/plugin/jobdata"
 	"github.com/couchepi/couchepi/plugin/jobserver"
+	"github.com/couchepi/couchepi/plugin/park"
 	"github.com/couchepi/couchepi/plugin/replicate"
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
@@ -76,6 +77,8 @@ var (
 	backoffs         = desc("couchepi_replicator_rate_limiter_backoffs_total", "Requests the AIMD rate limiter delayed after 429s.")
 	maxBackoffs      = desc("couchepi_replicator_max_backoffs_total", "Requests given up with max_backoff.")
 	retries          = desc("couchepi_replicator_request_retries_total", "HTTP requests retried after a 408, 5xx or connection failure.")
+	parks            = desc("couchepi_replicator_jobs_parks_total", "Continuous jobs parked (caught up and idle) until their source changes.")
+	wakes            = desc("couchepi_replicator_jobs_wakes_total", "Parked jobs woken because their source changed.")
 )
 
 var allDescs = []*prometheus.Desc{
@@ -84,7 +87,7 @@ var allDescs = []*prometheus.Desc{
 	jobsAdds, jobsDuplicateAdds, jobsRemoves, jobsStarts, jobsStops, jobsCrashes, failedStarts,
 	changesReadFailures, workersStarted, dbScans, completedUpdates, failedUpdates, connectionCreates,
 	jobsByState, docsRead, docsWritten, docWriteFailures, revsChecked, missingFound, changesRead,
-	tooManyRequests, backoffs, maxBackoffs, retries,
+	tooManyRequests, backoffs, maxBackoffs, retries, parks, wakes,
 }
 
 // Collector is a prometheus.Collector of the replicator's metrics.
@@ -180,6 +183,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(failedStarts, float64(jc.FailedStarts))
 	counter(completedUpdates, float64(jc.CompletedStateUpdates))
 	counter(failedUpdates, float64(jc.FailedStateUpdates))
+	counter(parks, float64(jc.Parks))
+	counter(wakes, float64(park.Wakes()))
 
 	src := c.sources()
 	if src.Pool != nil {

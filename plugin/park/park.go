@@ -86,6 +86,12 @@ type Waker struct {
 	parked, woken atomic.Int64
 }
 
+// wakes counts the jobs woken by every Waker of the process.
+var wakes atomic.Uint64
+
+// Wakes returns how many parked jobs were woken since the process started.
+func Wakes() uint64 { return wakes.Load() }
+
 // entry is one parked job.
 type entry struct {
 	id    string
@@ -315,6 +321,7 @@ func (w *Waker) wake(id string) {
 		return
 	}
 	if woke {
+		wakes.Add(1)
 		w.woken.Add(1)
 		w.log.Debug("woke parked job", "job", id)
 	}

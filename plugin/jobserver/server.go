@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,6 +72,8 @@ type Server struct {
 	log  hclog.Logger
 	cfg  atomic.Pointer[Config]
 	pids atomic.Int64
+	// memCheck is set while a returnMemory check is pending.
+	memCheck atomic.Bool
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -434,7 +437,11 @@ func (s *Server) accept(rotating bool) {
 			w.run()
 			s.mu.Lock()
 			delete(s.workers, job.ID)
+			rest := len(s.workers) == 0 && !s.stopping
 			s.mu.Unlock()
+			if rest {
+				s.returnMemory()
+			}
 			s.spawnAcceptors(0)
 		}()
 		s.spawnAcceptors(0)
@@ -462,6 +469,28 @@ func (s *Server) StopJob(ctx context.Context, jobID string) error {
 		return ctx.Err()
 	}
 }
+
+// returnMemory gives the memory of finished runs back to the system once
+// the node has come to rest (no job running for restDelay, say every job
+// parked): with no allocation at rest the runtime would keep it for
+// minutes. One check is pending at a time.
+func (s *Server) returnMemory() {
+	if !s.memCheck.CompareAndSwap(false, true) {
+		return
+	}
+	time.AfterFunc(restDelay, func() {
+		s.mu.Lock()
+		rest := len(s.workers) == 0 && !s.stopping
+		s.mu.Unlock()
+		if rest {
+			debug.FreeOSMemory()
+		}
+		s.memCheck.Store(false)
+	})
+}
+
+// restDelay is how long no job must run before returnMemory frees memory.
+const restDelay = 5 * time.Second
 
 // live counts the workers not asked to stop. Callers hold s.mu.
 func (s *Server) live() int {

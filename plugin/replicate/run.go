@@ -269,7 +269,10 @@ func (r *run) loop(parent context.Context) (*Result, error) {
 		cancelWork()
 	}
 
-	changes := make(chan change, batchSize*workers*2)
+	// The batcher drains the feed into a growing batch while workers are
+	// busy, so the reader needs only a batch of buffer; more would be
+	// memory held by each of hundreds of running jobs.
+	changes := make(chan change, min(batchSize, 1024))
 	batches := make(chan *batch)
 	reader := &changesReader{src: r.src, rep: r.rep, log: r.log, out: changes, wait: 250 * time.Millisecond,
 		maxIDLen: r.opts.MaxDocumentIDLength, onIDTooLong: func() { r.stats.docWriteFailures.Add(1) }}

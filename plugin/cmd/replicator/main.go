@@ -11,5 +11,6 @@ import "github.com/couchepi/couchepi/sdk"
 var version = "dev"
 
 func main() {
+	servePprof(sdk.Logger())
 	sdk.Serve(newReplicator(sdk.Logger()))
 }

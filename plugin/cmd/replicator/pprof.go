@@ -1,0 +1,25 @@
+package main
+
+import (
+	"net/http"
+	_ "net/http/pprof" // served only when COUCHEPI_REPLICATOR_PPROF is set
+	"os"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// servePprof serves Go's profiles on the address in
+// COUCHEPI_REPLICATOR_PPROF (e.g. 127.0.0.1:6060), for operators chasing
+// CPU or memory use; unset, nothing listens.
+func servePprof(log hclog.Logger) {
+	addr := os.Getenv("COUCHEPI_REPLICATOR_PPROF")
+	if addr == "" {
+		return
+	}
+	go func() {
+		log.Info("serving Go profiles", "addr", addr)
+		if err := http.ListenAndServe(addr, nil); err != nil {
+			log.Warn("pprof listener", "error", err)
+		}
+	}()
+}

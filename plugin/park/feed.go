@@ -102,17 +102,7 @@ func (w *Waker) unwatchable(server string) {
 
 // checkServer checks every job parked on server.
 func (w *Waker) checkServer(server string) {
-	w.mu.Lock()
-	var ids []string
-	for src, m := range w.bySource {
-		if src.server == server {
-			for id := range m {
-				ids = append(ids, id)
-			}
-		}
-	}
-	w.mu.Unlock()
-	for _, id := range ids {
+	for _, id := range w.serverJobs(server) {
 		w.check(id)
 	}
 }

@@ -276,7 +276,15 @@ func (w *Waker) wakeSource(src source) {
 
 // wakeServer wakes every job parked on a server.
 func (w *Waker) wakeServer(server string) {
+	for _, id := range w.serverJobs(server) {
+		w.wake(id)
+	}
+}
+
+// serverJobs lists the jobs parked on server.
+func (w *Waker) serverJobs(server string) []string {
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	var ids []string
 	for src, m := range w.bySource {
 		if src.server == server {
@@ -285,10 +293,7 @@ func (w *Waker) wakeServer(server string) {
 			}
 		}
 	}
-	w.mu.Unlock()
-	for _, id := range ids {
-		w.wake(id)
-	}
+	return ids
 }
 
 // wake re-enqueues a parked job at the front of the queue and forgets it.

@@ -470,9 +470,9 @@ func (s *Server) StopJob(ctx context.Context, jobID string) error {
 	}
 }
 
-// returnMemory gives the memory of finished runs back to the system once
-// the node has come to rest (no job running for restDelay, say every job
-// parked): with no allocation at rest the runtime would keep it for
+// returnMemory gives the memory of finished runs back to the system when,
+// restDelay after the last job stopped, still no job runs (say every job
+// is parked): with no allocation at rest the runtime would keep it for
 // minutes. One check is pending at a time.
 func (s *Server) returnMemory() {
 	if !s.memCheck.CompareAndSwap(false, true) {

@@ -82,8 +82,6 @@ type Waker struct {
 	feeds    map[string]*feed     // remote server key -> its _db_updates feed
 	noFeed   map[string]time.Time // remote server key -> until when it is not watchable
 	recheck  map[string]bool      // jobs whose source could not be checked
-
-	parked, woken atomic.Int64
 }
 
 // wakes counts the jobs woken by every Waker of the process.
@@ -94,12 +92,11 @@ func Wakes() uint64 { return wakes.Load() }
 
 // entry is one parked job.
 type entry struct {
-	id    string
-	src   source
-	local bool
-	seq   json.RawMessage
-	ep    parse.Endpoint
-	rep   *parse.Rep
+	id  string
+	src source
+	seq json.RawMessage
+	ep  parse.Endpoint
+	rep *parse.Rep
 }
 
 // New returns a Waker; Start runs it.
@@ -155,13 +152,6 @@ func (w *Waker) Stop() {
 	w.wg.Wait()
 }
 
-// Counts reports how many jobs are parked now and how many were woken.
-func (w *Waker) Counts() (parked int, woken int64) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.jobs), w.woken.Load()
-}
-
 // Watchable reports whether a job reading ep can be parked: its source is
 // local, or on a server whose _db_updates feed was not found unreadable.
 func (w *Waker) Watchable(ep parse.Endpoint) bool {
@@ -174,19 +164,25 @@ func (w *Waker) Watchable(ep parse.Endpoint) bool {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	until, bad := w.noFeed[src.server]
+	return !w.feedRefusedLocked(src.server)
+}
+
+// feedRefusedLocked reports whether server's _db_updates was found
+// unreadable less than NoFeedFor ago, forgetting older findings. Callers
+// hold w.mu.
+func (w *Waker) feedRefusedLocked(server string) bool {
+	until, bad := w.noFeed[server]
 	if bad && time.Now().Before(until) {
-		return false
+		return true
 	}
-	delete(w.noFeed, src.server)
-	return true
+	delete(w.noFeed, server)
+	return false
 }
 
 // Parked registers job id, just parked with rec (as stored), and checks
 // its source for changes made since rec.Parked.Seq.
 func (w *Waker) Parked(id string, rec *jobdata.Record) {
 	if w.register(id, rec) {
-		w.parked.Add(1)
 		w.check(id)
 	}
 }
@@ -207,10 +203,10 @@ func (w *Waker) register(id string, rec *jobdata.Record) bool {
 		go w.wake(id)
 		return false
 	}
-	e := &entry{id: id, src: src, local: local, seq: rec.Parked.Seq, ep: rec.Rep.Source, rep: rec.Rep}
+	e := &entry{id: id, src: src, seq: rec.Parked.Seq, ep: rec.Rep.Source, rep: rec.Rep}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if until, bad := w.noFeed[src.server]; bad && time.Now().Before(until) {
+	if !local && w.feedRefusedLocked(src.server) {
 		go w.wake(id) // parked before its server was found unwatchable
 		return false
 	}
@@ -327,7 +323,6 @@ func (w *Waker) wake(id string) {
 	}
 	if woke {
 		wakes.Add(1)
-		w.woken.Add(1)
 		w.log.Debug("woke parked job", "job", id)
 	}
 	w.mu.Lock()

@@ -37,6 +37,7 @@ var (
 type boltStore struct {
 	db      *bolt.DB
 	watches *watchRegistry
+	commits *groupCommit
 }
 
 // OpenBolt opens (creating if needed) the bbolt file at path. The file is
@@ -65,7 +66,8 @@ func OpenBolt(path string, opts BoltOptions) (Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("kv: init %s: %w", path, err)
 	}
-	return &boltStore{db: db, watches: newWatchRegistry()}, nil
+	watches := newWatchRegistry()
+	return &boltStore{db: db, watches: watches, commits: startGroupCommit(db, watches)}, nil
 }
 
 // View implements Store.
@@ -79,29 +81,13 @@ func (s *boltStore) View(ctx context.Context, fn func(ReadTx) error) error {
 	return mapBoltErr(err)
 }
 
-// Update implements Store.
+// Update implements Store. Concurrent Updates share commits (see
+// groupCommit).
 func (s *boltStore) Update(ctx context.Context, fn func(Tx) error) error {
-	for attempt := 0; ; attempt++ {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		var t *boltTx
-		err := s.db.Update(func(tx *bolt.Tx) error {
-			t = &boltTx{boltReadTx: boltReadTx{tx.Bucket(dataBucket)}, meta: tx.Bucket(metaBucket)}
-			if err := fn(t); err != nil {
-				return err
-			}
-			return t.err
-		})
-		if err != nil {
-			if errors.Is(err, ErrConflict) && attempt < maxRetries {
-				continue
-			}
-			return mapBoltErr(err)
-		}
-		s.watches.fire(&t.writes)
-		return nil
+	if err := ctx.Err(); err != nil {
+		return err
 	}
+	return s.commits.do(ctx, fn)
 }
 
 // Watch implements Store.
@@ -111,6 +97,7 @@ func (s *boltStore) Watch(ctx context.Context, key []byte) (<-chan struct{}, err
 
 // Close implements Store; it releases the file lock.
 func (s *boltStore) Close() error {
+	s.commits.stop()
 	s.watches.close()
 	return s.db.Close()
 }
@@ -173,10 +160,16 @@ func (t boltReadTx) Range(begin, end []byte, opt RangeOptions, fn func(k, v []by
 
 type boltTx struct {
 	boltReadTx
-	meta   *bolt.Bucket
-	writes writeSet
-	vs     *Versionstamp
-	err    error
+	meta    *bolt.Bucket
+	writes  writeSet
+	version *groupVersion // shared by the Updates of one commit
+	order   uint16        // this Update's place in its commit
+	vs      *Versionstamp
+	err     error
+}
+
+func newBoltTx(tx *bolt.Tx, version *groupVersion, order uint16) *boltTx {
+	return &boltTx{boltReadTx: boltReadTx{tx.Bucket(dataBucket)}, meta: tx.Bucket(metaBucket), version: version, order: order}
 }
 
 func (t *boltTx) fail(err error) {
@@ -214,21 +207,25 @@ func (t *boltTx) Add(key []byte, delta int64) {
 	t.fail(t.b.Put(append([]byte(nil), key...), addLE(cur, delta)))
 }
 
-// Versionstamp allocates the next commit version from a counter persisted in
-// the file, once per transaction.
+// Versionstamp is the commit's version, taken once per bbolt transaction
+// from a counter persisted in the file, with this Update's place in the
+// commit as batch order.
 func (t *boltTx) Versionstamp() Versionstamp {
 	if t.vs != nil {
 		return *t.vs
 	}
-	var cur uint64
-	if v := t.meta.Get(versionKey); len(v) == 8 {
-		cur = binary.BigEndian.Uint64(v)
+	if !t.version.taken {
+		var cur uint64
+		if v := t.meta.Get(versionKey); len(v) == 8 {
+			cur = binary.BigEndian.Uint64(v)
+		}
+		cur++
+		b := make([]byte, 8)
+		binary.BigEndian.PutUint64(b, cur)
+		t.fail(t.meta.Put(versionKey, b))
+		t.version.version, t.version.taken = cur, true
 	}
-	cur++
-	b := make([]byte, 8)
-	binary.BigEndian.PutUint64(b, cur)
-	t.fail(t.meta.Put(versionKey, b))
-	vs := NewVersionstamp(cur, 0)
+	vs := NewVersionstamp(t.version.version, t.order)
 	t.vs = &vs
 	return vs
 }

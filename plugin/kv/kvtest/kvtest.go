@@ -27,6 +27,7 @@ func Run(t *testing.T, open func(t *testing.T) kv.Store) {
 		{"ConcurrentAdd", testConcurrentAdd},
 		{"SerializableReadModifyWrite", testSerializable},
 		{"Versionstamp", testVersionstamp},
+		{"ConcurrentUpdates", testConcurrentUpdates},
 		{"Watch", testWatch},
 		{"RetryOnConflict", testRetry},
 		{"ReadYourWrites", testReadYourWrites},
@@ -275,6 +276,88 @@ func testVersionstamp(t *testing.T, s kv.Store) {
 	if got := keys(t, s, "vskey/", string(kv.PrefixEnd([]byte("vskey/"))), kv.RangeOptions{}); got != "[vskey/"+string(get(t, s, "vs0"))+"=\x00 vskey/"+string(get(t, s, "vs1"))+"=\x01 vskey/"+string(get(t, s, "vs2"))+"=\x02 vskey/"+string(get(t, s, "vs3"))+"=\x03 vskey/"+string(get(t, s, "vs4"))+"=\x04]" {
 		t.Fatalf("versionstamped keys not in commit order: %q", got)
 	}
+}
+
+// testConcurrentUpdates checks what backends that share commits between
+// concurrent Updates must keep: every Update is its own transaction, with
+// a unique versionstamp whose order is the order the Updates took effect,
+// and one that fails leaves nothing and fails no other.
+func testConcurrentUpdates(t *testing.T, s kv.Store) {
+	ctx := context.Background()
+	errRefused := errors.New("refused")
+	const writers, each = 20, 10
+	var wg sync.WaitGroup
+	errs := make(chan error, writers*each)
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				fail := (w*each+i)%7 == 3
+				err := s.Update(ctx, func(tx kv.Tx) error {
+					cur, err := tx.Get([]byte("n"))
+					if err != nil {
+						return err
+					}
+					tx.Add([]byte("n"), 1)
+					vs := tx.Versionstamp()
+					tx.Set(append([]byte("order/"), vs[:]...), []byte(fmt.Sprintf("%04d", decodeLE(cur))))
+					if fail {
+						tx.Set([]byte(fmt.Sprintf("failed/%d/%d", w, i)), []byte("x"))
+						return errRefused
+					}
+					return nil
+				})
+				if fail != errors.Is(err, errRefused) || !fail && err != nil {
+					errs <- fmt.Errorf("update %d/%d (fail=%v): %v", w, i, fail, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if got := keys(t, s, "failed/", "failed0", kv.RangeOptions{}); got != "[]" {
+		t.Fatalf("a failed update left writes: %s", got)
+	}
+	committed := 0
+	for k := 0; k < writers*each; k++ {
+		if k%7 != 3 {
+			committed++
+		}
+	}
+	if n := decodeLE(get(t, s, "n")); n != int64(committed) {
+		t.Fatalf("counter %d, want %d committed updates", n, committed)
+	}
+	// Versionstamp order is commit order: the counter each one read
+	// increases with its versionstamp, with no gaps and no repeats.
+	var want int64
+	err := s.View(ctx, func(tx kv.ReadTx) error {
+		return tx.Range([]byte("order/"), kv.PrefixEnd([]byte("order/")), kv.RangeOptions{}, func(k, v []byte) error {
+			if string(v) != fmt.Sprintf("%04d", want) {
+				return fmt.Errorf("update at versionstamp %x read counter %s, want %04d", k[len("order/"):], v, want)
+			}
+			want++
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want != int64(committed) {
+		t.Fatalf("%d versionstamped keys, want %d", want, committed)
+	}
+}
+
+// decodeLE reads a counter written by Tx.Add (absent: 0).
+func decodeLE(b []byte) int64 {
+	var n int64
+	for i := len(b) - 1; i >= 0; i-- {
+		n = n<<8 | int64(b[i])
+	}
+	return n
 }
 
 func fired(ch <-chan struct{}, d time.Duration) bool {

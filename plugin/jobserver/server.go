@@ -402,17 +402,20 @@ func (s *Server) accept(rotating bool) {
 		// Workers asked to stop still count until they have exited: they
 		// may still be writing.
 		full := len(s.workers) >= s.config().MaxJobs
-		var victim *worker
+		var victim, rotated *worker
 		if full && rotating && !s.stopping && s.live() >= s.config().MaxJobs {
 			// Rotation stops a running job before the new one starts, as
 			// CouchDB does, so max_jobs is never exceeded.
 			if victim = s.rotationVictim(cfg, time.Now()); victim != nil {
 				victim.stop(errRotated)
+				rotated = victim
 				s.churn++
 			}
 		}
 		if full && victim == nil && !s.stopping {
-			// An idle job gives its slot to a job with work to do.
+			// An idle job gives its slot to a job with work to do. The
+			// new job starts at once: the idle one has nothing to
+			// replicate, only its checkpoint and parking to write.
 			if victim = s.idleVictim(); victim != nil {
 				victim.stop(errPark)
 			}
@@ -431,8 +434,8 @@ func (s *Server) accept(rotating bool) {
 		s.mu.Unlock()
 		go func() {
 			defer s.wg.Done()
-			if victim != nil {
-				<-victim.exited
+			if rotated != nil {
+				<-rotated.exited
 			}
 			w.run()
 			s.mu.Lock()

@@ -189,18 +189,34 @@ func (c *couch) writePhase(b *testing.B, srcs []string, tgtOf func(src string) [
 		id, src string
 		at      time.Time
 	}
-	var writes []write
+	// Open loop: each write is sent on its tick, whether or not the ones
+	// before it have been answered, so a slow server cannot lower the rate.
+	var (
+		mu     sync.Mutex
+		writes []write
+		wg     sync.WaitGroup
+	)
 	tick := time.NewTicker(time.Second / time.Duration(rate))
 	end := time.Now().Add(d)
 	for k := 0; time.Now().Before(end); k++ {
 		<-tick.C
 		src := srcs[rand.N(len(srcs))]
 		id := fmt.Sprintf("w%07d", k)
-		at := time.Now()
-		c.must("PUT", "/"+src+"/"+id, `{"n":1}`, 201)
-		writes = append(writes, write{id, src, at})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			at := time.Now()
+			if code, resp := c.req("PUT", "/"+src+"/"+id, `{"n":1}`); code != 201 {
+				b.Errorf("PUT %s/%s: %d %s", src, id, code, resp)
+				return
+			}
+			mu.Lock()
+			writes = append(writes, write{id, src, at})
+			mu.Unlock()
+		}()
 	}
 	tick.Stop()
+	wg.Wait()
 	deadline := time.Now().Add(2 * time.Minute)
 	var lat []time.Duration
 	lost := 0

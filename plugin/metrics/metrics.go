@@ -19,6 +19,7 @@ import (
 	"github.com/couchepi/couchepi/plugin/replicate"
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 // Sources are what the collector reads at each scrape. A zero Records.Q or
@@ -137,10 +138,12 @@ func New(sources func() Sources, log hclog.Logger) *Collector {
 	return &Collector{sources: sources, log: log}
 }
 
-// NewRegistry returns a registry holding a Collector over sources.
+// NewRegistry returns a registry holding a Collector over sources and the
+// Go runtime's metrics of the plugin process (goroutines, memory, GC; the
+// host labels them with the plugin's name, apart from the server's own).
 func NewRegistry(sources func() Sources, log hclog.Logger) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(New(sources, log))
+	reg.MustRegister(New(sources, log), collectors.NewGoCollector())
 	return reg
 }
 

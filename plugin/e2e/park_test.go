@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/couchepi/couchepi/examples/minicouch/minicouchtest"
+	"github.com/couchepi/couchepi/plugin/kv/etcd/etcdtest"
 )
 
 // parkConfig parks idle continuous jobs after 2 s.
@@ -112,4 +113,72 @@ func TestE2EParkedJobsWake(t *testing.T) {
 		}
 	}
 	c.noDuplicates()
+}
+
+// TestE2EClusterParkedJobsWake (issue 15, item 4): on a job queue shared in
+// etcd, a job parked by one replication node is woken and run by another.
+// Node A parks every job and is killed with SIGKILL; writes made while no
+// replication node runs are found by node B when it starts (it checks the
+// sources of the jobs parked in the queue), and later writes wake the jobs
+// B parked through the frontend's _db_updates feed.
+func TestE2EClusterParkedJobsWake(t *testing.T) {
+	skipShort(t)
+	etcdc := etcdtest.StartCluster(t, 1)
+	eps := etcdc.Endpoints()
+	prefix := fmt.Sprintf("park-%d/", time.Now().UnixNano())
+	const extra = parkConfig + "max_jobs = 4\n"
+	front := startClusterNode(t, eps, prefix, true, false, extra)
+	a := startClusterNode(t, eps, prefix, false, true, extra)
+	const n = 3
+	for i := 0; i < n; i++ {
+		front.must("PUT", fmt.Sprintf("/s%d", i), "", 201)
+		front.putDocs(fmt.Sprintf("s%d", i), 0, 3)
+		front.must("PUT", fmt.Sprintf("/_replicator/p%d", i), front.repDoc(fmt.Sprintf("s%d", i), fmt.Sprintf("t%d", i), `,"continuous":true,"create_target":true`), 201)
+	}
+	for i := 0; i < n; i++ {
+		front.waitParked("_replicator", fmt.Sprintf("p%d", i))
+		if got := front.docCount(fmt.Sprintf("t%d", i)); got != 3 {
+			t.Fatalf("t%d has %d docs when parked, want 3", i, got)
+		}
+	}
+	if err := a.s.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < n; i++ {
+		front.putDocs(fmt.Sprintf("s%d", i), 3, 1)
+	}
+	b := startClusterNode(t, eps, prefix, false, true, extra)
+	bname := "minicouch@" + b.addr
+	ran := map[string]bool{}
+	for i := 0; i < n; i++ {
+		tgt := fmt.Sprintf("t%d", i)
+		front.eventually(tgt+" has the write made while no node ran", 30*time.Second, func() bool {
+			for _, node := range runningNodes(front) {
+				ran[node] = true
+			}
+			code, _ := front.req("GET", "/"+tgt+"/d00003", "")
+			return code == 200
+		})
+	}
+	for node := range ran {
+		if node != bname {
+			t.Errorf("a woken job ran on %s, want only node B (%s)", node, bname)
+		}
+	}
+	for i := 0; i < n; i++ {
+		front.waitParked("_replicator", fmt.Sprintf("p%d", i))
+	}
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		front.putDocs(fmt.Sprintf("s%d", i), 4, 1)
+	}
+	for i := 0; i < n; i++ {
+		front.waitDoc(fmt.Sprintf("t%d", i), "d00004", 30*time.Second)
+	}
+	t.Logf("writes to the frontend reached %d jobs parked by node B after %v", n, time.Since(start).Round(time.Millisecond))
+	for i := 0; i < n; i++ {
+		if got := front.docCount(fmt.Sprintf("t%d", i)); got != 5 {
+			t.Errorf("t%d has %d docs, want 5", i, got)
+		}
+	}
 }

@@ -589,11 +589,16 @@ func BenchmarkParkFanIn(b *testing.B) {
 // BenchmarkParkFanOut (issue 15): one source db replicated continuously
 // into N targets (1,000 at full size), default scheduler settings; the
 // latency is measured on 20 of the targets, at 10 writes per second
-// (each write is work for every one of the N jobs).
+// (COUCHEPI_PARK_FANOUT_RATE; each write is work for every one of the N
+// jobs).
 func BenchmarkParkFanOut(b *testing.B) {
 	n, phase := parkScale(100)
 	if os.Getenv("COUCHEPI_PARK_DBS") != "" {
 		n /= 10
+	}
+	rate := 10
+	if v, err := strconv.Atoi(os.Getenv("COUCHEPI_PARK_FANOUT_RATE")); err == nil && v > 0 {
+		rate = v
 	}
 	runPeers(b, func(b *testing.B, p *peer) parkResult {
 		source := p.prefix + "source"
@@ -615,7 +620,7 @@ func BenchmarkParkFanOut(b *testing.B) {
 		for _, t := range tgts[:min(20, n)] {
 			feeds[t] = p.follow(t)
 		}
-		lat := p.writePhase([]string{source}, func(string) []string { return tgts }, feeds, 10, phase)
+		lat := p.writePhase([]string{source}, func(string) []string { return tgts }, feeds, rate, phase)
 		for _, f := range feeds {
 			f.resp.Body.Close()
 		}

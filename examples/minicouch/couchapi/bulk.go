@@ -315,7 +315,9 @@ func (s *Server) writeBulkGetMultipart(d *dbReq, results []bulkGetResult) {
 	d.w.WriteHeader(200)
 	mw := multipart.NewWriter(d.w)
 	_ = mw.SetBoundary(boundary)
+	wrote := false
 	writeErr := func(e *bulkGetError) error {
+		wrote = true
 		h := textproto.MIMEHeader{}
 		h.Set("Content-Type", `application/json; error="true"`)
 		p, err := mw.CreatePart(h)
@@ -340,13 +342,14 @@ func (s *Server) writeBulkGetMultipart(d *dbReq, results []bulkGetResult) {
 				}
 				continue
 			}
+			wrote = true
 			if err := s.writeMixedParts(d, mw, []store.OpenRev{or}); err != nil {
 				s.log.Warn("_bulk_get multipart write failed", "db", d.name, "error", err)
 				return
 			}
 		}
 	}
-	_ = mw.Close()
+	_ = closeParts(d.w, mw, wrote)
 }
 
 // revsDiff is POST /{db}/_revs_diff.

@@ -131,6 +131,21 @@ func newBoundary() string {
 	return hex.EncodeToString(b)
 }
 
+// closeParts ends a multipart body written through mw to w as CouchDB ends
+// its own: with the close delimiter and nothing after it (wrote: a part
+// was written). mime/multipart's Close adds a CRLF, and CouchDB's
+// replicator insists that exactly "--" follows the last boundary of an
+// open_revs answer: it failed every doc with attachments it fetched from
+// minicouch with open_doc_revs_failed.
+func closeParts(w io.Writer, mw *multipart.Writer, wrote bool) error {
+	end := "--" + mw.Boundary() + "--"
+	if wrote {
+		end = "\r\n" + end
+	}
+	_, err := io.WriteString(w, end)
+	return err
+}
+
 // writeDocParts writes a doc with its wanted attachments as the parts of a
 // multipart/related body into mw.
 func (s *Server) writeDocParts(d *dbReq, mw *multipart.Writer, doc *store.DocRev) error {
@@ -187,7 +202,7 @@ func (s *Server) writeMultipartDoc(d *dbReq, doc *store.DocRev) {
 		s.log.Warn("multipart doc write failed", "db", d.name, "id", doc.ID, "error", err)
 		return
 	}
-	_ = mw.Close()
+	_ = closeParts(d.w, mw, true)
 }
 
 // writeMixedParts writes open_revs results as multipart/mixed parts: a
@@ -236,7 +251,7 @@ func (s *Server) writeMixedParts(d *dbReq, mw *multipart.Writer, res []store.Ope
 		if err := s.writeDocParts(d, imw, r.Doc); err != nil {
 			return err
 		}
-		if err := imw.Close(); err != nil {
+		if err := closeParts(p, imw, true); err != nil {
 			return err
 		}
 	}
@@ -255,5 +270,5 @@ func (s *Server) writeMultipartMixed(d *dbReq, res []store.OpenRev) {
 		s.log.Warn("multipart/mixed write failed", "db", d.name, "error", err)
 		return
 	}
-	_ = mw.Close()
+	_ = closeParts(d.w, mw, len(res) > 0)
 }

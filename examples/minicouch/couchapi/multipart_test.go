@@ -219,3 +219,68 @@ func TestOpenRevsForCouchDBReplicator(t *testing.T) {
 		})
 	}
 }
+
+// TestMultipartCloseDelimiter: every multipart answer ends as CouchDB's do,
+// with "--boundary--" and nothing after it, nested multipart/related parts
+// included. CouchDB's replicator matches exactly "--" after the last
+// boundary of an open_revs answer and failed every doc with attachments
+// (open_doc_revs_failed) while minicouch added mime/multipart's CRLF.
+func TestMultipartCloseDelimiter(t *testing.T) {
+	ts, _ := newTestServer(t)
+	runSteps(t, ts.URL, []step{
+		{name: "db", method: "PUT", path: "/db", status: 201},
+		{name: "with attachment", method: "PUT", path: "/db/a", body: `{"_attachments":{"a.txt":{"content_type":"text/plain","data":"aGVsbG8="}}}`, status: 201},
+		{name: "plain", method: "PUT", path: "/db/p", body: `{"v":1}`, status: 201},
+	})
+	tests := []struct {
+		name, method, path, body, accept string
+		nested                           int // multipart/related parts inside
+	}{
+		{"open_revs, attachments", "GET", "/db/a?open_revs=all&revs=true&latest=true", "", "multipart/mixed", 1},
+		{"open_revs, no attachments", "GET", "/db/p?open_revs=all", "", "multipart/mixed", 0},
+		{"open_revs, a missing rev", "GET", `/db/p?open_revs=["9-x"]`, "", "multipart/mixed", 0},
+		{"doc as multipart/related", "GET", "/db/a?attachments=true", "", "multipart/related", 0},
+		{"_bulk_get", "POST", "/db/_bulk_get?attachments=true", `{"docs":[{"id":"a"},{"id":"p"},{"id":"zz"}]}`, "multipart/mixed", 1},
+		{"_bulk_get, no docs", "POST", "/db/_bulk_get", `{"docs":[]}`, "multipart/mixed", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, b := step{method: tt.method, path: tt.path, body: tt.body, headers: map[string]string{"Accept": tt.accept}}.do(t, ts.URL)
+			if resp.StatusCode != 200 {
+				t.Fatalf("%d %s", resp.StatusCode, b)
+			}
+			if n := checkCloseDelimiter(t, resp.Header.Get("Content-Type"), b); n != tt.nested {
+				t.Errorf("%d nested multipart parts, want %d", n, tt.nested)
+			}
+		})
+	}
+}
+
+// checkCloseDelimiter checks that a multipart body and its nested
+// multipart parts end with their close delimiter; it returns how many
+// nested ones it checked.
+func checkCloseDelimiter(t *testing.T, ctype string, body []byte) int {
+	t.Helper()
+	_, params, err := mime.ParseMediaType(ctype)
+	if err != nil || params["boundary"] == "" {
+		t.Fatalf("Content-Type %q: %v", ctype, err)
+	}
+	if end := "--" + params["boundary"] + "--"; !bytes.HasSuffix(body, []byte(end)) {
+		t.Errorf("body does not end with %q: ends with %q", end, body[max(0, len(body)-60):])
+	}
+	nested := 0
+	mr := multipart.NewReader(bytes.NewReader(body), params["boundary"])
+	for {
+		p, err := mr.NextPart()
+		if err == io.EOF {
+			return nested
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pct := p.Header.Get("Content-Type"); strings.HasPrefix(pct, "multipart/") {
+			pb, _ := io.ReadAll(p)
+			nested += 1 + checkCloseDelimiter(t, pct, pb)
+		}
+	}
+}

@@ -27,6 +27,7 @@ type allDocsQuery struct {
 	IncludeDocs      bool
 	Conflicts        bool
 	Attachments      bool
+	AttEncodingInfo  bool
 	UpdateSeq        bool
 }
 
@@ -93,6 +94,7 @@ func parseAllDocsQuery(q url.Values) (allDocsQuery, *hooks.Error) {
 	o.IncludeDocs = q.Get("include_docs") == "true"
 	o.Conflicts = q.Get("conflicts") == "true"
 	o.Attachments = q.Get("attachments") == "true"
+	o.AttEncodingInfo = q.Get("att_encoding_info") == "true"
 	o.UpdateSeq = q.Get("update_seq") == "true"
 	if v := q.Get("skip"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -251,7 +253,7 @@ func (s *Server) writeAllDocsRow(d *dbReq, bw *bufio.Writer, row store.AllDocsRo
 	}
 	bw.WriteString(`}`)
 	if o.IncludeDocs {
-		doc, err := d.db.Get(d.ctx(), row.ID, store.GetOptions{Rev: row.Rev, Conflicts: o.Conflicts, Attachments: o.Attachments})
+		doc, err := d.db.Get(d.ctx(), row.ID, store.GetOptions{Rev: row.Rev, Conflicts: o.Conflicts, Attachments: o.Attachments, AttEncodingInfo: o.AttEncodingInfo})
 		if err != nil {
 			bw.WriteString(`,"doc":null}`)
 			return nil

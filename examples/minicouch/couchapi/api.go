@@ -87,6 +87,9 @@ func New(opts Options) *Server {
 	s.auth = auth.New(opts.Config, s.lookupUser)
 	if opts.Store != nil {
 		s.mx.registerStore(opts.Store)
+		if opts.Config != nil {
+			opts.Store.SetAttachmentPolicy(&attPolicy{cfg: opts.Config})
+		}
 	}
 	return s
 }

@@ -264,13 +264,17 @@ func TestDocumentsAndBadInput(t *testing.T) {
 		{name: "att absent after mismatch", method: "GET", path: "/db/withatt", status: 404},
 		{name: "att put", method: "PUT", path: "/db/withatt/a.txt", body: "hello", ctype: "text/plain", headers: map[string]string{"Content-MD5": "XUFAKrxLKna5cZ2REBfFkg=="}, status: 201},
 		{name: "att get", method: "GET", path: "/db/withatt/a.txt", status: 200, want: "", has: []string{"hello"},
-			header: map[string]string{"Content-Type": "text/plain", "Content-MD5": "XUFAKrxLKna5cZ2REBfFkg=="}},
-		{name: "att range", method: "GET", path: "/db/withatt/a.txt", headers: map[string]string{"Range": "bytes=1-3"}, status: 206,
+			header: map[string]string{"Content-Type": "text/plain", "ETag": `"iMaiC8wqiFlD2NjLTemvCQ=="`, "Content-MD5": ""}},
+		{name: "gzipped att ignores range", method: "GET", path: "/db/withatt/a.txt", headers: map[string]string{"Range": "bytes=1-3"}, status: 200,
+			header: map[string]string{"Accept-Ranges": "none", "Content-Range": ""}, has: []string{"hello"}},
+		{name: "binary att put", method: "PUT", path: "/db/withbin/b.bin", body: "hello", ctype: "application/octet-stream", status: 201},
+		{name: "att range", method: "GET", path: "/db/withbin/b.bin", headers: map[string]string{"Range": "bytes=1-3"}, status: 206,
 			header: map[string]string{"Content-Range": "bytes 1-3/5", "Content-Length": "3"}, has: []string{"ell"}},
-		{name: "att suffix range", method: "GET", path: "/db/withatt/a.txt", headers: map[string]string{"Range": "bytes=-2"}, status: 206, has: []string{"lo"}},
-		{name: "att bad range", method: "GET", path: "/db/withatt/a.txt", headers: map[string]string{"Range": "bytes=9-"}, status: 416},
+		{name: "att suffix range", method: "GET", path: "/db/withbin/b.bin", headers: map[string]string{"Range": "bytes=-2"}, status: 206, has: []string{"lo"}},
+		{name: "att bad range", method: "GET", path: "/db/withbin/b.bin", headers: map[string]string{"Range": "bytes=9-"}, status: 416},
 		{name: "att inline", method: "GET", path: "/db/withatt?attachments=true", status: 200, has: []string{`"data":"aGVsbG8="`}},
-		{name: "att stub", method: "GET", path: "/db/withatt", status: 200, has: []string{`"stub":true`, `"digest":"md5-XUFAKrxLKna5cZ2REBfFkg=="`, `"length":5`}},
+		{name: "att stub", method: "GET", path: "/db/withatt", status: 200, has: []string{`"stub":true`, `"digest":"md5-iMaiC8wqiFlD2NjLTemvCQ=="`, `"length":5`}},
+		{name: "binary att stub", method: "GET", path: "/db/withbin", status: 200, has: []string{`"digest":"md5-XUFAKrxLKna5cZ2REBfFkg=="`, `"length":5`}},
 	})
 	// Oversized bodies: a small max_http_request_size gives 413 and stores nothing.
 	runSteps(t, ts.URL, []step{

@@ -56,12 +56,21 @@ func (s *Server) getAttachment(d *dbReq, id, name string) {
 	h := d.w.Header()
 	h.Set("ETag", etag)
 	h.Set("Content-Type", info.ContentType)
-	h.Set("Content-MD5", digestMD5(info.Digest))
 	h.Set("Cache-Control", "must-revalidate")
+	// As CouchDB: data stored encoded goes out as stored when the client
+	// accepts the encoding, else decoded on the fly (with the decoded
+	// length when it is known, chunked when it was uploaded encoded).
 	status, first, n := 200, int64(0), info.Length
+	sendStored := info.Encoding != "gzip" || acceptsGzip(d.r)
 	if info.Encoding != "" {
 		h.Set("Accept-Ranges", "none")
-		h.Set("Content-Encoding", info.Encoding)
+		switch {
+		case sendStored:
+			h.Set("Content-Encoding", info.Encoding)
+			n = info.EncodedLength
+		case info.Length == info.EncodedLength:
+			n = -1
+		}
 	} else {
 		h.Set("Accept-Ranges", "bytes")
 		if rg := d.r.Header.Get("Range"); rg != "" {
@@ -77,12 +86,19 @@ func (s *Server) getAttachment(d *dbReq, id, name string) {
 			}
 		}
 	}
-	h.Set("Content-Length", strconv.FormatInt(n, 10))
+	if n >= 0 {
+		h.Set("Content-Length", strconv.FormatInt(n, 10))
+	}
 	if d.r.Method == "HEAD" {
 		d.w.WriteHeader(status)
 		return
 	}
-	rc, _, err := d.db.OpenAttachment(d.ctx(), info.Digest)
+	var rc io.ReadCloser
+	if sendStored {
+		rc, _, err = d.db.OpenAttachment(d.ctx(), info.Digest)
+	} else {
+		rc, err = d.db.OpenAttachmentDecoded(d.ctx(), info)
+	}
 	if err != nil {
 		writeError(d.w, err)
 		return
@@ -95,9 +111,49 @@ func (s *Server) getAttachment(d *dbReq, id, name string) {
 		}
 	}
 	d.w.WriteHeader(status)
-	if _, err := io.CopyN(d.w, rc, n); err != nil {
+	if n < 0 {
+		_, err = io.Copy(d.w, rc)
+	} else {
+		_, err = io.CopyN(d.w, rc, n)
+	}
+	if err != nil {
 		s.log.Debug("attachment stream ended early", "db", d.name, "id", id, "error", err)
 	}
+}
+
+// acceptsGzip reports whether the request's Accept-Encoding takes gzip,
+// as mochiweb's accepted_encodings reads it for CouchDB: "gzip" or "*"
+// with a q-value above 0, unless gzip itself has q=0. A header it cannot
+// read takes nothing but identity (CouchDB answers 500).
+func acceptsGzip(r *http.Request) bool {
+	gzip, star := -1.0, -1.0
+	for _, v := range r.Header.Values("Accept-Encoding") {
+		for _, item := range strings.Split(strings.ToLower(v), ",") {
+			coding, params, _ := strings.Cut(item, ";")
+			q := 1.0
+			for _, p := range strings.Split(params, ";") {
+				k, val, ok := strings.Cut(strings.TrimSpace(p), "=")
+				if !ok || strings.TrimSpace(k) != "q" {
+					continue
+				}
+				f, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
+				if err != nil || f < 0 || f > 1 {
+					return false
+				}
+				q = f
+			}
+			switch strings.TrimSpace(coding) {
+			case "gzip":
+				gzip = q
+			case "*":
+				star = q
+			}
+		}
+	}
+	if gzip >= 0 {
+		return gzip > 0
+	}
+	return star > 0
 }
 
 // parseRange parses a single-range "bytes=a-b", "bytes=a-" or "bytes=-n"
@@ -200,11 +256,25 @@ func (s *Server) putAttachment(d *dbReq, id, name string) {
 		}
 		md5hdr = "md5-" + v
 	}
+	// A gzip upload is stored as it comes, encoded (limitBody made the
+	// body read inflated: the raw body is underneath); CouchDB takes no
+	// other encoding.
 	var body io.Reader = d.r.Body
+	encoding, declared := "", d.r.ContentLength
+	if gb, ok := d.r.Body.(*gzipBody); ok {
+		body, encoding, declared = gb.raw, "gzip", gb.declared
+	} else if enc := contentEncoding(d.r); enc != "" {
+		writeError(d.w, &hooks.Error{Status: 415, Err: "bad_content_type", Reason: "Only gzip and identity content-encodings are supported"})
+		return
+	}
 	if body == nil {
 		body = strings.NewReader("")
 	}
-	newRev, err := d.db.PutAttachment(d.ctx(), id, rev, name, ct, body, md5hdr)
+	if max := maxAttachmentSize(s.cfg); max >= 0 && declared > max {
+		writeError(d.w, store.AttachmentTooLarge(name))
+		return
+	}
+	newRev, err := d.db.PutAttachment(d.ctx(), id, rev, store.Attachment{Name: name, ContentType: ct, Reader: body, Digest: md5hdr, Encoding: encoding})
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {

@@ -27,6 +27,7 @@ type changesReq struct {
 	includeDocs bool
 	conflicts   bool
 	attachments bool
+	encInfo     bool // att_encoding_info
 	heartbeat   time.Duration
 	timeout     time.Duration
 	seqInterval int
@@ -105,6 +106,7 @@ func (s *Server) parseChanges(d *dbReq) (*changesReq, *hooks.Error) {
 	c.includeDocs = q.Get("include_docs") == "true"
 	c.conflicts = q.Get("conflicts") == "true"
 	c.attachments = q.Get("attachments") == "true"
+	c.encInfo = q.Get("att_encoding_info") == "true"
 	if v := q.Get("heartbeat"); v != "" {
 		if v == "true" {
 			c.heartbeat = 60 * time.Second
@@ -331,7 +333,7 @@ func (s *Server) changeRow(d *dbReq, c *changesReq, ch store.Change, index int) 
 		buf = append(buf, `,"deleted":true`...)
 	}
 	if c.includeDocs {
-		doc, err := winnerDoc(d.ctx(), d.db, ch.ID, store.GetOptions{Conflicts: c.conflicts, Attachments: c.attachments})
+		doc, err := winnerDoc(d.ctx(), d.db, ch.ID, store.GetOptions{Conflicts: c.conflicts, Attachments: c.attachments, AttEncodingInfo: c.encInfo})
 		if err != nil {
 			return nil, err
 		}

@@ -231,6 +231,7 @@ func docOptions(q url.Values) (store.GetOptions, *hooks.Error) {
 		LocalSeq:         q.Get("local_seq") == "true",
 		Latest:           q.Get("latest") == "true",
 		Attachments:      q.Get("attachments") == "true",
+		AttEncodingInfo:  q.Get("att_encoding_info") == "true",
 	}
 	if q.Get("meta") == "true" {
 		o.RevsInfo, o.Conflicts, o.DeletedConflicts = true, true, true

@@ -45,16 +45,17 @@ func checkEncoding(r *http.Request) *hooks.Error {
 	}
 }
 
-// inflateBody makes a gzip request body read inflated (attachments too:
-// they are stored as identity, see the README's differences), with the inflated
+// inflateBody makes a gzip request body read inflated, with the inflated
 // size bounded by max: a small body that inflates past the limit (a gzip
 // bomb) ends in an *http.MaxBytesError, as an oversized plain body does,
-// and memory never holds more than max bytes of it.
+// and memory never holds more than max bytes of it. An attachment upload
+// takes the raw body back from the *gzipBody and stores it encoded, as
+// CouchDB does.
 func inflateBody(r *http.Request, max int64) {
 	if contentEncoding(r) != "gzip" || r.Body == nil || r.Body == http.NoBody {
 		return
 	}
-	r.Body = &gzipBody{raw: r.Body, left: max, max: max}
+	r.Body = &gzipBody{raw: r.Body, left: max, max: max, declared: r.ContentLength}
 	r.ContentLength = -1 // the declared length is the compressed one
 	// From here the body is identity, for handlers and plugin routes alike.
 	r.Header.Del("Content-Encoding")
@@ -66,6 +67,7 @@ type gzipBody struct {
 	raw       io.ReadCloser
 	zr        *gzip.Reader
 	left, max int64
+	declared  int64 // the request's Content-Length (-1: unknown)
 }
 
 func (b *gzipBody) Read(p []byte) (int, error) {

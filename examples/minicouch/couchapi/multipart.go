@@ -147,8 +147,11 @@ func closeParts(w io.Writer, mw *multipart.Writer, wrote bool) error {
 }
 
 // writeDocParts writes a doc with its wanted attachments as the parts of a
-// multipart/related body into mw.
+// multipart/related body into mw. As CouchDB, the data goes as it is
+// stored (gzipped text with Content-Encoding: gzip, and its encoding in
+// the JSON, stubs' too), whatever the client's Accept-Encoding.
 func (s *Server) writeDocParts(d *dbReq, mw *multipart.Writer, doc *store.DocRev) error {
+	doc.AttEncodingInfo = true
 	var js bytes.Buffer
 	if err := d.db.WriteDocJSON(d.ctx(), &js, doc, true); err != nil {
 		return err
@@ -169,9 +172,11 @@ func (s *Server) writeDocParts(d *dbReq, mw *multipart.Writer, doc *store.DocRev
 		h := textproto.MIMEHeader{}
 		h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": a.Name}))
 		h.Set("Content-Type", a.ContentType)
-		h.Set("Content-Length", strconv.FormatInt(a.Length, 10))
 		if a.Encoding != "" {
+			h.Set("Content-Length", strconv.FormatInt(a.EncodedLength, 10))
 			h.Set("Content-Encoding", a.Encoding)
+		} else {
+			h.Set("Content-Length", strconv.FormatInt(a.Length, 10))
 		}
 		p, err := mw.CreatePart(h)
 		if err != nil {
@@ -223,6 +228,7 @@ func (s *Server) writeMixedParts(d *dbReq, mw *multipart.Writer, res []store.Ope
 			p.Write([]byte(`}`))
 			continue
 		}
+		r.Doc.AttEncodingInfo = true // as CouchDB's multipart answers
 		withData := false
 		for _, a := range r.Doc.Attachments {
 			withData = withData || !a.Stub

@@ -34,6 +34,7 @@ type viewQuery struct {
 	descending             bool
 	skip, limit            int
 	includeDocs, conflicts bool
+	encInfo                bool // att_encoding_info
 	updateSeq              bool // update_seq=true: say which seq the rows reflect
 	reduce                 *bool
 	group                  bool
@@ -56,7 +57,7 @@ func jsonParam(q url.Values, names ...string) (any, bool, *hooks.Error) {
 func parseViewQuery(q url.Values) (*viewQuery, *hooks.Error) {
 	v := &viewQuery{inclusiveEnd: q.Get("inclusive_end") != "false", descending: q.Get("descending") == "true",
 		limit: -1, includeDocs: q.Get("include_docs") == "true", conflicts: q.Get("conflicts") == "true",
-		updateSeq: q.Get("update_seq") == "true"}
+		updateSeq: q.Get("update_seq") == "true", encInfo: q.Get("att_encoding_info") == "true"}
 	var herr *hooks.Error
 	var key any
 	var hasKey bool
@@ -250,7 +251,7 @@ func (s *Server) view(d *dbReq, ddoc, name string) {
 					id = linked
 				}
 			}
-			doc, err := d.db.Get(d.ctx(), id, store.GetOptions{Conflicts: vq.conflicts})
+			doc, err := d.db.Get(d.ctx(), id, store.GetOptions{Conflicts: vq.conflicts, AttEncodingInfo: vq.encInfo})
 			if err != nil {
 				selected[i].Doc = nil
 				continue

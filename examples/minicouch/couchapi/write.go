@@ -97,6 +97,9 @@ func (s *Server) writeDocs(ctx context.Context, db *store.DB, docs []*store.Doc,
 	pending := make([]*store.Doc, 0, len(docs))
 	index := make([]int, 0, len(docs))
 	maxDoc := s.cfg.Int("couchdb", "max_document_size", 8000000)
+	if err := checkAttachmentSizes(docs, maxAttachmentSize(s.cfg)); err != nil {
+		return nil, err
+	}
 	before := s.hooks != nil && s.hooks.Subscribed(hooks.BeforeDocUpdate, name)
 	vdu, err := s.loadValidator(ctx, db, o.user)
 	if err != nil {
@@ -149,6 +152,33 @@ func (s *Server) writeDocs(ctx context.Context, db *store.DB, docs []*store.Doc,
 		s.afterWrites(ctx, db, res)
 	}
 	return results, nil
+}
+
+// checkAttachmentSizes refuses the whole request, as CouchDB's
+// validate_attachment_sizes does, when an attachment is larger than max
+// (negative: no bound): inline or already read data by its length,
+// data that follows and stubs by the length they declare (encoded_length
+// for encoded ones). Data streamed from a temp file is counted again
+// as the store reads it.
+func checkAttachmentSizes(docs []*store.Doc, max int64) error {
+	if max < 0 {
+		return nil
+	}
+	for _, d := range docs {
+		for _, a := range d.Attachments {
+			n := a.Length
+			switch {
+			case a.Data != nil:
+				n = int64(len(a.Data))
+			case a.Encoding != "" && a.EncodedLength > 0:
+				n = a.EncodedLength
+			}
+			if n > max {
+				return store.AttachmentTooLarge(a.Name)
+			}
+		}
+	}
+	return nil
 }
 
 // afterWrites sends after_doc_write for each durable success (subscribed

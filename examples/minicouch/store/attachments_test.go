@@ -99,17 +99,17 @@ func TestAttachmentEndpoints(t *testing.T) {
 	db := createTest(t, s, "d")
 	ctx := context.Background()
 	data := []byte("some attachment data")
-	r1, err := db.PutAttachment(ctx, "doc", "", "f.txt", "text/plain", bytes.NewReader(data), digestOf(data))
+	r1, err := db.PutAttachment(ctx, "doc", "", Attachment{Name: "f.txt", ContentType: "text/plain", Reader: bytes.NewReader(data), Digest: digestOf(data)})
 	if err != nil || !strings.HasPrefix(r1, "1-") {
 		t.Fatalf("PutAttachment new doc: %s %v", r1, err)
 	}
-	if _, err := db.PutAttachment(ctx, "doc", "", "g", "", bytes.NewReader(data), ""); !isErr(err, ErrConflict) {
+	if _, err := db.PutAttachment(ctx, "doc", "", Attachment{Name: "g", Reader: bytes.NewReader(data)}); !isErr(err, ErrConflict) {
 		t.Fatalf("PutAttachment without rev on existing doc: %v", err)
 	}
-	if _, err := db.PutAttachment(ctx, "doc", r1, "g", "", strings.NewReader("x"), digestOf(data)); !isErr(err, ErrDigestMismatch) {
+	if _, err := db.PutAttachment(ctx, "doc", r1, Attachment{Name: "g", Reader: strings.NewReader("x"), Digest: digestOf(data)}); !isErr(err, ErrDigestMismatch) {
 		t.Fatalf("digest mismatch: %v", err)
 	}
-	r2, err := db.PutAttachment(ctx, "doc", r1, "g", "", strings.NewReader("x"), "")
+	r2, err := db.PutAttachment(ctx, "doc", r1, Attachment{Name: "g", Reader: strings.NewReader("x")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +251,7 @@ func TestCompactReclaimsOrphanChunks(t *testing.T) {
 	db := createTest(t, s, "d")
 	ctx := context.Background()
 	put(t, db, `{"_id":"keep","_attachments":{"a":{"data":"aGVsbG8="}}}`)
-	if _, err := db.stageStream(ctx, &patternReader{n: 3*chunkSize + 5}, ""); err != nil {
+	if _, err := db.stageStream(ctx, &patternReader{n: 3*chunkSize + 5}, "", 0, -1, "p"); err != nil {
 		t.Fatal(err)
 	}
 	countChunks := func() int {

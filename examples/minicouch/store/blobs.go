@@ -11,6 +11,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/couchepi/couchepi/examples/minicouch/couchgzip"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -75,10 +76,15 @@ func md5Digest(h hash.Hash) string {
 // stagedBlob is attachment data already in the store (or in memory),
 // identified by digest, ready to be referenced by a revision.
 type stagedBlob struct {
-	digest string
-	length int64
+	digest string  // md5 of the stored bytes
+	length int64   // stored bytes
 	ref    blobRef // streamed blobs: where the chunks are
 	data   []byte  // in-memory data, written with the document
+	// encoding is "gzip" when the store compressed the data (then
+	// identityLen is its length before), "" when it keeps the bytes as
+	// they arrived.
+	encoding    string
+	identityLen int64
 }
 
 // digestMatches reports whether a client-given digest agrees with the
@@ -87,69 +93,148 @@ func digestMatches(want, got string) bool {
 	return !strings.HasPrefix(want, "md5-") || want == got
 }
 
-// stageData hashes in-memory data and checks a client digest.
-func stageData(data []byte, want string) (*stagedBlob, error) {
+// checkDigest verifies a client digest: of the data as it arrived
+// (identity), or, for data the store compressed, of the stored bytes too
+// (a client writing back data it read with the digest it read).
+func checkDigest(want, identity, stored string) error {
+	if digestMatches(want, identity) || stored != "" && want == stored {
+		return nil
+	}
+	return ErrDigestMismatch
+}
+
+// stageData hashes in-memory data, gzips it at level (0: kept as is) and
+// checks a client digest.
+func stageData(data []byte, want string, level int) (*stagedBlob, error) {
 	h := md5.New()
 	h.Write(data)
 	d := md5Digest(h)
-	if !digestMatches(want, d) {
-		return nil, ErrDigestMismatch
-	}
-	return &stagedBlob{digest: d, length: int64(len(data)), data: data}, nil
-}
-
-// stageStream copies r into new blob chunks, in transactions of a few MiB so
-// the data is never held whole in memory, and checks a client digest. The
-// chunks are unreferenced until link runs in the document's transaction;
-// if the process dies in between, Compact reclaims them.
-func (db *DB) stageStream(ctx context.Context, r io.Reader, want string) (*stagedBlob, error) {
-	h := md5.New()
-	ref := blobRef{id: newBlobID()}
-	// One buffer of chunksPerTx chunks is reused: bbolt keeps references to
-	// put values only until its transaction commits.
-	buf := make([]byte, chunkSize*chunksPerTx)
-	filled := 0 // bytes of buf in use, always whole chunks except the last
-	flush := func() error {
-		if filled == 0 {
-			return nil
+	if level == 0 {
+		if err := checkDigest(want, d, ""); err != nil {
+			return nil, err
 		}
-		n := uint32((filled + chunkSize - 1) / chunkSize)
-		first := ref.chunks - n
-		err := db.s.bolt.Update(func(tx *bolt.Tx) error {
-			b, err := db.bucket(tx)
-			if err != nil {
-				return err
-			}
-			bl := b.Bucket(bucketBlobs)
-			for i := uint32(0); i < n; i++ {
-				end := min(int(i+1)*chunkSize, filled)
-				if err := bl.Put(chunkKey(ref.id, first+i), buf[int(i)*chunkSize:end]); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		filled = 0
-		return err
+		return &stagedBlob{digest: d, length: int64(len(data)), data: data}, nil
 	}
-	fail := func(err error) (*stagedBlob, error) {
-		db.dropChunks(ref)
+	z, err := couchgzip.Gzip(data, level)
+	if err != nil {
 		return nil, err
 	}
+	h.Reset()
+	h.Write(z)
+	zd := md5Digest(h)
+	if err := checkDigest(want, d, zd); err != nil {
+		return nil, err
+	}
+	return &stagedBlob{digest: zd, length: int64(len(z)), data: z, encoding: "gzip", identityLen: int64(len(data))}, nil
+}
+
+// blobWriter writes a stream into new blob chunks, in transactions of a
+// few MiB so the data is never held whole in memory, hashing what it
+// stores.
+type blobWriter struct {
+	db *DB
+	h  hash.Hash
+	// ref counts the chunks and bytes flushed so far.
+	ref blobRef
+	// buf holds chunksPerTx chunks and is reused: bbolt keeps references
+	// to put values only until its transaction commits.
+	buf    []byte
+	filled int
+}
+
+func (db *DB) newBlobWriter() *blobWriter {
+	return &blobWriter{db: db, h: md5.New(), ref: blobRef{id: newBlobID()}, buf: make([]byte, chunkSize*chunksPerTx)}
+}
+
+// Write implements io.Writer.
+func (w *blobWriter) Write(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		k := copy(w.buf[w.filled:], p)
+		w.h.Write(p[:k])
+		w.filled += k
+		n += k
+		p = p[k:]
+		if w.filled == len(w.buf) {
+			if err := w.flush(); err != nil {
+				return n, err
+			}
+		}
+	}
+	return n, nil
+}
+
+// flush writes the buffered bytes as chunks (every chunk full but the
+// stream's last).
+func (w *blobWriter) flush() error {
+	if w.filled == 0 {
+		return nil
+	}
+	n := uint32((w.filled + chunkSize - 1) / chunkSize)
+	first := w.ref.chunks
+	err := w.db.s.bolt.Update(func(tx *bolt.Tx) error {
+		b, err := w.db.bucket(tx)
+		if err != nil {
+			return err
+		}
+		bl := b.Bucket(bucketBlobs)
+		for i := uint32(0); i < n; i++ {
+			end := min(int(i+1)*chunkSize, w.filled)
+			if err := bl.Put(chunkKey(w.ref.id, first+i), w.buf[int(i)*chunkSize:end]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	// Chunks are counted even when the transaction failed: dropChunks
+	// then deletes whatever part of them exists.
+	w.ref.chunks += n
+	w.ref.length += int64(w.filled)
+	w.filled = 0
+	return err
+}
+
+// stageStream copies r into new blob chunks (gzipped at level; 0: as it
+// arrives), checks a client digest and the size bound max (negative:
+// none) of the bytes read, attachment name's. The chunks are unreferenced until
+// link runs in the document's transaction; if the process dies in
+// between, Compact reclaims them.
+func (db *DB) stageStream(ctx context.Context, r io.Reader, want string, level int, max int64, name string) (*stagedBlob, error) {
+	bw := db.newBlobWriter()
+	var sink io.Writer = bw
+	var zw io.WriteCloser
+	if level > 0 {
+		var err error
+		if zw, err = couchgzip.NewWriter(bw, level); err != nil {
+			return nil, err
+		}
+		sink = zw
+	}
+	idh := md5.New() // of the bytes as they arrive
+	fail := func(err error) (*stagedBlob, error) {
+		if zw != nil {
+			zw.Close()
+		}
+		db.dropChunks(bw.ref)
+		return nil, err
+	}
+	in := make([]byte, chunkSize)
+	var read int64
 	for {
 		if err := ctx.Err(); err != nil {
 			return fail(err)
 		}
-		n, err := io.ReadFull(r, buf[filled:filled+chunkSize])
+		n, err := io.ReadFull(r, in)
 		if n > 0 {
-			h.Write(buf[filled : filled+n])
-			filled += n
-			ref.chunks++
-			ref.length += int64(n)
-			if filled == len(buf) {
-				if ferr := flush(); ferr != nil {
-					return fail(ferr)
-				}
+			read += int64(n)
+			if max >= 0 && read > max {
+				return fail(AttachmentTooLarge(name))
+			}
+			if zw != nil {
+				idh.Write(in[:n])
+			}
+			if _, werr := sink.Write(in[:n]); werr != nil {
+				return fail(werr)
 			}
 		}
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
@@ -159,14 +244,26 @@ func (db *DB) stageStream(ctx context.Context, r io.Reader, want string) (*stage
 			return fail(err)
 		}
 	}
-	if err := flush(); err != nil {
+	if zw != nil {
+		if err := zw.Close(); err != nil {
+			return fail(err)
+		}
+	}
+	if err := bw.flush(); err != nil {
 		return fail(err)
 	}
-	d := md5Digest(h)
-	if !digestMatches(want, d) {
-		return fail(ErrDigestMismatch)
+	sb := &stagedBlob{digest: md5Digest(bw.h), length: bw.ref.length, ref: bw.ref}
+	identity := sb.digest
+	if zw != nil {
+		identity = md5Digest(idh)
+		sb.encoding, sb.identityLen = "gzip", read
+		if err := checkDigest(want, identity, sb.digest); err != nil {
+			return fail(err)
+		}
+	} else if err := checkDigest(want, identity, ""); err != nil {
+		return fail(err)
 	}
-	return &stagedBlob{digest: d, length: ref.length, ref: ref}, nil
+	return sb, nil
 }
 
 // dropChunks deletes a staged blob's chunks (best effort; Compact reclaims

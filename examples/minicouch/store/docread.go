@@ -1,8 +1,8 @@
 package store
 
 import (
+	"bytes"
 	"context"
-	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -59,7 +59,7 @@ func readRev(b *bolt.Bucket, id string, rec *docRecord, rev revtree.Rev, opts Ge
 	if rb == nil {
 		return nil, ErrNotFound
 	}
-	d := &DocRev{ID: id, Rev: rev.String(), Deleted: node.Deleted, Body: rb.body, Seq: rec.seq}
+	d := &DocRev{ID: id, Rev: rev.String(), Deleted: node.Deleted, Body: rb.body, Seq: rec.seq, AttEncodingInfo: opts.AttEncodingInfo}
 	anc := rec.tree.Ancestry(rev)
 	if len(rb.atts) > 0 {
 		sinceGen := -1 // -1: data only when opts.Attachments
@@ -276,7 +276,8 @@ func (db *DB) editAttachments(ctx context.Context, id, rev string, p *pendingDoc
 	return newRev, nil
 }
 
-func (db *DB) putAttachment(ctx context.Context, id, rev, name, contentType string, r io.Reader, contentMD5 string) (string, error) {
+func (db *DB) putAttachment(ctx context.Context, id, rev string, att Attachment) (string, error) {
+	name := att.Name
 	if strings.HasPrefix(name, "_") {
 		return "", BadRequest("Attachment name '" + name + "' starts with prohibited character '_'")
 	}
@@ -286,9 +287,18 @@ func (db *DB) putAttachment(ctx context.Context, id, rev, name, contentType stri
 	if strings.HasPrefix(id, LocalPrefix) {
 		return "", BadRequest("Attachments are not supported on _local documents")
 	}
+	contentType := att.ContentType
+	if contentType == "" {
+		contentType = "application/octet-stream"
+	}
+	r := att.Reader
+	if r == nil {
+		r = bytes.NewReader(att.Data)
+	}
 	db.s.attMu.RLock()
 	defer db.s.attMu.RUnlock()
-	sb, err := db.stageStream(ctx, r, contentMD5)
+	level, max := db.s.attLimits(contentType, att.Encoding != "")
+	sb, err := db.stageStream(ctx, r, att.Digest, level, max, name)
 	if err != nil {
 		return "", err
 	}
@@ -298,12 +308,19 @@ func (db *DB) putAttachment(ctx context.Context, id, rev, name, contentType stri
 			db.dropChunks(sb.ref)
 		}
 	}()
-	if contentType == "" {
-		contentType = "application/octet-stream"
+	sa := storedAtt{Name: name, ContentType: contentType, Digest: sb.digest, Length: sb.length}
+	switch {
+	case sb.encoding != "":
+		sa.Encoding, sa.EncodedLength, sa.Length = sb.encoding, sb.length, sb.identityLen
+	case att.Encoding != "":
+		// uploaded encoded: CouchDB cannot tell the decoded length and
+		// reports the encoded one as both
+		sa.Encoding, sa.EncodedLength = att.Encoding, sb.length
 	}
 	return db.editAttachments(ctx, id, rev, p, func(atts []storedAtt, gen int) ([]storedAtt, *Error) {
 		atts = slices.DeleteFunc(atts, func(a storedAtt) bool { return a.Name == name })
-		return append(atts, storedAtt{Name: name, ContentType: contentType, Digest: sb.digest, Length: sb.length, RevPos: gen}), nil
+		sa.RevPos = gen
+		return append(atts, sa), nil
 	})
 }
 

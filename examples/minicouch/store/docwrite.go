@@ -78,15 +78,18 @@ func (db *DB) stage(ctx context.Context, docs []*Doc, newEdits bool) []pendingDo
 			}
 			var sb *stagedBlob
 			var err error
+			level, max := db.s.attLimits(a.ContentType, a.Encoding != "")
 			switch {
+			case a.Data != nil && max >= 0 && int64(len(a.Data)) > max:
+				err = AttachmentTooLarge(a.Name)
 			case a.Data != nil:
-				sb, err = stageData(a.Data, a.Digest)
+				sb, err = stageData(a.Data, a.Digest, level)
 			case a.Reader != nil:
-				sb, err = db.stageStream(ctx, a.Reader, a.Digest)
+				sb, err = db.stageStream(ctx, a.Reader, a.Digest, level, max, a.Name)
 			case a.Follows:
 				err = BadRequest("Attachment " + a.Name + " data is missing")
 			default:
-				sb, err = stageData([]byte{}, a.Digest)
+				sb, err = stageData([]byte{}, a.Digest, level)
 			}
 			if err != nil {
 				p.err = asError(err)
@@ -213,15 +216,21 @@ func (p *pendingDoc) resolve(parent func() *revBody, gen int, lookup func(name s
 		}
 		sb := p.staged[j]
 		sa := storedAtt{Name: a.Name, ContentType: a.ContentType, Digest: sb.digest, Length: sb.length,
-			RevPos: gen, Encoding: a.Encoding, EncodedLength: a.EncodedLength}
+			RevPos: gen, Encoding: a.Encoding}
 		if lookup != nil && a.RevPos > 0 {
 			sa.RevPos = a.RevPos
 		}
-		if sa.Encoding != "" {
-			// the data is the encoded bytes; length is the client's
-			// decoded length when given
+		switch {
+		case sb.encoding != "":
+			// compressed by the store
+			sa.Encoding, sa.EncodedLength, sa.Length = sb.encoding, sb.length, sb.identityLen
+		case sa.Encoding != "":
+			// arrived encoded: length is the client's decoded length
+			// when it gave one (with encoded_length, 0 is one: an
+			// empty text), else the encoded length, as CouchDB keeps
+			// an upload it cannot measure
 			sa.EncodedLength = sb.length
-			if a.Length > 0 {
+			if a.Length > 0 || a.EncodedLength > 0 {
 				sa.Length = a.Length
 			}
 		}

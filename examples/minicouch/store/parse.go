@@ -281,6 +281,9 @@ func parseAttachments(val []byte) ([]Attachment, error) {
 		}
 		a := Attachment{Name: name, Stub: ra.Stub, Follows: ra.Follows, Digest: ra.Digest,
 			Length: ra.Length, RevPos: ra.RevPos, Encoding: ra.Encoding, EncodedLength: ra.EncodedLength}
+		if a.Encoding == "identity" {
+			a.Encoding = ""
+		}
 		if ra.ContentType != nil {
 			a.ContentType = *ra.ContentType
 		} else {
@@ -295,6 +298,9 @@ func parseAttachments(val []byte) ([]Attachment, error) {
 				return BadRequest("Invalid attachment data for " + name)
 			}
 			a.Data = data
+			// inline data is always unencoded (CouchDB ignores an
+			// "encoding" next to "data")
+			a.Encoding, a.EncodedLength = "", 0
 		default:
 			return BadRequest("Attachment " + name + " has no data, stub or follows")
 		}

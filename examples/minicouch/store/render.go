@@ -4,10 +4,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/base64"
-	"github.com/couchepi/couchepi/examples/minicouch/jsonenc"
 	"io"
 	"strconv"
 
+	"github.com/couchepi/couchepi/examples/minicouch/jsonenc"
 	"github.com/couchepi/couchepi/internal/jsonscan"
 )
 
@@ -17,14 +17,15 @@ import (
 // stub. Use DB.WriteDocJSON to include attachment data.
 func (d *DocRev) MarshalJSON() ([]byte, error) {
 	return d.appendJSON(nil, func(buf []byte, a AttachmentInfo) ([]byte, error) {
-		return appendAttStub(buf, a), nil
+		return appendAttStub(buf, a, d.AttEncodingInfo), nil
 	})
 }
 
 // WriteDocJSON writes the revision's JSON to w. Attachments marked
-// Stub=false get their data inline as base64 ("data"), or, with follows,
-// "follows":true so the caller can send them as multipart parts in the
-// order of d.Attachments. When w is a *bufio.Writer the JSON is rendered
+// Stub=false get their data inline as base64 ("data", decoded when it is
+// stored gzipped), or, with follows, "follows":true with their encoding
+// so the caller can send them, as they are stored, as multipart parts in
+// the order of d.Attachments. When w is a *bufio.Writer the JSON is rendered
 // straight into its buffer and left there for the caller to flush (a
 // _bulk_get answer renders hundreds of docs into one writer).
 func (db *DB) WriteDocJSON(ctx context.Context, w io.Writer, d *DocRev, follows bool) error {
@@ -36,13 +37,13 @@ func (db *DB) WriteDocJSON(ctx context.Context, w io.Writer, d *DocRev, follows 
 	buf, err := d.appendJSON(bw.AvailableBuffer(), func(buf []byte, a AttachmentInfo) ([]byte, error) {
 		switch {
 		case a.Stub:
-			return appendAttStub(buf, a), nil
+			return appendAttStub(buf, a, d.AttEncodingInfo), nil
 		case follows:
 			buf = appendAttHead(buf, a)
 			buf = append(buf, `,"length":`...)
 			buf = strconv.AppendInt(buf, a.Length, 10)
 			buf = append(buf, `,"follows":true`...)
-			return appendAttEncoding(buf, a), nil
+			return appendAttEncoding(buf, a, true), nil
 		}
 		buf = appendAttHead(buf, a)
 		buf = append(buf, `,"data":"`...)
@@ -51,7 +52,7 @@ func (db *DB) WriteDocJSON(ctx context.Context, w io.Writer, d *DocRev, follows 
 			return nil, err
 		}
 		buf = nil // buf may share bw's buffer, which the data below overwrites
-		rc, _, err := db.OpenAttachment(ctx, a.Digest)
+		rc, err := db.OpenAttachmentDecoded(ctx, a)
 		if err != nil {
 			return nil, err
 		}
@@ -66,7 +67,7 @@ func (db *DB) WriteDocJSON(ctx context.Context, w io.Writer, d *DocRev, follows 
 			return nil, err
 		}
 		buf = append(buf, '"')
-		return appendAttEncoding(buf, a), nil
+		return appendAttEncoding(buf, a, d.AttEncodingInfo), nil
 	})
 	if werr != nil {
 		return werr
@@ -166,16 +167,18 @@ func appendAttHead(buf []byte, a AttachmentInfo) []byte {
 	return jsonenc.AppendString(buf, a.Digest)
 }
 
-func appendAttStub(buf []byte, a AttachmentInfo) []byte {
+func appendAttStub(buf []byte, a AttachmentInfo, showEncoding bool) []byte {
 	buf = appendAttHead(buf, a)
 	buf = append(buf, `,"length":`...)
 	buf = strconv.AppendInt(buf, a.Length, 10)
 	buf = append(buf, `,"stub":true`...)
-	return appendAttEncoding(buf, a)
+	return appendAttEncoding(buf, a, showEncoding)
 }
 
-func appendAttEncoding(buf []byte, a AttachmentInfo) []byte {
-	if a.Encoding == "" {
+// appendAttEncoding appends an encoded attachment's encoding and
+// encoded_length when showEncoding (CouchDB's att_encoding_info).
+func appendAttEncoding(buf []byte, a AttachmentInfo, showEncoding bool) []byte {
+	if a.Encoding == "" || !showEncoding {
 		return buf
 	}
 	buf = append(buf, `,"encoding":`...)

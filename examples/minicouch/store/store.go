@@ -51,6 +51,7 @@ type Store struct {
 
 	counters counters
 	updates  dbUpdatesFeed
+	policy   policyPointer // how new attachment data is stored
 }
 
 var bucketDBs = []byte("dbs")

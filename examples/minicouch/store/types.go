@@ -56,8 +56,11 @@ type Attachment struct {
 	// RevPos is the "revpos" given; the store sets revpos itself for new
 	// data and keeps the stored one for stubs.
 	RevPos int
-	// Encoding and EncodedLength are passed through ("encoding",
-	// "encoded_length"); with an encoding the data is the encoded bytes.
+	// Encoding and EncodedLength are "encoding" and "encoded_length":
+	// with an encoding ("gzip") the data is the encoded bytes and is
+	// stored as it comes; without one the store may gzip it (see
+	// AttachmentPolicy). Inline base64 data is always unencoded, as in
+	// CouchDB.
 	Encoding      string
 	EncodedLength int64
 }
@@ -84,17 +87,21 @@ type DocRev struct {
 	// Seq is the document's current update sequence (always set; 0 for
 	// _local documents).
 	Seq uint64
+	// AttEncodingInfo renders the "encoding" and "encoded_length" of
+	// encoded attachments in stubs and inline data (att_encoding_info=true;
+	// multipart "follows" renderings always show them, as CouchDB's).
+	AttEncodingInfo bool
 }
 
 // AttachmentInfo describes a stored attachment of a revision.
 type AttachmentInfo struct {
 	Name          string
 	ContentType   string
-	Digest        string // "md5-<base64>"
-	Length        int64  // stored (possibly encoded) length in bytes
+	Digest        string // "md5-<base64>" of the stored (encoded) bytes
+	Length        int64  // length of the data decoded ("length")
 	RevPos        int
 	Encoding      string // "" = identity
-	EncodedLength int64  // set when Encoding != ""
+	EncodedLength int64  // stored length, set when Encoding != ""
 	// Stub is true when the reader did not ask for this attachment's data
 	// (GetOptions.Attachments / AttsSince); false means the caller should
 	// send the data (inline base64 or as a multipart part).
@@ -118,6 +125,7 @@ type GetOptions struct {
 	Latest           bool     // with Rev / open_revs: return the leaf descending from it
 	Attachments      bool     // mark every attachment as wanted with data (Stub=false)
 	AttsSince        []string // mark attachments with revpos after these revs' generations as wanted
+	AttEncodingInfo  bool     // set DocRev.AttEncodingInfo (att_encoding_info=true)
 }
 
 // OpenRev is one result of DB.OpenRevs: either a revision or the rev that

@@ -531,3 +531,62 @@ func TestAttachmentCompressionConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestRevisionIDsAsCouchDB: the same writes get the revision ids CouchDB
+// 3.5.0 gave them (read from one): attachment digests and order count,
+// so this holds only with CouchDB's gzip bytes.
+func TestRevisionIDsAsCouchDB(t *testing.T) {
+	if !couchgzip.CouchDB {
+		t.Skip("built without zlib: digests of compressed attachments are not CouchDB's")
+	}
+	ts, _ := newTestServer(t)
+	rev := func(resp *http.Response, b []byte) string {
+		t.Helper()
+		var r struct{ Rev string }
+		if err := json.Unmarshal(b, &r); err != nil || resp.StatusCode/100 != 2 {
+			t.Fatalf("%d %s", resp.StatusCode, b)
+		}
+		return r.Rev
+	}
+	u := ts.URL + "/db"
+	rawDo(t, "PUT", u, "")
+	js := "application/json"
+	bin := "application/octet-stream"
+	tests := []struct {
+		name, method, path, ctype, body, want string
+	}{
+		{"PUT /db/d/hello.txt", "PUT", "/d/hello.txt", "text/plain", "hello", "1-cc8f24d15370e2b5bdde8079698301d2"},
+		{"an empty text", "PUT", "/e/empty.txt", "text/plain", "", "1-f18a5fb429a1993856cfe9a641d1dd99"},
+		{"a gzip upload", "PUT", "/gz/h.txt", "text/plain", "gzip:hello", "1-e1df38747cc7c636f1cc99b7e89f13ad"},
+		{"seven attachments", "PUT", "/inl", js, `{"_attachments":{"a.txt":{"content_type":"text/plain","data":"aGVsbG8="},"b.bin":{"content_type":"application/octet-stream","data":"aGVsbG8="},"c":{"content_type":"TEXT/HTML; charset=utf-8","data":"aGVsbG8="},"d":{"content_type":"application/json","data":"aGVsbG8="},"e":{"content_type":"image/svg+xml","data":"aGVsbG8="},"f":{"data":"aGVsbG8="}, "g":{"content_type":" text/plain ;x=y","data":"aGVsbG8="}}}`, "1-a1151bf90cc15439625c3aeedc4364a3"},
+		{"attachments out of name order", "PUT", "/ord", js, `{"_attachments":{"b":{"content_type":"application/octet-stream","data":"eHl6"},"a":{"content_type":"application/octet-stream","data":"eHl6"}}}`, "1-a7726d09a63e7ad02e6fc8586617ebd1"},
+		{"a standalone PUT on them", "PUT", "/ord/c?rev=1-a7726d09a63e7ad02e6fc8586617ebd1", bin, "xyz", "2-8a1d2302fd7e44be7fb1e0646093a2cc"},
+		{"a body", "PUT", "/b1", js, `{"a":1,"b":[1,2,3],"c":{"d":null,"e":true},"f":1.5,"g":"str\u00e9","h":-5,"i":1e2,"j":12345678901234567890,"k":[],"l":{},"m":[1,"x",2.0],"n":300,"o":-2147483649,"p":"\ud83d\ude00","q":[256,1],"r":false,"s":0.1,"t":-0,"u":"a\"b\\c\n","v":2147483647,"w":-2147483648,"x":-1.5e-300}`, "1-de6ac9a09f7b3f5932032296315469b0"},
+		{"new", "PUT", "/b5", js, `{"v":1}`, "1-7a7e4b29f3af401e69b6f86e4c26b727"},
+		{"edit", "PUT", "/b5?rev=1-7a7e4b29f3af401e69b6f86e4c26b727", js, `{"v":2}`, "2-d0df861eb528e79690cd2ff3c4d394f3"},
+		{"delete", "DELETE", "/b5?rev=2-d0df861eb528e79690cd2ff3c4d394f3", "", "", "3-9b72b0117fa1058c3b8485ca2583dea3"},
+		{"recreate", "PUT", "/b5", js, `{"v":3}`, "4-eaa9706a35c0c31f160a9ca72e0a72d3"},
+		{"replicated, not hex", "PUT", "/b6?new_edits=false", js, `{"_rev":"1-abc","v":1}`, "1-abc"},
+		{"an edit on it", "PUT", "/b6?rev=1-abc", js, `{"v":2}`, "2-e4d9269042dd9ce6d528359cc48ead40"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body, hdr := tt.body, []string{}
+			if tt.ctype != "" {
+				hdr = append(hdr, "Content-Type", tt.ctype)
+			}
+			if s, ok := strings.CutPrefix(body, "gzip:"); ok {
+				z, _ := couchgzip.Gzip([]byte(s), 8)
+				body, hdr = string(z), append(hdr, "Content-Encoding", "gzip")
+			}
+			if got := rev(rawDo(t, tt.method, u+tt.path, body, hdr...)); got != tt.want {
+				t.Errorf("rev %s, CouchDB: %s", got, tt.want)
+			}
+		})
+	}
+	// CouchDB's order, the standalone PUT's attachment first.
+	_, b := rawDo(t, "GET", u+"/ord", "", "Accept", js)
+	if i, j, k := bytes.Index(b, []byte(`"c":`)), bytes.Index(b, []byte(`"b":`)), bytes.Index(b, []byte(`"a":`)); !(i < j && j < k) {
+		t.Errorf("attachment order: %s", b)
+	}
+}

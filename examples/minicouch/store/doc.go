@@ -40,11 +40,15 @@
 //
 // # Revision ids
 //
-// A new edit gets the id <gen>-<md5 hex> where the md5 is computed over, in
-// order: "1" or "0" for deleted, a 0x00, the parent rev string ("" for a new
-// document), a 0x00, the stored JSON body (non-underscore members as sent),
-// then for each attachment sorted by name: 0x00, name, 0x00, digest. The same
-// edit of the same parent therefore yields the same rev, as in CouchDB.
+// A new edit gets the id <gen>-<md5 hex> that CouchDB 3.x gives the same
+// edit: the md5 of the Erlang external term format of [Deleted, parent
+// generation, parent id, body as jiffy decodes it, {name, content type,
+// md5} of each attachment in reverse order] (see couchRevHash). Since
+// attachment digests are CouchDB's too (compressible attachments are
+// gzipped with zlib, as CouchDB gzips them), a document written to
+// minicouch and to CouchDB gets the same revision ids, and the same edit
+// of the same parent always yields the same rev. Attachments keep
+// CouchDB's order, which the id depends on.
 //
 // # Ordering
 //

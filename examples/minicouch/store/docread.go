@@ -254,7 +254,6 @@ func (db *DB) editAttachments(ctx context.Context, id, rev string, p *pendingDoc
 				body, atts = pb.body, slices.Clone(pb.atts)
 			}
 			atts, derr := change(atts, gen)
-			sortAtts(atts)
 			return body, atts, derr
 		}, p)
 		docErr = derr
@@ -318,9 +317,11 @@ func (db *DB) putAttachment(ctx context.Context, id, rev string, att Attachment)
 		sa.Encoding, sa.EncodedLength = att.Encoding, sb.length
 	}
 	return db.editAttachments(ctx, id, rev, p, func(atts []storedAtt, gen int) ([]storedAtt, *Error) {
+		// as CouchDB: the new attachment first, then the others in
+		// their order
 		atts = slices.DeleteFunc(atts, func(a storedAtt) bool { return a.Name == name })
 		sa.RevPos = gen
-		return append(atts, sa), nil
+		return append([]storedAtt{sa}, atts...), nil
 	})
 }
 

@@ -2,9 +2,7 @@ package store
 
 import (
 	"context"
-	"crypto/md5"
 	"encoding/binary"
-	"encoding/hex"
 	"math"
 	"slices"
 	"strconv"
@@ -26,26 +24,6 @@ type pendingDoc struct {
 	// (no parent), computed before the transaction so the writer
 	// goroutine does not spend its time hashing bodies.
 	preHash string
-}
-
-// revHash computes a new edit's rev hash (see the package doc).
-func revHash(deleted bool, parent string, body []byte, atts []storedAtt) string {
-	h := md5.New()
-	if deleted {
-		h.Write([]byte{'1', 0})
-	} else {
-		h.Write([]byte{'0', 0})
-	}
-	h.Write([]byte(parent))
-	h.Write([]byte{0})
-	h.Write(body)
-	for _, a := range atts {
-		h.Write([]byte{0})
-		h.Write([]byte(a.Name))
-		h.Write([]byte{0})
-		h.Write([]byte(a.Digest))
-	}
-	return hex.EncodeToString(h.Sum(nil))
 }
 
 func asError(err error) *Error {
@@ -100,7 +78,7 @@ func (db *DB) stage(ctx context.Context, docs []*Doc, newEdits bool) []pendingDo
 		if newEdits && d.Rev == "" && p.err == nil && !slices.ContainsFunc(d.Attachments, func(a Attachment) bool { return a.Stub }) {
 			atts, derr := p.resolve(func() *revBody { return nil }, 1, nil)
 			if derr == nil {
-				p.preHash = revHash(d.Deleted, "", d.Body, atts)
+				p.preHash = couchRevHash(d.Deleted, 0, "", d.Body, atts)
 			}
 		}
 	}
@@ -193,8 +171,9 @@ func (db *DB) applyDoc(b *bolt.Bucket, p *pendingDoc, newEdits bool, tc *txCount
 	return res, err
 }
 
-// resolve turns the written attachments into stored ones: stubs from the
-// parent revision (or, for replicated writes, the nearest stored ancestor
+// resolve turns the written attachments into stored ones, in the order
+// written (CouchDB keeps it, and revision ids depend on it): stubs from
+// the parent revision (or, for replicated writes, the nearest stored ancestor
 // found by lookup), new data with revpos gen (or the given revpos when
 // keepRevPos).
 func (p *pendingDoc) resolve(parent func() *revBody, gen int, lookup func(name string) (storedAtt, bool)) ([]storedAtt, *Error) {
@@ -236,7 +215,6 @@ func (p *pendingDoc) resolve(parent func() *revBody, gen int, lookup func(name s
 		}
 		atts = append(atts, sa)
 	}
-	sortAtts(atts)
 	return atts, nil
 }
 
@@ -345,15 +323,11 @@ func (db *DB) applyEdit(b *bolt.Bucket, id, parentRev string, deleted bool, tc *
 	if derr != nil {
 		return "", derr, nil
 	}
-	parentStr := ""
-	if !parent.IsZero() {
-		parentStr = parent.String()
-	}
 	newRev := revtree.Rev{Gen: parent.Gen + 1}
 	if parent.IsZero() && p != nil && p.preHash != "" {
 		newRev.Hash = p.preHash
 	} else {
-		newRev.Hash = revHash(deleted, parentStr, body, atts)
+		newRev.Hash = couchRevHash(deleted, uint64(parent.Gen), parent.Hash, body, atts)
 	}
 	before := stateOf(rec)
 	if rec == nil {

@@ -102,7 +102,8 @@ func (a storedAtt) info() AttachmentInfo {
 		RevPos: a.RevPos, Encoding: a.Encoding, EncodedLength: a.EncodedLength, Stub: true}
 }
 
-// revBody is a stored revision: JSON body and attachments (sorted by name).
+// revBody is a stored revision: JSON body and attachments (in CouchDB's
+// order: as written, a standalone PUT's first).
 type revBody struct {
 	body []byte
 	atts []storedAtt

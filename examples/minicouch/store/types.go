@@ -72,7 +72,8 @@ type DocRev struct {
 	Deleted bool
 	// Body is the JSON object of the non-underscore members, as stored.
 	Body json.RawMessage
-	// Attachments of this revision, sorted by name.
+	// Attachments of this revision in CouchDB's order: as the doc
+	// listed them, a standalone PUT's first.
 	Attachments []AttachmentInfo
 	// Revisions is set when GetOptions.Revs was asked for.
 	Revisions *Revisions

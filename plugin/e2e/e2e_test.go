@@ -158,7 +158,11 @@ func (c *couch) putDocs(db string, from, n int) {
 }
 
 func (c *couch) docCount(db string) int {
-	code, body := c.req("GET", "/"+url.PathEscape(db), "")
+	return docCountOf(c.req("GET", "/"+url.PathEscape(db), ""))
+}
+
+// docCountOf reads doc_count from a GET /db answer; -1 when it failed.
+func docCountOf(code int, body string) int {
 	if code != 200 {
 		return -1
 	}

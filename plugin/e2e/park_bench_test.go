@@ -185,15 +185,7 @@ func (p *peer) repDoc(id, src, tgt, extra string) string {
 }
 
 func (p *peer) docCount(db string) int {
-	code, body := p.req("GET", "/"+url.PathEscape(db), "")
-	if code != 200 {
-		return -1
-	}
-	var info struct {
-		DocCount int `json:"doc_count"`
-	}
-	json.Unmarshal([]byte(body), &info)
-	return info.DocCount
+	return docCountOf(p.req("GET", "/"+url.PathEscape(db), ""))
 }
 
 // parallel calls fn for every item from 8 goroutines.

@@ -10,6 +10,7 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/couchepi/couchepi/internal/jsonscan"
 )
@@ -27,7 +28,13 @@ import (
 // the attachments in reverse order. The same edit on CouchDB and on
 // minicouch therefore gets the same revision id.
 func couchRevHash(deleted bool, parentGen uint64, parentHash string, body []byte, atts []storedAtt) string {
-	e := etf{buf: make([]byte, 0, 64+len(body)+len(atts)*64)}
+	e := etfPool.Get().(*etf)
+	defer func() {
+		if cap(e.buf) <= 1<<20 { // a big document's buffer is not kept
+			etfPool.Put(e)
+		}
+	}()
+	e.buf, e.stack = e.buf[:0], e.stack[:0]
 	e.buf = append(e.buf, 131)
 	e.listHeader(5)
 	e.atom(strconv.FormatBool(deleted))
@@ -76,6 +83,9 @@ func digestBytes(digest string) []byte {
 	}
 	return []byte(digest)
 }
+
+// etfPool keeps encoders, whose buffers grow to the documents written.
+var etfPool = sync.Pool{New: func() any { return &etf{} }}
 
 // etf writes Erlang's external term format as term_to_binary does with
 // {minor_version, 1}.

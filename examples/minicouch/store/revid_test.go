@@ -1,7 +1,10 @@
 package store
 
 import (
+	"encoding/json"
 	"testing"
+
+	"github.com/couchepi/couchepi/internal/jsonscan"
 )
 
 // TestCouchRevHash: revision ids are CouchDB 3.5.0's for the same edit;
@@ -60,4 +63,24 @@ func BenchmarkCouchRevHash(b *testing.B) {
 	for b.Loop() {
 		couchRevHash(false, 3, "9b72b0117fa1058c3b8485ca2583dea3", body, nil)
 	}
+}
+
+// FuzzCouchRevHash: any valid JSON object body gets a revision id, the
+// same whatever its insignificant white space.
+func FuzzCouchRevHash(f *testing.F) {
+	f.Add([]byte(`{"a":[1,2,{"b":"c\u00e9"}],"d":1.5e3,"a":-7}`))
+	f.Add([]byte(`{ "x" : [ 255 , 256 , -1 ] , "y" : { } }`))
+	f.Add([]byte(`{"n":123456789012345678901234567890,"f":-0.0}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if !json.Valid(body) || jsonscan.Members(body, func(_, _ []byte) error { return nil }) != nil {
+			return
+		}
+		h := couchRevHash(false, 1, "abc", body, nil)
+		if len(h) != 32 {
+			t.Fatalf("hash %q", h)
+		}
+		if c := compactValid(body); couchRevHash(false, 1, "abc", c, nil) != h {
+			t.Fatalf("white space changed the id of %q", body)
+		}
+	})
 }

@@ -74,7 +74,8 @@ type Waker struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	checks chan string // job ids to check
+	checks chan string   // job ids to check
+	waking chan struct{} // one token per running wakeAsync
 
 	mu       sync.Mutex
 	jobs     map[string]*entry
@@ -112,6 +113,7 @@ func New(opts Options) *Waker {
 		log:      opts.Logger.Named("park"),
 		local:    localRoot(opts.LocalURL),
 		checks:   make(chan string, 1024),
+		waking:   make(chan struct{}, wakers),
 		jobs:     map[string]*entry{},
 		bySource: map[source]map[string]*entry{},
 		feeds:    map[string]*feed{},
@@ -150,6 +152,12 @@ func (w *Waker) Stop() {
 	}
 	w.cancel()
 	w.wg.Wait()
+	for range wakers { // wait for running wakes: holding every token
+		w.waking <- struct{}{}
+	}
+	for range wakers {
+		<-w.waking
+	}
 }
 
 // Watchable reports whether a job reading ep can be parked: its source is
@@ -266,15 +274,30 @@ func (w *Waker) wakeSource(src source) {
 	}
 	w.mu.Unlock()
 	for _, id := range ids {
-		w.wake(id)
+		w.wakeAsync(id)
 	}
 }
 
 // wakeServer wakes every job parked on a server.
 func (w *Waker) wakeServer(server string) {
 	for _, id := range w.serverJobs(server) {
-		w.wake(id)
+		w.wakeAsync(id)
 	}
+}
+
+// wakers bounds how many wakes run at once.
+const wakers = 64
+
+// wakeAsync wakes id without waiting for its commit, so that the wakes of
+// many events (delivered one at a time) share the queue's commits; when
+// wakers are already running, it waits for one to finish. Nothing is lost
+// if the process dies first: a starting Waker checks every parked job.
+func (w *Waker) wakeAsync(id string) {
+	w.waking <- struct{}{}
+	go func() {
+		defer func() { <-w.waking }()
+		w.wake(id)
+	}()
 }
 
 // serverJobs lists the jobs parked on server.

@@ -15,17 +15,24 @@ DEMO_DATA ?= .demo/data
 DEMO_USER ?= admin
 DEMO_PASS ?= pass
 
-.PHONY: all build test test-modules test-short test-browser interop-deps browser-deps bench proto lint fuzz demo demo-cluster clean
+.PHONY: all build zlib-deps test test-modules test-short test-browser interop-deps browser-deps bench proto lint fuzz demo demo-cluster clean
 
 all: build
 
-build:
+build: zlib-deps
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/minicouch ./examples/minicouch
 	$(GO) build -o $(BIN)/replicator ./plugin/cmd/replicator
 	$(GO) build -o $(BIN)/docguard ./examples/docguard
 	$(GO) build -o $(BIN)/couchrep ./plugin/cmd/couchrep
 	cd examples/kivikserver && $(GO) build -o ../../$(BIN)/kivikserver .
+
+# minicouch gzips attachments through the system zlib (cgo) to get
+# CouchDB's digests; with a C compiler it needs zlib's headers (Debian's
+# zlib1g-dev). Without a C compiler cgo is off and Go's gzip is used.
+zlib-deps:
+	@if command -v $${CC:-cc} >/dev/null 2>&1 && ! echo '#include <zlib.h>' | $${CC:-cc} -E -x c - >/dev/null 2>&1; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zlib1g-dev; fi
 
 # npm packages for the interoperability tests (PouchDB, pouchdb-server).
 # Optional packages are left out: pouchdb-server's optional SQLite adapter

@@ -474,6 +474,11 @@ func TestSettle(t *testing.T) {
 	}
 	// A write whose event has not reached the frontend yet.
 	ev := fx.svc.put("_replicator", "r2", []byte(doc("r2", "t2", "")))
+	// A deadline reached before the first read (a loaded machine) is not
+	// a reason to call it settled.
+	if fx.f.Settle(fx.ctx, 0) {
+		t.Fatal("settled with no time to read")
+	}
 	start := time.Now()
 	if fx.f.Settle(fx.ctx, 100*time.Millisecond) {
 		t.Fatal("settled although r2 is not a job")

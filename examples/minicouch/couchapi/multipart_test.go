@@ -8,7 +8,6 @@ import (
 	"mime"
 	"mime/multipart"
 	"net/http"
-	"net/textproto"
 	"net/url"
 	"strings"
 	"testing"
@@ -18,22 +17,14 @@ import (
 // parts, as the CouchDB replicator does.
 func putMultipart(t *testing.T, base, path, doc string, parts map[string]string, order []string) (int, string) {
 	t.Helper()
-	var buf bytes.Buffer
-	mw := multipart.NewWriter(&buf)
-	h := textproto.MIMEHeader{}
-	h.Set("Content-Type", "application/json")
-	p, _ := mw.CreatePart(h)
-	p.Write([]byte(doc))
+	var atts []string
 	for _, name := range order {
-		h := textproto.MIMEHeader{}
-		h.Set("Content-Disposition", `attachment; filename="`+name+`"`)
-		p, _ := mw.CreatePart(h)
-		p.Write([]byte(parts[name]))
+		atts = append(atts, name, parts[name])
 	}
-	mw.Close()
-	req, _ := http.NewRequest("PUT", base+path, &buf)
+	body, ctype := multipartDoc("multipart/related; boundary={boundary}", doc, atts...)
+	req, _ := http.NewRequest("PUT", base+path, strings.NewReader(body))
 	req.SetBasicAuth("admin", "pass")
-	req.Header.Set("Content-Type", "multipart/related; boundary="+mw.Boundary())
+	req.Header.Set("Content-Type", ctype)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -22,20 +22,12 @@ var greeterBuilds = []struct{ doc, out string }{
 	{`go build -ldflags "-X main.version=2" -o ../../bin/greeter-v2 .`, "greeter-v2"},
 }
 
-// TestStandalonePlugin builds examples/greeter as plugins.md says, loads it
-// into a running minicouch with POST /_node/_local/_plugins, uses its hook
-// and its route, and swaps in v2 with _reload.
-func TestStandalonePlugin(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds a plugin module and runs minicouch")
-	}
-	page, err := os.ReadFile("plugins.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
+// buildGreeters builds examples/greeter into dir as each of greeterBuilds.
+func buildGreeters(t *testing.T, dir string) {
+	t.Helper()
+	page := readPage(t, "plugins.md")
 	for _, b := range greeterBuilds {
-		if !strings.Contains(string(page), b.doc) {
+		if !strings.Contains(page, b.doc) {
 			t.Fatalf("plugins.md no longer says %q", b.doc)
 		}
 		args := []string{"build", "-o", filepath.Join(dir, b.out)}
@@ -48,6 +40,17 @@ func TestStandalonePlugin(t *testing.T) {
 			t.Fatalf("%s: %v\n%s", b.doc, err, out)
 		}
 	}
+}
+
+// TestStandalonePlugin builds examples/greeter as plugins.md says, loads it
+// into a running minicouch with POST /_node/_local/_plugins, uses its hook
+// and its route, and swaps in v2 with _reload.
+func TestStandalonePlugin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a plugin module and runs minicouch")
+	}
+	dir := t.TempDir()
+	buildGreeters(t, dir)
 	srv := minicouchtest.Start(t, minicouchtest.Options{})
 	type answer struct {
 		OK     bool   `json:"ok"`

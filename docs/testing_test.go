@@ -77,17 +77,20 @@ func TestTestingDocNamesEveryEnvVar(t *testing.T) {
 	}
 }
 
+// makeTargets returns the targets the Makefile defines.
+func makeTargets(t *testing.T) map[string]bool {
+	t.Helper()
+	targets := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^([a-z][a-z-]*):`).FindAllStringSubmatch(readPage(t, filepath.Join("..", "Makefile")), -1) {
+		targets[m[1]] = true
+	}
+	return targets
+}
+
 // TestTestingDocMakeTargets: every `make X` in testing.md is a target of
 // the Makefile, and every test-like target is documented.
 func TestTestingDocMakeTargets(t *testing.T) {
-	mk, err := os.ReadFile(filepath.Join("..", "Makefile"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	targets := map[string]bool{}
-	for _, m := range regexp.MustCompile(`(?m)^([a-z][a-z-]*):`).FindAllStringSubmatch(string(mk), -1) {
-		targets[m[1]] = true
-	}
+	targets := makeTargets(t)
 	doc := readPage(t, "testing.md")
 	for _, m := range regexp.MustCompile("`make ([a-z][a-z-]*)").FindAllStringSubmatch(doc, -1) {
 		if !targets[m[1]] {

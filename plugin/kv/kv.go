@@ -77,6 +77,10 @@ type RangeOptions struct {
 	Limit int
 	// Reverse returns keys in descending order.
 	Reverse bool
+	// KeysOnly tells the store the caller does not use the values: a
+	// backend that must fetch them separately (etcd) may pass nil values
+	// instead. Backends that hold values next to keys pass them anyway.
+	KeysOnly bool
 }
 
 // ErrConflict signals a transaction conflict. A transaction function that

@@ -33,7 +33,21 @@
 // in advance. Versionstamp reads a counter key, and the commit writes the
 // counter plus one with a compare on its ModRevision: versionstamps are
 // unique and increase in commit order across all clients, at the price of
-// serializing the transactions that take one.
+// serializing the transactions that take one. The counter is read at the
+// newest revision when it is first asked for, not at R, so two such
+// transactions conflict only when one commits between the other's counter
+// read and its commit.
+//
+// # Reads
+//
+// The first read of a transaction is linearizable and fixes R; later reads
+// name R and are serializable (served by the member the client talks to,
+// with no round of agreement), since every member that has applied R holds
+// the same data at R; a member that has not answers ErrFutureRev and the
+// read is sent again linearizably. etcd counts every key of a requested
+// range even when a limit returns few, so a limited read of a big range
+// costs in proportion to the range; keys-only ranges (RangeOptions.KeysOnly)
+// are answered from etcd's in-memory index without reading values.
 //
 // # Limits and failures
 //

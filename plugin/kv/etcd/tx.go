@@ -25,7 +25,8 @@ type tx struct {
 	writes map[string]write // pending writes by user key
 	points map[string]int64 // user key -> ModRevision seen at rev (0: absent)
 	// seen holds the pairs range reads returned (all at rev), so a Get or
-	// AddReadConflictKey of one of them needs no round trip.
+	// AddReadConflictKey of one of them needs no round trip. Keys-only
+	// reads are not in it: their pairs have no value.
 	seen  map[string]*mvccpb.KeyValue
 	spans []span // user-key ranges read; no key in them may change
 
@@ -67,21 +68,43 @@ func (t *tx) get(key string) (*mvccpb.KeyValue, error) {
 	if kvp, ok := t.seen[key]; ok {
 		return kvp, nil
 	}
-	opts := []clientv3.OpOption{}
-	if t.rev != 0 {
-		opts = append(opts, clientv3.WithRev(t.rev))
+	resp, err := t.read(key)
+	if err != nil {
+		return nil, err
 	}
-	resp, err := t.s.cli.Get(t.ctx, key, opts...)
+	var kvp *mvccpb.KeyValue
+	if len(resp.Kvs) > 0 {
+		kvp = resp.Kvs[0]
+	}
+	t.seen[key] = kvp // nil: absent at rev
+	return kvp, nil
+}
+
+// read sends one range request at the transaction's revision. The first
+// read of a transaction is linearizable and fixes the revision; later ones
+// name that revision, whose contents are the same on every member that has
+// applied it, so they are served by the member the client talks to without
+// a round of agreement among members (a serializable read). A member that
+// has not applied the revision yet answers ErrFutureRev; the read is then
+// sent again linearizably, which waits for the member to catch up.
+func (t *tx) read(key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	if t.rev == 0 {
+		resp, err := t.s.cli.Get(t.ctx, key, opts...)
+		if err != nil {
+			return nil, readErr(err)
+		}
+		t.rev = resp.Header.Revision
+		return resp, nil
+	}
+	opts = append(opts, clientv3.WithRev(t.rev))
+	resp, err := t.s.cli.Get(t.ctx, key, append(opts, clientv3.WithSerializable())...)
+	if errors.Is(err, rpctypes.ErrFutureRev) {
+		resp, err = t.s.cli.Get(t.ctx, key, opts...)
+	}
 	if err != nil {
 		return nil, readErr(err)
 	}
-	if t.rev == 0 {
-		t.rev = resp.Header.Revision
-	}
-	if len(resp.Kvs) == 0 {
-		return nil, nil
-	}
-	return resp.Kvs[0], nil
+	return resp, nil
 }
 
 // Get implements kv.ReadTx.
@@ -147,7 +170,7 @@ func (t *tx) rangeRead(begin, end []byte, opt kv.RangeOptions, track bool, fn fu
 		return t.err
 	}
 	own := t.ownKeys(begin, end, opt.Reverse)
-	remote := &pager{t: t, begin: begin, end: end, reverse: opt.Reverse, page: pageSize}
+	remote := &pager{t: t, begin: begin, end: end, reverse: opt.Reverse, keysOnly: opt.KeysOnly, page: pageSize}
 	if opt.Limit > 0 && opt.Limit+len(own) < pageSize {
 		// One request serves the whole limit (the own writes may hide
 		// some of the pairs it returns).
@@ -237,6 +260,7 @@ type pager struct {
 	t          *tx
 	begin, end []byte
 	reverse    bool
+	keysOnly   bool
 	page       int
 	buf        []*mvccpb.KeyValue
 	more, done bool
@@ -255,20 +279,21 @@ func (p *pager) fill() error {
 		order = clientv3.SortDescend
 	}
 	opts := []clientv3.OpOption{clientv3.WithRange(etcdEnd), clientv3.WithLimit(int64(p.page)), clientv3.WithSort(clientv3.SortByKey, order)}
-	if p.t.rev != 0 {
-		opts = append(opts, clientv3.WithRev(p.t.rev))
+	if p.keysOnly {
+		// etcd then answers from its in-memory index without reading
+		// values from its backend.
+		opts = append(opts, clientv3.WithKeysOnly())
 	}
-	resp, err := p.t.s.cli.Get(p.t.ctx, dp+string(p.begin), opts...)
+	resp, err := p.t.read(dp+string(p.begin), opts...)
 	if err != nil {
-		return readErr(err)
-	}
-	if p.t.rev == 0 {
-		p.t.rev = resp.Header.Revision
+		return err
 	}
 	p.buf = resp.Kvs
 	p.done = !resp.More
-	for _, kvp := range resp.Kvs {
-		p.t.seen[string(kvp.Key)] = kvp
+	if !p.keysOnly {
+		for _, kvp := range resp.Kvs {
+			p.t.seen[string(kvp.Key)] = kvp
+		}
 	}
 	if len(resp.Kvs) > 0 {
 		lastKey := resp.Kvs[len(resp.Kvs)-1].Key[len(dp):]
@@ -351,18 +376,28 @@ func (t *tx) Add(key []byte, delta int64) {
 	t.Set(key, b[:])
 }
 
-// Versionstamp implements kv.Tx: the versionstamp counter plus one.
+// Versionstamp implements kv.Tx: the versionstamp counter plus one. The
+// counter is read at the newest revision, not at the transaction's: it is
+// not data the transaction depends on, only the next number to take, and
+// the commit's compare on it proves no other transaction took that number
+// first. Reading it late keeps the window in which two transactions
+// taking versionstamps conflict down to one commit, instead of the whole
+// transaction.
 func (t *tx) Versionstamp() kv.Versionstamp {
 	if t.vs != nil {
 		return *t.vs
 	}
 	var vs kv.Versionstamp
-	kvp, err := t.get(string(t.s.vsKey))
+	resp, err := t.s.cli.Get(t.ctx, string(t.s.vsKey))
 	if err != nil {
-		t.fail(err)
+		t.fail(readErr(err))
 	} else {
+		if t.rev == 0 {
+			t.rev = resp.Header.Revision
+		}
 		var n uint64
-		if kvp != nil {
+		if len(resp.Kvs) > 0 {
+			kvp := resp.Kvs[0]
 			t.vsModRev = kvp.ModRevision
 			if len(kvp.Value) == 8 {
 				n = binary.BigEndian.Uint64(kvp.Value)

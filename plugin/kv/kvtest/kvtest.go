@@ -23,6 +23,7 @@ func Run(t *testing.T, open func(t *testing.T) kv.Store) {
 		{"GetSetClear", testGetSetClear},
 		{"ClearRange", testClearRange},
 		{"Range", testRange},
+		{"RangeKeysOnly", testRangeKeysOnly},
 		{"Add", testAdd},
 		{"ConcurrentAdd", testConcurrentAdd},
 		{"SerializableReadModifyWrite", testSerializable},
@@ -166,6 +167,56 @@ func testRange(t *testing.T, s kv.Store) {
 	})
 	if !errors.Is(err, stop) || n != 1 {
 		t.Errorf("error from fn: got %v after %d keys, want stop after 1", err, n)
+	}
+}
+
+// errRollback makes Update roll back a transaction that only looked.
+var errRollback = errors.New("roll back")
+
+// testRangeKeysOnly: a keys-only range returns the same keys as a full
+// one (values may be left out), reads through the transaction's own
+// writes, and a later Get in the same transaction still sees the value
+// (a store that cached the keys-only pairs would answer empty values).
+func testRangeKeysOnly(t *testing.T, s kv.Store) {
+	set(t, s, "k1", "1", "k2", "2", "k3", "3", "k4", "4")
+	end := []byte(kv.PrefixEnd([]byte("k")))
+	cases := []struct {
+		name string
+		opt  kv.RangeOptions
+		want string
+	}{
+		{"all", kv.RangeOptions{KeysOnly: true}, "[k1 k2 k4 k5]"},
+		{"limit", kv.RangeOptions{KeysOnly: true, Limit: 2}, "[k1 k2]"},
+		{"reverse limit", kv.RangeOptions{KeysOnly: true, Reverse: true, Limit: 2}, "[k5 k4]"},
+	}
+	for _, c := range cases {
+		err := s.Update(context.Background(), func(tx kv.Tx) error {
+			tx.Set([]byte("k5"), []byte("5"))
+			tx.Clear([]byte("k3"))
+			var got []string
+			err := tx.Range([]byte("k"), end, c.opt, func(k, v []byte) error {
+				got = append(got, string(k))
+				if len(v) > 0 && string(v) != string(k[1:]) {
+					t.Errorf("%s: %s has value %q", c.name, k, v)
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			if fmt.Sprint(got) != c.want {
+				t.Errorf("%s: got %v, want %s", c.name, got, c.want)
+			}
+			for _, k := range []string{"k1", "k2", "k4"} {
+				if v, err := tx.Get([]byte(k)); err != nil || string(v) != k[1:] {
+					t.Errorf("%s: Get(%s) after the range = %q, %v", c.name, k, v, err)
+				}
+			}
+			return errRollback
+		})
+		if !errors.Is(err, errRollback) {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -49,10 +49,15 @@ func (q *Queue) Accept(ctx context.Context, typ string, opt AcceptOptions) (*Job
 		default:
 		}
 		wctx, cancel := context.WithCancel(ctx)
-		watch, err := q.store.Watch(wctx, q.l.counter(typ))
-		if err != nil {
-			cancel()
-			return nil, err
+		// The watch is set before looking, so an enqueue between the look
+		// and the wait is not missed; NoWait never waits.
+		var watch <-chan struct{}
+		if !opt.NoWait {
+			var err error
+			if watch, err = q.store.Watch(wctx, q.l.counter(typ)); err != nil {
+				cancel()
+				return nil, err
+			}
 		}
 		maxS := ms(opt.MaxSchedTime)
 		if opt.MaxSchedTime.IsZero() {
@@ -60,7 +65,7 @@ func (q *Queue) Accept(ctx context.Context, typ string, opt AcceptOptions) (*Job
 		}
 		var job *Job
 		next := int64(-1)
-		err = q.Transact(ctx, func(tx *Tx) error {
+		err := q.Transact(ctx, func(tx *Tx) error {
 			job, next = nil, -1
 			var err error
 			job, next, err = tx.accept(typ, maxS, opt)
@@ -132,10 +137,20 @@ func (tx *Tx) accept(typ string, maxS int64, opt AcceptOptions) (*Job, int64, er
 			return nil, -1, err
 		}
 	default:
+		mode := tx.q.windows.get(typ)
+		if mode == windowsUsed {
+			var err error
+			if key, err = windowPick(scan, func(id string) []byte { return l.pending(typ, 0, id) }); err != nil {
+				return nil, -1, err
+			}
+		}
+		if key != nil {
+			break
+		}
 		// Reservoir-sample one key among up to pickBatch due keys, copying
 		// only the keys that are (provisionally) chosen.
 		seen := 0
-		err := scan(l.pendingType(typ), kv.PrefixEnd(l.pendingAt(typ, maxS)), kv.RangeOptions{Limit: pickBatch}, func(k, _ []byte) error {
+		err := scan(l.pendingType(typ), kv.PrefixEnd(l.pendingAt(typ, maxS)), kv.RangeOptions{Limit: pickBatch, KeysOnly: true}, func(k, _ []byte) error {
 			seen++
 			if seen == 1 || mrand.IntN(seen) == 0 {
 				key = append(key[:0], k...)
@@ -144,6 +159,14 @@ func (tx *Tx) accept(typ string, maxS int64, opt AcceptOptions) (*Job, int64, er
 		})
 		if err != nil {
 			return nil, -1, err
+		}
+		switch {
+		case seen < pickBatch:
+			tx.q.windows.set(typ, windowsUnknown)
+		case mode == windowsUsed:
+			tx.q.windows.set(typ, windowsUseless)
+		default:
+			tx.q.windows.set(typ, windowsUsed)
 		}
 	}
 	if key == nil {
@@ -222,9 +245,9 @@ func (tx *Tx) pickRandom(scan scanFunc, typ string) ([]byte, error) {
 	end := kv.PrefixEnd(l.pendingAt(typ, 0))
 	var rid [16]byte
 	rand.Read(rid[:])
-	if err := scan(l.pending(typ, 0, hex.EncodeToString(rid[:])), end, kv.RangeOptions{Limit: 1}, first); err != nil || key != nil {
+	if err := scan(l.pending(typ, 0, hex.EncodeToString(rid[:])), end, kv.RangeOptions{Limit: 1, KeysOnly: true}, first); err != nil || key != nil {
 		return key, err
 	}
-	err := scan(l.pendingAt(typ, 0), end, kv.RangeOptions{Limit: 1}, first)
+	err := scan(l.pendingAt(typ, 0), end, kv.RangeOptions{Limit: 1, KeysOnly: true}, first)
 	return key, err
 }

@@ -51,7 +51,7 @@ func etcdQueues(b *testing.B, endpoints []string, prefix string, n int) []*Queue
 		k := min(500, benchPending-have)
 		err := qs[0].Transact(ctx, func(tx *Tx) error {
 			for i := 0; i < k; i++ {
-				if err := tx.Add(typ, fmt.Sprintf("etcd-%032x", benchNext+i), benchData, time.Time{}); err != nil {
+				if err := tx.Add(typ, benchID(benchNext+i), benchData, time.Time{}); err != nil {
 					return err
 				}
 			}

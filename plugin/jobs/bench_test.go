@@ -2,6 +2,8 @@ package jobs
 
 import (
 	"context"
+	"crypto/md5"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -34,6 +36,12 @@ var (
 	benchNext       int // id counter for generated jobs
 )
 
+// benchID is the id of the n-th generated job, shaped as replication ids
+// are: a hex digest, then the kind.
+func benchID(n int) string {
+	return fmt.Sprintf("%x+continuous", md5.Sum(binary.BigEndian.AppendUint64(nil, uint64(n))))
+}
+
 func TestMain(m *testing.M) {
 	code := m.Run()
 	for _, f := range []*benchFixture{&durable, &noSync} {
@@ -52,7 +60,7 @@ func addBatch(ctx context.Context, q *Queue, n int) error {
 		k := min(10_000, n-done)
 		err := q.Transact(ctx, func(tx *Tx) error {
 			for i := 0; i < k; i++ {
-				if err := tx.Add(typ, fmt.Sprintf("%032x", benchNext+i), benchData, time.Time{}); err != nil {
+				if err := tx.Add(typ, benchID(benchNext+i), benchData, time.Time{}); err != nil {
 					return err
 				}
 			}

@@ -93,7 +93,7 @@ func (tx *Tx) choose(scan scanFunc, typ string, maxS int64, fn func([]Candidate)
 		for begin, n := base, 0; n < maxTags; n++ {
 			var tag string
 			found := false
-			err := scan(begin, end, kv.RangeOptions{Limit: 1}, func(k, _ []byte) error {
+			err := scan(begin, end, kv.RangeOptions{Limit: 1, KeysOnly: true}, func(k, _ []byte) error {
 				el, err := unpackAfter(base, k)
 				if err != nil || len(el) != 3 {
 					return errBadKey

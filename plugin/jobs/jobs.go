@@ -111,6 +111,8 @@ type Queue struct {
 	closed chan struct{}
 	once   sync.Once
 
+	windows windowModes // per type: pick from windows of the queue?
+
 	mu        sync.Mutex
 	notifiers map[string]*notifier
 	wg        sync.WaitGroup

@@ -1,0 +1,92 @@
+package jobs
+
+import (
+	"fmt"
+	mrand "math/rand/v2"
+	"sync"
+
+	"github.com/couchepi/couchepi/plugin/kv"
+)
+
+// Picking from a window of the pending queue.
+//
+// etcd counts every key of a range it is asked for, even when it returns
+// only the first few, so "read up to pickBatch due jobs" costs time in
+// proportion to the whole queue there (16 ms per accept with 100k pending
+// on a loopback cluster). Job ids are replication ids, which start with a
+// hex digest, so a random slice of the hex id space holds a random sample
+// of the always-due (stime 0) jobs, and reading one slice costs in
+// proportion to the slice. A queue reads windows for a type once a full
+// pick saw a full batch (the queue is big), and stops for good when both
+// window sizes come back empty while the queue is big (its ids are not
+// hex). Windows only choose where to look: every key they return is a due
+// pending entry, as a full scan's are.
+
+const (
+	windowSpace = 1 << 16 // ids' first four hex digits
+	// windowEnd sorts after every id that starts with a lowercase hex
+	// digit, closing the last window.
+	windowEnd = "g"
+)
+
+// windowWidths are the window sizes tried in turn: 1/256 of the id space
+// (about 400 jobs at 100k pending), then 1/16.
+var windowWidths = []int{windowSpace / 256, windowSpace / 16}
+
+// windowMode is what a queue knows about picking a type through windows.
+type windowMode uint8
+
+const (
+	windowsUnknown windowMode = iota // small so far: full scans are cheap
+	windowsUsed                      // big, and windows find jobs
+	windowsUseless                   // big, but its ids are not hex
+)
+
+// windowModes holds a queue's windowMode per job type.
+type windowModes struct {
+	mu sync.Mutex
+	m  map[string]windowMode
+}
+
+func (w *windowModes) get(typ string) windowMode {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.m[typ]
+}
+
+func (w *windowModes) set(typ string, m windowMode) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.m == nil {
+		w.m = make(map[string]windowMode)
+	}
+	if w.m[typ] != windowsUseless {
+		w.m[typ] = m
+	}
+}
+
+// windowPick picks one key at random among those of a random window of
+// [keyAt(lo), keyAt(hi)) for hex ids lo < hi; nil when the windows tried
+// are empty.
+func windowPick(scan scanFunc, keyAt func(id string) []byte) ([]byte, error) {
+	var key []byte
+	for _, width := range windowWidths {
+		x := mrand.IntN(windowSpace - width + 1)
+		end := windowEnd
+		if x+width < windowSpace {
+			end = fmt.Sprintf("%04x", x+width)
+		}
+		seen := 0
+		err := scan(keyAt(fmt.Sprintf("%04x", x)), keyAt(end), kv.RangeOptions{Limit: pickBatch, KeysOnly: true}, func(k, _ []byte) error {
+			seen++
+			if seen == 1 || mrand.IntN(seen) == 0 {
+				key = append(key[:0], k...)
+			}
+			return nil
+		})
+		if err != nil || key != nil {
+			return key, err
+		}
+	}
+	return nil, nil
+}

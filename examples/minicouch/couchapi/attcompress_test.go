@@ -590,3 +590,51 @@ func TestRevisionIDsAsCouchDB(t *testing.T) {
 		t.Errorf("attachment order: %s", b)
 	}
 }
+
+// TestCopyKeepsStoredAttachments: COPY writes each attachment's stored
+// bytes as they are, as CouchDB 3.5.0 does within a shard: a text stored
+// uncompressed (compression off when it was written) stays uncompressed
+// with its digest, one stored gzipped stays so, an upload gzipped by the
+// client keeps its unknown length.
+func TestCopyKeepsStoredAttachments(t *testing.T) {
+	ts, srv := newTestServer(t)
+	runSteps(t, ts.URL, []step{{name: "db", method: "PUT", path: "/db", status: 201}})
+	gz, err := couchgzip.Gzip([]byte("hello"), 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, level, ctype, body string
+		headers                  map[string]string
+	}{
+		{"text stored with compression off", "0", "text/plain", "hello", nil},
+		{"text stored with Content-Encoding identity, compression off", "0", "text/plain", "hello", map[string]string{"Content-Encoding": "identity"}},
+		{"text stored gzipped", "", "text/plain", "hello", nil},
+		{"text stored at level 1", "1", "text/plain", "hello", nil},
+		{"binary", "", "application/octet-stream", "hello", nil},
+		{"gzip upload", "", "text/plain", string(gz), map[string]string{"Content-Encoding": "gzip"}},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src, dst := "/db/s"+string(rune('a'+i)), "d"+string(rune('a'+i))
+			if tt.level != "" {
+				srv.cfg.Set("attachments", "compression_level", tt.level)
+			}
+			runSteps(t, ts.URL, []step{{name: "src", method: "PUT", path: src + "/a.txt", body: tt.body, ctype: tt.ctype, headers: tt.headers, status: 201}})
+			srv.cfg.Delete("attachments", "compression_level") // CouchDB's default, 8, at COPY
+			runSteps(t, ts.URL, []step{{name: "copy", method: "COPY", path: src, headers: map[string]string{"Destination": dst}, status: 201}})
+			was := stubOf(t, ts.URL, src+"?att_encoding_info=true", "a.txt")
+			got := stubOf(t, ts.URL, "/db/"+dst+"?att_encoding_info=true", "a.txt")
+			for _, k := range []string{"digest", "length", "encoding", "encoded_length", "content_type"} {
+				if got[k] != was[k] {
+					t.Errorf("copy's %s %v, the source's %v", k, got[k], was[k])
+				}
+			}
+			_, a := rawDo(t, "GET", ts.URL+src+"/a.txt", "", "Accept-Encoding", "gzip")
+			_, b := rawDo(t, "GET", ts.URL+"/db/"+dst+"/a.txt", "", "Accept-Encoding", "gzip")
+			if !bytes.Equal(a, b) {
+				t.Errorf("copy's stored bytes %q, the source's %q", b, a)
+			}
+		})
+	}
+}

@@ -11,6 +11,9 @@ import (
 // copyDoc serves COPY /{db}/{id}: the source revision (?rev= or the
 // winner) with its attachments is written to the id in the Destination
 // header, whose optional ?rev= names the destination revision to replace.
+// The attachments keep their stored bytes, encoding and digest, as
+// CouchDB copies them within a shard: one stored uncompressed is not
+// compressed now even if the settings would compress it today.
 func (s *Server) copyDoc(d *dbReq, id string) {
 	dest := d.r.Header.Get("Destination")
 	if dest == "" {
@@ -54,7 +57,7 @@ func (s *Server) copyDoc(d *dbReq, id string) {
 		}
 		closers = append(closers, rc)
 		doc.Attachments = append(doc.Attachments, store.Attachment{Name: a.Name, ContentType: a.ContentType,
-			Reader: rc, Length: a.Length, Encoding: a.Encoding, EncodedLength: a.EncodedLength})
+			Reader: rc, Length: a.Length, Encoding: a.Encoding, EncodedLength: a.EncodedLength, AsStored: true})
 	}
 	s.writeOne(d, doc, true, 201)
 }

@@ -56,7 +56,7 @@ func (db *DB) stage(ctx context.Context, docs []*Doc, newEdits bool) []pendingDo
 			}
 			var sb *stagedBlob
 			var err error
-			level, max := db.s.attLimits(a.ContentType, a.Encoding != "")
+			level, max := db.s.attLimits(a.ContentType, a.Encoding != "" || a.AsStored)
 			switch {
 			case a.Data != nil && max >= 0 && int64(len(a.Data)) > max:
 				err = AttachmentTooLarge(a.Name)

@@ -63,6 +63,10 @@ type Attachment struct {
 	// CouchDB.
 	Encoding      string
 	EncodedLength int64
+	// AsStored: the data is another attachment's stored bytes, in
+	// Encoding ("" = identity), and is kept exactly so, never compressed
+	// (COPY: CouchDB copies the stored data, its encoding and digest).
+	AsStored bool
 }
 
 // DocRev is one stored revision of a document as read.

@@ -154,8 +154,8 @@ func (f *Frontend) start(ctx context.Context, w http.ResponseWriter, rep *parse.
 			return err
 		}
 		if owner != "" && owner != jobID {
-			if data, err := tx.GetData(jobdata.JobType, owner); err == nil {
-				if o, derr := jobdata.Decode(data); derr == nil && o.Active() && o.RepID == repID.String() {
+			if o, err := jobdata.Get(tx, owner); err == nil {
+				if o.Active() && o.RepID == repID.String() {
 					switch {
 					case !o.Transient():
 						herr = &hooks.Error{Status: 401, Err: "unauthorized", Reason: "Persistent replication collision"}

@@ -146,3 +146,43 @@ func TestSummarize(t *testing.T) {
 		t.Error("a record without a state summarized")
 	}
 }
+
+func TestGet(t *testing.T) {
+	ctx := context.Background()
+	q, err := jobs.New(kv.NewMemory(), jobs.Options{Prefix: QueuePrefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	q.SetTypeTimeout(ctx, JobType, time.Minute)
+	rep := &parse.Rep{Source: parse.Endpoint{URL: "http://h/a/"}, Target: parse.Endpoint{URL: "http://h/b/"}}
+	err = q.Transact(ctx, func(tx *jobs.Tx) error {
+		if err := tx.Add(JobType, "good", New(rep, "", "", "", time.Unix(1, 0)).Encode(), time.Time{}); err != nil {
+			return err
+		}
+		return tx.Add(JobType, "bad", []byte("{not json"), time.Time{})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		id      string
+		wantErr error
+	}{
+		{"good", nil},
+		{"bad", ErrUndecodable},
+		{"absent", jobs.ErrNotFound},
+	}
+	for _, tc := range tests {
+		err := q.Transact(ctx, func(tx *jobs.Tx) error {
+			rec, err := Get(tx, tc.id)
+			if err == nil && (rec.Rep == nil || rec.Rep.Source.URL != "http://h/a/") {
+				t.Errorf("%s: got %+v", tc.id, rec)
+			}
+			return err
+		})
+		if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil) {
+			t.Errorf("%s: err = %v, want %v", tc.id, err, tc.wantErr)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package jobdata
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/jobs"
@@ -165,19 +166,38 @@ func Remove(tx *jobs.Tx, jobID string) (*Record, error) {
 	return rec, ClearRepIDOwner(tx.KV(), rec.RepID, jobID)
 }
 
+// ErrUndecodable wraps the error of a job record Get could read but not
+// decode (written by a newer, incompatible version, or damaged).
+var ErrUndecodable = errors.New("jobdata: undecodable job record")
+
+// Get reads and decodes the record of job jobID in tx: jobs.ErrNotFound
+// when there is no such job, an error wrapping ErrUndecodable when its
+// record does not decode.
+func Get(tx *jobs.Tx, jobID string) (*Record, error) {
+	data, err := tx.GetData(JobType, jobID)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := Decode(data)
+	if err != nil {
+		return nil, fmt.Errorf("%w: job %s: %v", ErrUndecodable, jobID, err)
+	}
+	return rec, nil
+}
+
 // Put makes rec the job jobID inside tx (CouchDB 4.x add_job): when the
 // job already holds the same normalised replication and is pending or
 // running, nothing changes (the job is not restarted); otherwise the old
 // job, if any, is removed with its replication id and rec is added to run
 // as soon as possible.
 func Put(tx *jobs.Tx, jobID string, rec *Record) error {
-	data, err := tx.GetData(JobType, jobID)
+	old, err := Get(tx, jobID)
 	switch {
 	case err == nil:
-		if old, derr := Decode(data); derr == nil && old.Active() && old.Rep != nil && rec.Rep != nil && old.Rep.Equal(rec.Rep) {
+		if old.Active() && old.Rep != nil && rec.Rep != nil && old.Rep.Equal(rec.Rep) {
 			return nil
 		}
-	case !errors.Is(err, jobs.ErrNotFound):
+	case !errors.Is(err, jobs.ErrNotFound) && !errors.Is(err, ErrUndecodable):
 		return err
 	}
 	if _, err := Remove(tx, jobID); err != nil {

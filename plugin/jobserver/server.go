@@ -174,11 +174,7 @@ func (s *Server) reclaim(ctx context.Context) error {
 	now := time.Now()
 	for _, id := range ids {
 		err := s.q.Transact(ctx, func(tx *jobs.Tx) error {
-			data, err := tx.GetData(jobdata.JobType, id)
-			if err != nil {
-				return err
-			}
-			rec, err := jobdata.Decode(data)
+			rec, err := jobdata.Get(tx, id)
 			if err != nil {
 				return err
 			}

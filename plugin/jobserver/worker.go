@@ -164,13 +164,14 @@ func (w *worker) markRunning(rec *jobdata.Record, repID parse.RepID, pid string,
 			return err
 		}
 		if owner != "" && owner != w.job.ID {
-			data, err := tx.GetData(jobdata.JobType, owner)
-			if err == nil {
-				if o, derr := jobdata.Decode(data); derr == nil && o.RepID == repID.String() && (o.State == jobdata.Pending || o.State == jobdata.Running) {
+			o, err := jobdata.Get(tx, owner)
+			switch {
+			case err == nil:
+				if o.RepID == repID.String() && (o.State == jobdata.Pending || o.State == jobdata.Running) {
 					dup = &dupOwner{owner, o}
 					return nil
 				}
-			} else if !errors.Is(err, jobs.ErrNotFound) {
+			case !errors.Is(err, jobs.ErrNotFound) && !errors.Is(err, jobdata.ErrUndecodable):
 				return err
 			}
 		}

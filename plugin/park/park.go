@@ -324,11 +324,7 @@ func (w *Waker) wake(id string) {
 	woke := false
 	err := w.opts.Queue.Transact(ctx, func(tx *jobs.Tx) error {
 		woke = false
-		data, err := tx.GetData(jobdata.JobType, id)
-		if err != nil {
-			return err
-		}
-		rec, err := jobdata.Decode(data)
+		rec, err := jobdata.Get(tx, id)
 		if err != nil {
 			return err
 		}

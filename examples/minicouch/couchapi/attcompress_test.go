@@ -192,7 +192,7 @@ func md5Of(b []byte) string {
 // stored, with Content-Encoding, when Accept-Encoding takes gzip (as
 // mochiweb reads it for CouchDB), else inflated on the fly with its
 // decoded length; one uploaded gzipped, whose decoded length nobody
-// knows, inflated goes out chunked.
+// knows, inflated goes out chunked (its HEAD with Content-Length 0).
 func TestAttachmentAcceptEncoding(t *testing.T) {
 	ts, _ := newTestServer(t)
 	gz, err := couchgzip.Gzip([]byte("hello"), 8)
@@ -223,8 +223,21 @@ func TestAttachmentAcceptEncoding(t *testing.T) {
 		{"text HEAD", "HEAD", "/db/d/a.txt", "", "", "5", "none", ""},
 		{"binary, gzip", "GET", "/db/b/a.bin", "gzip", "", "5", "bytes", "hello"},
 		{"gzip upload, gzip", "GET", "/db/g/a.txt", "gzip", "gzip", "25", "none", "gzip"},
-		// CouchDB answers chunked; Go's server measures a short body itself
-		{"gzip upload, no Accept-Encoding: no length known", "GET", "/db/g/a.txt", "", "", "?", "none", "hello"},
+		{"gzip upload HEAD, gzip", "HEAD", "/db/g/a.txt", "gzip", "gzip", "25", "none", ""},
+		// length "chunked": no Content-Length, Transfer-Encoding chunked
+		// however short the body, as CouchDB 3.5.0 sends it
+		{"gzip upload, no Accept-Encoding: no length known", "GET", "/db/g/a.txt", "", "", "chunked", "none", "hello"},
+		{"gzip upload HEAD: CouchDB's Content-Length 0", "HEAD", "/db/g/a.txt", "", "", "0", "none", ""},
+	}
+	// A Range is not served on data stored encoded (Accept-Ranges: none):
+	// each GET of it is tried with one too, answered as without.
+	ranged := map[string]bool{}
+	for _, tt := range tests {
+		if tt.method == "GET" && tt.path != "/db/b/a.bin" {
+			tt.name += ", Range ignored"
+			ranged[tt.name] = true
+			tests = append(tests, tt)
+		}
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -232,14 +245,24 @@ func TestAttachmentAcceptEncoding(t *testing.T) {
 			if tt.acceptEncoding != "" {
 				hdr = []string{"Accept-Encoding", tt.acceptEncoding}
 			}
+			if ranged[tt.name] {
+				hdr = append(hdr, "Range", "bytes=1-2")
+			}
 			resp, b := rawDo(t, tt.method, ts.URL+tt.path, "", hdr...)
 			if resp.StatusCode != 200 {
 				t.Fatalf("%d %s", resp.StatusCode, b)
 			}
 			h := resp.Header
-			if h.Get("Content-Encoding") != tt.encoding || tt.length != "?" && h.Get("Content-Length") != tt.length || h.Get("Accept-Ranges") != tt.ranges {
-				t.Errorf("Content-Encoding %q, Content-Length %q, Accept-Ranges %q; want %q, %q, %q",
-					h.Get("Content-Encoding"), h.Get("Content-Length"), h.Get("Accept-Ranges"), tt.encoding, tt.length, tt.ranges)
+			length := h.Get("Content-Length")
+			if len(resp.TransferEncoding) > 0 {
+				length = strings.Join(resp.TransferEncoding, ",")
+				if h.Get("Content-Length") != "" {
+					length += "+" + h.Get("Content-Length")
+				}
+			}
+			if h.Get("Content-Encoding") != tt.encoding || length != tt.length || h.Get("Accept-Ranges") != tt.ranges {
+				t.Errorf("Content-Encoding %q, length %q, Accept-Ranges %q; want %q, %q, %q",
+					h.Get("Content-Encoding"), length, h.Get("Accept-Ranges"), tt.encoding, tt.length, tt.ranges)
 			}
 			if h.Get("ETag") != `"iMaiC8wqiFlD2NjLTemvCQ=="` && h.Get("ETag") != `"XUFAKrxLKna5cZ2REBfFkg=="` {
 				t.Errorf("ETag %s", h.Get("ETag"))

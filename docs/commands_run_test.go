@@ -57,7 +57,7 @@ func TestDocCommandsRun(t *testing.T) {
 	}
 	byPage := map[string][]docCommand{}
 	for _, c := range allCommands(t) {
-		if k := kindOf(c); k != nil && (k.kind == "curl" || k.kind == "couchrep") {
+		if k := kindOf(c); k != nil && !c.inline && (k.kind == "curl" || k.kind == "couchrep") {
 			byPage[c.page] = append(byPage[c.page], c)
 		}
 	}

@@ -21,6 +21,7 @@ type docCommand struct {
 	text   string
 	output string // the lines a `$ ` prompt block shows after it
 	bg     bool   // it ended with `&`
+	inline bool   // a code span of the text, not a line of a block
 }
 
 func (c docCommand) String() string { return c.page + ":" + strconv.Itoa(c.line) + ": " + c.text }
@@ -66,10 +67,11 @@ func allCommands(t *testing.T) []docCommand {
 func pageCommands(t *testing.T, file string) []docCommand {
 	t.Helper()
 	var cmds []docCommand
-	var block []string
+	var block, prose []string
 	inBlock, shell, start := false, false, 0
 	for i, line := range strings.Split(readPage(t, file), "\n") {
 		fence := strings.TrimSpace(line)
+		prose = append(prose, "")
 		switch {
 		case strings.HasPrefix(fence, "```") && !inBlock:
 			inBlock, shell, start, block = true, shellLangs[strings.TrimPrefix(fence, "```")], i+2, nil
@@ -79,6 +81,29 @@ func pageCommands(t *testing.T, file string) []docCommand {
 			cmds = append(cmds, b.parse(t, block, start, shell)...)
 		case inBlock:
 			block = append(block, line)
+		default:
+			prose[i] = line
+		}
+	}
+	return append(cmds, inlineCommands(filepath.Base(file), strings.Join(prose, "\n"))...)
+}
+
+// codeSpan matches an inline code span of a page's text.
+var codeSpan = regexp.MustCompile("`([^`]+)`")
+
+// inlineCommands returns the code spans of a page's text (its blocks
+// blanked) that run a program commandChecks knows, with an argument: a
+// command named in a sentence is checked as one in a block is, but not
+// run (it is not one of a sequence).
+func inlineCommands(page, prose string) []docCommand {
+	var cmds []docCommand
+	for _, m := range codeSpan.FindAllStringSubmatchIndex(prose, -1) {
+		c := docCommand{
+			page: page, line: 1 + strings.Count(prose[:m[0]], "\n"), dir: ".", inline: true,
+			text: strings.Join(strings.Fields(prose[m[2]:m[3]]), " "),
+		}
+		if _, w := c.words(); len(w) > 1 && kindOf(c) != nil {
+			cmds = append(cmds, c)
 		}
 	}
 	return cmds
@@ -100,18 +125,19 @@ func (b *blockParser) parse(t *testing.T, lines []string, first int, shell bool)
 	t.Helper()
 	prompted := false
 	for _, l := range lines {
-		prompted = prompted || strings.HasPrefix(l, "$ ")
+		prompted = prompted || strings.HasPrefix(strings.TrimLeft(l, " "), "$ ")
 	}
 	if !shell && !prompted {
 		return nil
 	}
 	text, from := "", 0
 	for i, l := range lines {
+		prompt, isPrompt := strings.CutPrefix(strings.TrimLeft(l, " "), "$ ")
 		switch {
 		case text != "":
 			text += l
-		case prompted && strings.HasPrefix(l, "$ "):
-			text, from = strings.TrimPrefix(l, "$ "), first+i
+		case prompted && isPrompt:
+			text, from = prompt, first+i
 		case prompted:
 			if n := len(b.cmds); n > 0 {
 				b.cmds[n-1].output += l + "\n"
@@ -253,7 +279,7 @@ type commandCheck struct {
 var commandChecks = []commandCheck{
 	{"curl", program("curl"), checkCurl},
 	{"make", program("make"), checkMake},
-	{"go", program("go"), checkGo},
+	{"go", func(w []string) bool { return len(w) > 1 && w[0] == "go" }, checkGo},
 	{"minicouch", program("bin/minicouch", "./bin/minicouch"), checkMinicouch},
 	{"couchrep", program("couchrep", "bin/couchrep", "./bin/couchrep"), checkCouchrep},
 	{"cd", program("cd"), checkCd},
@@ -349,14 +375,23 @@ var goFlags = map[string]bool{
 	"count": true, "fuzz": true, "fuzztime": true, "cpu": true, "p": true, "v": false, "race": false, "short": false,
 }
 
+// goSubcommands are the go subcommands the pages use: true for those whose
+// packages and flags are checked; the others name the reader's directories
+// (go work init ./myplugin) or a tool's arguments.
+var goSubcommands = map[string]bool{"build": true, "test": true, "run": true, "vet": true, "doc": false, "work": false, "tool": false}
+
 // checkGo: `go build|test|run|vet` names packages that exist, flags the go
 // command has, and -run/-bench patterns that select at least one function
 // of those packages. Nothing is built or run: TestStandalonePlugin builds
 // the plugin of plugins.md, the live tests build couchrep, and the tests
-// named are other packages' (or need a CouchDB or FoundationDB).
+// named are other packages' (or need a CouchDB or FoundationDB). A span
+// such as `go vet` in a sentence names the tool and is not checked further.
 func checkGo(t *testing.T, c docCommand, w []string, _ []docCommand) {
-	if len(w) < 2 || !map[string]bool{"build": true, "test": true, "run": true, "vet": true}[w[1]] {
-		t.Errorf("%s: not a go build, test, run or vet", c)
+	checked, ok := goSubcommands[w[1]]
+	if !ok {
+		t.Errorf("%s: go %s is not a subcommand the pages may use (see goSubcommands)", c, w[1])
+	}
+	if !checked || c.inline && len(w) == 2 {
 		return
 	}
 	patterns := map[string]string{}

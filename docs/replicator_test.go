@@ -1,8 +1,10 @@
 // Package docs holds couchepi's user documentation. Its tests keep the pages
 // true to the code: the `[replicator]` keys and defaults in replicator.md are
 // the ones the plugin reads, its states are the ones it reports, every
-// metric registered is listed and every listed one registered, and
-// testing.md names every environment variable and make target the tests use.
+// metric registered is listed and every listed one registered,
+// testing.md names every environment variable and make target the tests use,
+// and every command the pages show is checked, the curl and couchrep ones
+// run against a minicouch (commands_test.go, commands_run_test.go).
 package docs
 
 import (

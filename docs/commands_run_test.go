@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -55,6 +56,7 @@ func TestDocCommandsRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs minicouch, curl and couchrep")
 	}
+	t.Parallel()
 	byPage := map[string][]docCommand{}
 	for _, c := range allCommands(t) {
 		if k := kindOf(c); k != nil && !c.inline && (k.kind == "curl" || k.kind == "couchrep") {
@@ -227,10 +229,12 @@ func reloadSameReplicator(t *testing.T, _ *minicouchtest.Server, _ string) map[s
 	return map[string]string{"/opt/couchepi/replicator-v2": bin, "<optional pin>": hex.EncodeToString(sum[:])}
 }
 
-// greetersInBin builds the greeter plugin, v1 and v2, into bin/ of the
+// greetersInBin puts the greeter plugin, v1 and v2, in bin/ of the
 // server's working directory, where plugins.md's curls load them from.
 func greetersInBin(t *testing.T, dir string) {
-	buildGreeters(t, filepath.Join(dir, "bin"))
+	if err := os.Symlink(greeterBinaries(t), filepath.Join(dir, "bin")); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // greeterReloaded: after plugins.md's load and reload, v2 answers.
@@ -273,4 +277,92 @@ func couchrepCopied(t *testing.T, srv *minicouchtest.Server) {
 			t.Errorf("couchrep.md's replication into %s: GET doc1 = %d %s", db, st, body)
 		}
 	}
+}
+
+// pluginBinaries are the plugins the pages' minicouch commands load, by
+// the path they give, built for the test into dir.
+var pluginBinaries = map[string]func(t *testing.T, dir string) string{
+	"bin/replicator": func(t *testing.T, _ string) string { return minicouchtest.Replicator(t, "") },
+	"bin/greeter":    func(t *testing.T, _ string) string { return filepath.Join(greeterBinaries(t), "greeter") },
+}
+
+// TestDocMinicouchCommands starts minicouch as each of the pages' commands
+// does, with a free port and a fresh data directory in place of theirs: it
+// must start, answer, and run every plugin it names.
+func TestDocMinicouchCommands(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs minicouch")
+	}
+	t.Parallel()
+	for _, c := range allCommands(t) {
+		if k := kindOf(c); c.inline || k == nil || k.kind != "minicouch" {
+			continue
+		}
+		t.Run(c.page+":"+strconv.Itoa(c.line), func(t *testing.T) {
+			t.Parallel()
+			o, plugins := minicouchOptions(t, c)
+			srv := minicouchtest.Start(t, o)
+			var welcome struct{ CouchDB string }
+			if st := srv.JSON(t, "GET", "/", nil, &welcome); st != 200 || welcome.CouchDB != "Welcome" {
+				t.Errorf("%s: GET / = %d %+v", c, st, welcome)
+			}
+			var loaded []struct{ Name, State string }
+			srv.JSON(t, "GET", "/_node/_local/_plugins", nil, &loaded)
+			if len(loaded) != plugins {
+				t.Errorf("%s: runs plugins %+v, want %d", c, loaded, plugins)
+			}
+			for _, p := range loaded {
+				if p.State != "running" {
+					t.Errorf("%s: plugin %s is %s", c, p.Name, p.State)
+				}
+			}
+			if o.Fauxton != "" {
+				if st, _, _ := srv.Do("GET", "/_utils/", nil); st != 200 {
+					t.Errorf("%s: GET /_utils/ = %d", c, st)
+				}
+			}
+		})
+	}
+}
+
+// minicouchOptions are the options of a page's minicouch command: its
+// admin, its plugins (see pluginBinaries) and a stand-in Fauxton; its
+// address and data directory are left to minicouchtest. It also returns
+// how many plugins the command loads.
+func minicouchOptions(t *testing.T, c docCommand) (minicouchtest.Options, int) {
+	t.Helper()
+	_, w := c.words()
+	dir := t.TempDir()
+	var o minicouchtest.Options
+	for i := 1; i < len(w); i++ {
+		flag, val := strings.TrimLeft(w[i], "-"), ""
+		if f, v, ok := strings.Cut(flag, "="); ok {
+			flag, val = f, v
+		} else if i+1 < len(w) && !strings.HasPrefix(w[i+1], "-") {
+			i++
+			val = w[i]
+		}
+		switch flag {
+		case "addr", "data":
+		case "admin":
+			o.Admin = val
+		case "plugin":
+			build, ok := pluginBinaries[val]
+			if !ok {
+				t.Fatalf("%s: the test has no build of plugin %s (see pluginBinaries)", c, val)
+			}
+			o.Plugins = append(o.Plugins, build(t, dir))
+		case "fauxton":
+			o.Fauxton = filepath.Join(dir, "fauxton")
+			if err := os.MkdirAll(o.Fauxton, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(o.Fauxton, "index.html"), []byte("<html></html>"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			o.Args = append(o.Args, "--"+flag, val)
+		}
+	}
+	return o, len(o.Plugins)
 }

@@ -2,17 +2,25 @@ package docs
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/couchepi/couchepi/examples/minicouch/minicouchtest"
 )
 
-func TestMain(m *testing.M) { os.Exit(minicouchtest.Main(m)) }
+func TestMain(m *testing.M) {
+	code := minicouchtest.Main(m)
+	if greeters.dir != "" {
+		os.RemoveAll(greeters.dir)
+	}
+	os.Exit(code)
+}
 
 // greeterBuilds are the build commands plugins.md gives, run from
 // examples/greeter (a module of its own, as a plugin outside this
@@ -22,24 +30,46 @@ var greeterBuilds = []struct{ doc, out string }{
 	{`go build -ldflags "-X main.version=2" -o ../../bin/greeter-v2 .`, "greeter-v2"},
 }
 
-// buildGreeters builds examples/greeter into dir as each of greeterBuilds.
-func buildGreeters(t *testing.T, dir string) {
+// greeters is the directory of the greeter builds, made once per test
+// process (three tests load them; a build takes seconds) and removed by
+// TestMain.
+var greeters struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// greeterBinaries returns the directory holding greeter and greeter-v2,
+// built from examples/greeter as each of greeterBuilds.
+func greeterBinaries(t *testing.T) string {
 	t.Helper()
 	page := readPage(t, "plugins.md")
 	for _, b := range greeterBuilds {
 		if !strings.Contains(page, b.doc) {
 			t.Fatalf("plugins.md no longer says %q", b.doc)
 		}
-		args := []string{"build", "-o", filepath.Join(dir, b.out)}
-		if strings.Contains(b.doc, "-ldflags") {
-			args = append(args, "-ldflags", "-X main.version=2")
-		}
-		cmd := exec.Command("go", append(args, ".")...)
-		cmd.Dir = filepath.Join("..", "examples", "greeter")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v\n%s", b.doc, err, out)
-		}
 	}
+	greeters.once.Do(func() {
+		greeters.dir, greeters.err = os.MkdirTemp("", "couchepi-greeter-")
+		for _, b := range greeterBuilds {
+			if greeters.err != nil {
+				return
+			}
+			args := []string{"build", "-o", filepath.Join(greeters.dir, b.out)}
+			if strings.Contains(b.doc, "-ldflags") {
+				args = append(args, "-ldflags", "-X main.version=2")
+			}
+			cmd := exec.Command("go", append(args, ".")...)
+			cmd.Dir = filepath.Join("..", "examples", "greeter")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				greeters.err = fmt.Errorf("%s: %v\n%s", b.doc, err, out)
+			}
+		}
+	})
+	if greeters.err != nil {
+		t.Fatal(greeters.err)
+	}
+	return greeters.dir
 }
 
 // TestStandalonePlugin builds examples/greeter as plugins.md says, loads it
@@ -49,8 +79,7 @@ func TestStandalonePlugin(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a plugin module and runs minicouch")
 	}
-	dir := t.TempDir()
-	buildGreeters(t, dir)
+	dir := greeterBinaries(t)
 	srv := minicouchtest.Start(t, minicouchtest.Options{})
 	type answer struct {
 		OK     bool   `json:"ok"`

@@ -1,6 +1,7 @@
 package docs
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -29,9 +30,10 @@ type pageRun struct {
 	serverDir func(t *testing.T, dir string)
 	// after checks what the commands should have done.
 	after func(t *testing.T, srv *minicouchtest.Server)
-	// notRun are commands (by a part of their text) that are only checked,
-	// with why.
-	notRun map[string]string
+	// until are the commands (by a part of their text) that do not exit
+	// by themselves: each runs until its function returns, then gets the
+	// Ctrl-C of a reader, and must exit 130 as couchrep.md says.
+	until map[string]func(*testing.T, *minicouchtest.Server)
 }
 
 // pageRuns are the pages with commands to run. A page with a curl or
@@ -44,7 +46,7 @@ var pageRuns = map[string]pageRun{
 	"plugins.md":    {serverDir: greetersInBin, after: greeterReloaded},
 	"couchrep.md": {
 		setup: couchrepDBs, after: couchrepCopied,
-		notRun: map[string]string{"--continuous": "a continuous replication does not exit"},
+		until: map[string]func(*testing.T, *minicouchtest.Server){"--continuous": delivered("db-continuous", "doc1")},
 	},
 }
 
@@ -100,14 +102,10 @@ func (r pageRun) run(t *testing.T, cmds []docCommand) {
 	}
 	replacer := strings.NewReplacer(flatten(rewrite)...)
 	for _, c := range cmds {
-		if why := r.skipped(c); why != "" {
-			t.Logf("%s: not run: %s", c, why)
-			continue
-		}
 		if kindOf(c).kind == "curl" {
 			runCurl(t, c, replacer, dir)
 		} else {
-			runCouchrep(t, c, replacer, dir)
+			runCouchrep(t, c, replacer, dir, r.interruptAfter(c, srv))
 		}
 	}
 	if r.after != nil {
@@ -115,14 +113,15 @@ func (r pageRun) run(t *testing.T, cmds []docCommand) {
 	}
 }
 
-// skipped returns why c is not run, or "".
-func (r pageRun) skipped(c docCommand) string {
-	for part, why := range r.notRun {
+// interruptAfter returns what to wait for before interrupting c, or nil
+// when c exits by itself.
+func (r pageRun) interruptAfter(c docCommand, srv *minicouchtest.Server) func(*testing.T) {
+	for part, wait := range r.until {
 		if strings.Contains(c.text, part) {
-			return why
+			return func(t *testing.T) { wait(t, srv) }
 		}
 	}
-	return ""
+	return nil
 }
 
 // flatten turns a map of replacements into strings.NewReplacer's pairs,
@@ -155,8 +154,9 @@ func runCurl(t *testing.T, c docCommand, r *strings.Replacer, dir string) {
 }
 
 // runCouchrep runs a couchrep command with this tree's couchrep, its
-// uuid kept in dir.
-func runCouchrep(t *testing.T, c docCommand, r *strings.Replacer, dir string) {
+// uuid kept in dir. One that does not exit is interrupted once until
+// returns, and must then exit 130.
+func runCouchrep(t *testing.T, c docCommand, r *strings.Replacer, dir string, until func(*testing.T)) {
 	t.Helper()
 	_, w := c.words()
 	args := make([]string, len(w)-1)
@@ -166,8 +166,24 @@ func runCouchrep(t *testing.T, c docCommand, r *strings.Replacer, dir string) {
 	cmd := exec.Command(minicouchtest.MustBinary(t, minicouchtest.Build{Pkg: minicouchtest.CouchrepPkg}), args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "COUCHREP_HOME="+dir)
-	out, err := cmd.CombinedOutput()
-	checkOutput(t, c, out, err)
+	if until == nil {
+		out, err := cmd.CombinedOutput()
+		checkOutput(t, c, out, err)
+		return
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	until(t)
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); cmd.ProcessState.ExitCode() != 130 {
+		t.Errorf("%s: interrupted, exited with %v, want 130\n%s", c, err, out.String())
+	}
 }
 
 // checkOutput: a command without shown output succeeded; one with shown
@@ -246,8 +262,10 @@ func greeterReloaded(t *testing.T, srv *minicouchtest.Server) {
 }
 
 // couchrepDBs makes what couchrep.md's commands take as there: a source db
-// with a doc on the server (which stands for 127.0.0.1:5984 and for
-// backup:5984, as db-backup), and the rep.json of its --json example.
+// with a doc on the server (which stands for every host the page names:
+// 127.0.0.1:5984 and a:5984 with db, backup:5984 with db-backup and
+// b.example.com with db-continuous), and the rep.json of its --json
+// example.
 func couchrepDBs(t *testing.T, srv *minicouchtest.Server, dir string) map[string]string {
 	for _, db := range []string{"/db", "/db-backup"} {
 		if st := srv.JSON(t, "PUT", db, nil, nil); st != 201 {
@@ -267,6 +285,8 @@ func couchrepDBs(t *testing.T, srv *minicouchtest.Server, dir string) map[string
 	return map[string]string{
 		"http://admin:secret@" + docAddr + "/db": srv.AdminURL + "db",
 		"http://admin:secret@backup:5984/db":     srv.AdminURL + "db-backup",
+		"http://a:5984/db":                       srv.AdminURL + "db",
+		"https://user:pw@b.example.com/db":       srv.AdminURL + "db-continuous",
 	}
 }
 

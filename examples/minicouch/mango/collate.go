@@ -120,3 +120,72 @@ func cmpInt(a, b int) int {
 	}
 	return 0
 }
+
+// rawRank orders JSON types as Erlang orders the terms CouchDB decodes
+// them to: numbers < atoms (false < null < true, by name) < objects
+// (tuples) < arrays (lists) < strings (binaries).
+func rawRank(v any) int {
+	switch x := v.(type) {
+	case float64:
+		return 0
+	case bool:
+		if x {
+			return 3
+		}
+		return 1
+	case nil:
+		return 2
+	case map[string]any:
+		return 4
+	case []any:
+		return 5
+	case string:
+		return 6
+	}
+	return 7
+}
+
+// CompareRaw orders two decoded JSON values as CouchDB compares _id
+// values in a selector and the keys of _all_docs: by Erlang's term order
+// rather than view collation. Strings compare byte by byte, arrays and
+// objects member by member (objects by their sorted keys, as Compare).
+func CompareRaw(a, b any) int {
+	ra, rb := rawRank(a), rawRank(b)
+	if ra != rb {
+		return cmpInt(ra, rb)
+	}
+	switch x := a.(type) {
+	case float64:
+		y := b.(float64)
+		switch {
+		case x < y:
+			return -1
+		case x > y:
+			return 1
+		}
+		return 0
+	case string:
+		return strings.Compare(x, b.(string))
+	case []any:
+		y := b.([]any)
+		for i := 0; i < len(x) && i < len(y); i++ {
+			if c := CompareRaw(x[i], y[i]); c != 0 {
+				return c
+			}
+		}
+		return cmpInt(len(x), len(y))
+	case map[string]any:
+		y := b.(map[string]any)
+		kx, ky := sortedKeys(x), sortedKeys(y)
+		for i := 0; i < len(kx) && i < len(ky); i++ {
+			if c := strings.Compare(kx[i], ky[i]); c != 0 {
+				return c
+			}
+			if c := CompareRaw(x[kx[i]], y[ky[i]]); c != 0 {
+				return c
+			}
+		}
+		return cmpInt(len(kx), len(ky))
+	}
+	return 0
+}

@@ -52,17 +52,27 @@ func (n fieldNode) match(v any, present bool) bool {
 	return n.child.match(v, present)
 }
 
-// cmpNode is one of $eq $ne $gt $gte $lt $lte under CouchDB collation.
+// cmpNode is one of $eq $ne $gt $gte $lt $lte under CouchDB collation
+// (raw: in Erlang's term order, as for _id).
 type cmpNode struct {
 	op  string
 	arg any
+	raw bool
+}
+
+// compare is Compare, or CompareRaw when raw.
+func compare(a, b any, raw bool) int {
+	if raw {
+		return CompareRaw(a, b)
+	}
+	return Compare(a, b)
 }
 
 func (n cmpNode) match(v any, present bool) bool {
 	if !present {
 		return false
 	}
-	c := Compare(v, n.arg)
+	c := compare(v, n.arg, n.raw)
 	switch n.op {
 	case "$eq":
 		return c == 0
@@ -114,11 +124,12 @@ func (n typeNode) match(v any, present bool) bool {
 type setNode struct {
 	op   string
 	args []any
+	raw  bool
 }
 
-func contains(list []any, v any) bool {
+func contains(list []any, v any, raw bool) bool {
 	for _, x := range list {
-		if Compare(x, v) == 0 {
+		if compare(x, v, raw) == 0 {
 			return true
 		}
 	}
@@ -134,34 +145,34 @@ func (n setNode) match(v any, present bool) bool {
 	case "$in":
 		if isList {
 			for _, x := range values {
-				if contains(n.args, x) {
+				if contains(n.args, x, n.raw) {
 					return true
 				}
 			}
 			return false
 		}
-		return contains(n.args, v)
+		return contains(n.args, v, n.raw)
 	case "$nin":
 		if isList {
 			for _, x := range values {
-				if contains(n.args, x) {
+				if contains(n.args, x, n.raw) {
 					return false
 				}
 			}
 			return true
 		}
-		return !contains(n.args, v)
+		return !contains(n.args, v, n.raw)
 	case "$all":
 		if !isList || len(n.args) == 0 {
 			return false
 		}
 		if len(n.args) == 1 {
-			if inner, ok := n.args[0].([]any); ok && Compare(inner, values) == 0 {
+			if inner, ok := n.args[0].([]any); ok && compare(inner, values, n.raw) == 0 {
 				return true
 			}
 		}
 		for _, a := range n.args {
-			if !contains(values, a) {
+			if !contains(values, a, n.raw) {
 				return false
 			}
 		}

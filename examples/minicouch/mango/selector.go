@@ -36,7 +36,7 @@ func Compile(v any) (*Selector, error) {
 	if !ok {
 		return nil, fmt.Errorf("Selector error: expected a JSON object")
 	}
-	n, err := parseObject(obj)
+	n, err := parseObject(obj, scope{})
 	if err != nil {
 		return nil, err
 	}
@@ -58,25 +58,43 @@ func (s *Selector) MatchJSON(doc []byte) bool {
 	return s.Match(v)
 }
 
+// scope is where a part of a selector stands: the field path from the
+// selector's root (the whole selector, or an $elemMatch, $allMatch or
+// $keyMapMatch argument) and whether its comparisons are raw.
+type scope struct {
+	path []string
+	// raw: under the field _id CouchDB compares values in Erlang's term
+	// order (CompareRaw), as its _all_docs index orders ids, not by view
+	// collation; so does everything below it.
+	raw bool
+}
+
+// field is the scope of the sub-field path of s.
+func (s scope) field(path []string) scope {
+	p := append(append([]string(nil), s.path...), path...)
+	return scope{path: p, raw: s.raw || len(p) == 1 && p[0] == "_id"}
+}
+
 // parseObject compiles an object whose keys are field names, combinators or
 // operators applying to the current value; all of them must hold.
-func parseObject(obj map[string]any) (node, error) {
+func parseObject(obj map[string]any, sc scope) (node, error) {
 	var all andNode
 	for _, k := range sortedKeys(obj) {
 		arg := obj[k]
 		if strings.HasPrefix(k, "$") {
-			n, err := parseOperator(k, arg)
+			n, err := parseOperator(k, arg, sc)
 			if err != nil {
 				return nil, err
 			}
 			all = append(all, n)
 			continue
 		}
-		child, err := parseCondition(arg)
+		path := splitPath(k)
+		child, err := parseCondition(arg, sc.field(path))
 		if err != nil {
 			return nil, err
 		}
-		all = append(all, fieldNode{path: splitPath(k), child: child})
+		all = append(all, fieldNode{path: path, child: child})
 	}
 	if len(all) == 1 {
 		return all[0], nil
@@ -86,21 +104,21 @@ func parseObject(obj map[string]any) (node, error) {
 
 // parseCondition compiles the value given for a field: an object of
 // operators or sub-fields, or a literal meaning implicit $eq.
-func parseCondition(arg any) (node, error) {
+func parseCondition(arg any, sc scope) (node, error) {
 	if obj, ok := arg.(map[string]any); ok && len(obj) > 0 {
-		return parseObject(obj)
+		return parseObject(obj, sc)
 	}
-	return cmpNode{op: "$eq", arg: arg}, nil
+	return cmpNode{op: "$eq", arg: arg, raw: sc.raw}, nil
 }
 
-func parseSelectorList(op string, arg any) ([]node, error) {
+func parseSelectorList(op string, arg any, sc scope) ([]node, error) {
 	list, ok := arg.([]any)
 	if !ok {
 		return nil, fmt.Errorf("%s argument must be an array", op)
 	}
 	nodes := make([]node, 0, len(list))
 	for _, item := range list {
-		n, err := parseCondition(item)
+		n, err := parseCondition(item, sc)
 		if err != nil {
 			return nil, err
 		}
@@ -109,25 +127,25 @@ func parseSelectorList(op string, arg any) ([]node, error) {
 	return nodes, nil
 }
 
-func parseOperator(op string, arg any) (node, error) {
+func parseOperator(op string, arg any, sc scope) (node, error) {
 	switch op {
 	case "$and":
-		nodes, err := parseSelectorList(op, arg)
+		nodes, err := parseSelectorList(op, arg, sc)
 		return andNode(nodes), err
 	case "$or":
-		nodes, err := parseSelectorList(op, arg)
+		nodes, err := parseSelectorList(op, arg, sc)
 		if err == nil && len(nodes) == 0 {
 			return nil, fmt.Errorf("$or argument must be a non-empty array")
 		}
 		return orNode(nodes), err
 	case "$nor":
-		nodes, err := parseSelectorList(op, arg)
+		nodes, err := parseSelectorList(op, arg, sc)
 		return notNode{child: orNode(nodes)}, err
 	case "$not":
-		child, err := parseCondition(arg)
+		child, err := parseCondition(arg, sc)
 		return notNode{child: child}, err
 	case "$eq", "$ne", "$gt", "$gte", "$lt", "$lte":
-		return cmpNode{op: op, arg: arg}, nil
+		return cmpNode{op: op, arg: arg, raw: sc.raw}, nil
 	case "$exists":
 		b, ok := arg.(bool)
 		if !ok {
@@ -150,7 +168,7 @@ func parseOperator(op string, arg any) (node, error) {
 		if !ok {
 			return nil, fmt.Errorf("%s argument must be an array", op)
 		}
-		return setNode{op: op, args: list}, nil
+		return setNode{op: op, args: list, raw: sc.raw}, nil
 	case "$size":
 		f, ok := arg.(float64)
 		if !ok || f != math.Trunc(f) || f < 0 {
@@ -185,7 +203,8 @@ func parseOperator(op string, arg any) (node, error) {
 		}
 		return prefixNode(s), nil
 	case "$elemMatch", "$allMatch", "$keyMapMatch":
-		child, err := parseCondition(arg)
+		// the argument is a selector of its own: its fields start anew
+		child, err := parseCondition(arg, scope{raw: sc.raw})
 		if err != nil {
 			return nil, err
 		}
@@ -194,23 +213,23 @@ func parseOperator(op string, arg any) (node, error) {
 	return nil, fmt.Errorf("Invalid operator: %s", op)
 }
 
-// splitPath splits a field name on dots not escaped with a backslash.
+// SplitField splits a field name into its path as CouchDB does: at each
+// dot not preceded by a backslash, every backslash then dropped from the
+// parts: a\.b is the field "a.b", \$x the field "$x".
+func SplitField(field string) []string { return splitPath(field) }
+
 func splitPath(field string) []string {
 	var parts []string
 	var cur strings.Builder
 	for i := 0; i < len(field); i++ {
-		c := field[i]
-		if c == '\\' && i+1 < len(field) && field[i+1] == '.' {
-			cur.WriteByte('.')
-			i++
-			continue
-		}
-		if c == '.' {
+		switch c := field[i]; {
+		case c == '\\':
+		case c == '.' && (i == 0 || field[i-1] != '\\'):
 			parts = append(parts, cur.String())
 			cur.Reset()
-			continue
+		default:
+			cur.WriteByte(c)
 		}
-		cur.WriteByte(c)
 	}
 	return append(parts, cur.String())
 }

@@ -2,6 +2,7 @@ package mango
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 )
 
@@ -96,5 +97,79 @@ func TestCompare(t *testing.T) {
 		if Compare(a, b) != -1 || Compare(b, a) != 1 || Compare(a, a) != 0 {
 			t.Errorf("order %s < %s broken", order[i], order[i+1])
 		}
+	}
+}
+
+// TestMatchIDRaw: as CouchDB 3.5.0 answers them, conditions on _id compare
+// in Erlang's term order (numbers < false < null < true < objects <
+// arrays < strings, strings byte by byte), everything else by collation.
+func TestMatchIDRaw(t *testing.T) {
+	tests := []struct {
+		sel, doc string
+		want     bool
+	}{
+		{`{"_id":{"$gt":{}}}`, `{"_id":"a"}`, true},
+		{`{"_id":{"$lt":{}}}`, `{"_id":"a"}`, false},
+		{`{"_id":{"$gte":{}}}`, `{"_id":"a"}`, true},
+		{`{"_id":{"$lte":[]}}`, `{"_id":"a"}`, false},
+		{`{"_id":{"$gt":["z"]}}`, `{"_id":"a"}`, true},
+		{`{"_id":{"$gt":null}}`, `{"_id":"a"}`, true},
+		{`{"_id":{"$lt":false}}`, `{"_id":"a"}`, false},
+		{`{"_id":{"$gt":10}}`, `{"_id":"a"}`, true},
+		{`{"_id":{"$lt":"a"}}`, `{"_id":"B"}`, true}, // bytes: "B" < "a"
+		{`{"_id":{"$gt":"a","$lt":{}}}`, `{"_id":"b"}`, false},
+		{`{"_id":{"$not":{"$lt":{}}}}`, `{"_id":"a"}`, true},
+		{`{"$or":[{"_id":{"$gt":{}}},{"x":1}]}`, `{"_id":"a"}`, true},
+		{`{"_id":{"$in":["A"]}}`, `{"_id":"a"}`, false},
+		// other fields keep collation: strings < arrays < objects, a < B
+		{`{"x":{"$lt":{}}}`, `{"_id":"a","x":"b"}`, true},
+		{`{"x":{"$gt":{}}}`, `{"_id":"a","x":"b"}`, false},
+		{`{"x":{"$lt":"a"}}`, `{"_id":"a","x":"B"}`, false},
+		// a nested _id is another field; in $elemMatch a field starts anew
+		{`{"x":{"_id":{"$lt":{}}}}`, `{"x":{"_id":"a"}}`, true},
+		{`{"x._id":{"$lt":{}}}`, `{"x":{"_id":"a"}}`, true},
+		{`{"x":{"$elemMatch":{"_id":{"$gt":{}}}}}`, `{"x":[{"_id":"a"}]}`, true},
+	}
+	for _, tt := range tests {
+		s, err := Parse([]byte(tt.sel))
+		if err != nil {
+			t.Fatalf("%s: %v", tt.sel, err)
+		}
+		var doc any
+		if err := json.Unmarshal([]byte(tt.doc), &doc); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Match(doc); got != tt.want {
+			t.Errorf("%s on %s: %v, want %v", tt.sel, tt.doc, got, tt.want)
+		}
+	}
+}
+
+// TestSplitField: field names split as CouchDB's mango_util:parse_field:
+// at dots a backslash does not precede, then without backslashes.
+func TestSplitField(t *testing.T) {
+	tests := []struct {
+		field string
+		want  []string
+	}{
+		{`a`, []string{"a"}},
+		{`a.b.c`, []string{"a", "b", "c"}},
+		{`a\.b`, []string{"a.b"}},
+		{`a.b\.c`, []string{"a", "b.c"}},
+		{`\$foobar`, []string{"$foobar"}},
+		{`a\b`, []string{"ab"}},
+		{`really.deeply.nested.escaped\.field`, []string{"really", "deeply", "nested", "escaped.field"}},
+	}
+	for _, tt := range tests {
+		if got := SplitField(tt.field); !slices.Equal(got, tt.want) {
+			t.Errorf("%s: %q, want %q", tt.field, got, tt.want)
+		}
+	}
+	s, err := Parse([]byte(`{"\\$foobar":"a"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Match(map[string]any{"$foobar": "a"}) {
+		t.Error(`{"\\$foobar":"a"} does not match the field $foobar`)
 	}
 }

@@ -34,7 +34,7 @@ func parseSort(list []any) ([]sortField, *hooks.Error) {
 	for _, s := range list {
 		switch x := s.(type) {
 		case string:
-			out = append(out, sortField{path: strings.Split(x, ".")})
+			out = append(out, sortField{path: mango.SplitField(x)})
 		case map[string]any:
 			if len(x) != 1 {
 				return nil, &hooks.Error{Status: 400, Err: "invalid_sort_json", Reason: "Sort must be an array of field names or {field: direction} objects"}
@@ -44,14 +44,23 @@ func parseSort(list []any) ([]sortField, *hooks.Error) {
 				if dir != "asc" && dir != "desc" {
 					return nil, &hooks.Error{Status: 400, Err: "invalid_sort_json", Reason: "Sort direction must be asc or desc"}
 				}
-				out = append(out, sortField{path: strings.Split(k, "."), desc: dir == "desc"})
+				out = append(out, sortField{path: mango.SplitField(k), desc: dir == "desc"})
 			}
 		default:
 			return nil, &hooks.Error{Status: 400, Err: "invalid_sort_json", Reason: "Sort must be an array of field names or {field: direction} objects"}
 		}
 	}
+	for _, sf := range out {
+		if sf.desc != out[0].desc {
+			return nil, errMixedSort
+		}
+	}
 	return out, nil
 }
+
+// errMixedSort is CouchDB's answer to a sort, or index fields, in more
+// than one direction.
+var errMixedSort = &hooks.Error{Status: 400, Err: "unsupported_mixed_sort", Reason: "Sorts currently only support a single direction for all fields."}
 
 // fieldValue is the value at a sort or projection path of a doc.
 func fieldValue(doc any, path []string) (any, bool) { return mango.Lookup(doc, path) }
@@ -63,7 +72,7 @@ func project(doc map[string]any, fields []string) map[string]any {
 	}
 	out := map[string]any{}
 	for _, f := range fields {
-		path := strings.Split(f, ".")
+		path := mango.SplitField(f)
 		v, ok := fieldValue(doc, path)
 		if !ok {
 			continue
@@ -194,7 +203,8 @@ func (s *Server) find(d *dbReq) {
 				for _, sf := range sorts {
 					a, _ := fieldValue(docs[i], sf.path)
 					b, _ := fieldValue(docs[j], sf.path)
-					if c := mango.Compare(a, b); c != 0 {
+					// ids in _all_docs order, CouchDB's order of _id
+					if c := mango.CompareRaw(a, b); c != 0 {
 						return (c < 0) != sf.desc
 					}
 				}

@@ -26,6 +26,7 @@ type indexDef struct {
 	DDoc    string // "_design/…"
 	Name    string
 	Fields  []string
+	Desc    bool            // its fields given as {field: "desc"}
 	Partial json.RawMessage // partial_filter_selector; nil when none
 }
 
@@ -33,14 +34,21 @@ type indexDef struct {
 func (x indexDef) jsonView() map[string]any {
 	fields := make([]any, len(x.Fields))
 	for i, f := range x.Fields {
-		fields[i] = map[string]string{f: "asc"}
+		fields[i] = map[string]string{f: x.dir()}
 	}
-	partial := json.RawMessage(`{}`)
-	if x.Partial != nil {
-		partial = x.Partial
+	def := map[string]any{"fields": fields}
+	if x.Partial != nil { // CouchDB leaves out an empty one
+		def["partial_filter_selector"] = x.Partial
 	}
-	return map[string]any{"ddoc": x.DDoc, "name": x.Name, "type": "json", "partitioned": false,
-		"def": map[string]any{"fields": fields, "partial_filter_selector": partial}}
+	return map[string]any{"ddoc": x.DDoc, "name": x.Name, "type": "json", "partitioned": false, "def": def}
+}
+
+// dir is the direction of the index's fields.
+func (x indexDef) dir() string {
+	if x.Desc {
+		return "desc"
+	}
+	return "asc"
 }
 
 // builtIndex is an index's in-memory state: the ids by key, as of seq.
@@ -144,11 +152,11 @@ func indexesOf(id string, body []byte) []indexDef {
 	}
 	var out []indexDef
 	for name, v := range dd.Views {
-		fields, ok := indexFields(v.Options.Def.Fields)
-		if !ok {
+		fields, desc, herr := indexFields(v.Options.Def.Fields)
+		if herr != nil {
 			continue
 		}
-		x := indexDef{DDoc: id, Name: name, Fields: fields}
+		x := indexDef{DDoc: id, Name: name, Fields: fields, Desc: desc}
 		if p := v.Options.Def.Partial; len(p) > 0 && string(p) != "{}" && string(p) != "null" {
 			x.Partial = p
 		}
@@ -157,31 +165,43 @@ func indexesOf(id string, body []byte) []indexDef {
 	return out
 }
 
-// indexFields reads `fields`: names, or {name: "asc"|"desc"} objects.
-func indexFields(list []any) ([]string, bool) {
+// indexFields reads `fields`: names, or {name: "asc"|"desc"} objects,
+// all in one direction (desc: "desc"), as CouchDB takes them.
+func indexFields(list []any) (fields []string, desc bool, herr *hooks.Error) {
 	if len(list) == 0 {
-		return nil, false
+		return nil, false, &hooks.Error{Status: 400, Err: "missing_required_key", Reason: "Missing required key: fields"}
+	}
+	invalid := func(f any) *hooks.Error {
+		b, _ := json.Marshal(f)
+		return &hooks.Error{Status: 400, Err: "invalid_sort_field", Reason: "Invalid sort field: " + string(b)}
 	}
 	out := make([]string, 0, len(list))
-	for _, f := range list {
+	for i, f := range list {
+		d := false
 		switch t := f.(type) {
 		case string:
 			out = append(out, t)
 		case map[string]any:
 			if len(t) != 1 {
-				return nil, false
+				return nil, false, invalid(f)
 			}
 			for k, dir := range t {
 				if dir != "asc" && dir != "desc" {
-					return nil, false
+					return nil, false, invalid(f)
 				}
 				out = append(out, k)
+				d = dir == "desc"
 			}
 		default:
-			return nil, false
+			return nil, false, invalid(f)
+		}
+		if i == 0 {
+			desc = d
+		} else if d != desc {
+			return nil, false, errMixedSort
 		}
 	}
-	return out, true
+	return out, desc, nil
 }
 
 // createIndex serves POST /{db}/_index.
@@ -213,10 +233,14 @@ func (s *Server) createIndex(d *dbReq) {
 		writeError(d.w, &hooks.Error{Status: 400, Err: "missing_required_key", Reason: "Missing required key: fields"})
 		return
 	}
-	fields, ok := indexFields(index.Fields)
-	if !ok {
-		writeError(d.w, badRequest("Invalid index fields: each must be a field name or {field: \"asc\"|\"desc\"}"))
+	fields, desc, herr := indexFields(index.Fields)
+	if herr != nil {
+		writeError(d.w, herr)
 		return
+	}
+	dir := "asc"
+	if desc {
+		dir = "desc"
 	}
 	partial := index.Partial
 	if len(partial) == 0 {
@@ -230,7 +254,10 @@ func (s *Server) createIndex(d *dbReq) {
 	} else {
 		partial = json.RawMessage(`{}`)
 	}
-	sum := sha1.Sum([]byte(strings.Join(fields, "\x00") + "\x00" + string(partial)))
+	// The generated names hash the whole definition, the given name
+	// included, as CouchDB's do: two indexes of the same fields under
+	// two names get two design docs.
+	sum := sha1.Sum([]byte(strings.Join(fields, "\x00") + "\x00" + dir + "\x00" + string(partial) + "\x00" + body.Name))
 	hash := hex.EncodeToString(sum[:])
 	ddoc, name := body.DDoc, body.Name
 	if ddoc == "" {
@@ -265,7 +292,7 @@ func (s *Server) createIndex(d *dbReq) {
 				views = v
 			}
 			for _, x := range indexesOf(ddoc, cur.Body) {
-				if x.Name == name && strings.Join(x.Fields, "\x00") == strings.Join(fields, "\x00") {
+				if x.Name == name && strings.Join(x.Fields, "\x00") == strings.Join(fields, "\x00") && x.Desc == desc {
 					writeJSON(d.w, 200, map[string]string{"result": "exists", "id": ddoc, "name": name})
 					return
 				}
@@ -273,12 +300,17 @@ func (s *Server) createIndex(d *dbReq) {
 		}
 		mapFields := map[string]string{}
 		for _, f := range fields {
-			mapFields[f] = "asc"
+			mapFields[f] = dir
+		}
+		// options.def is the definition as given, as CouchDB keeps it
+		def := map[string]any{"fields": index.Fields}
+		if string(partial) != "{}" {
+			def["partial_filter_selector"] = partial
 		}
 		views[name] = map[string]any{
 			"map":     map[string]any{"fields": mapFields, "partial_filter_selector": partial},
 			"reduce":  "_count",
-			"options": map[string]any{"def": map[string]any{"fields": fields, "partial_filter_selector": partial}},
+			"options": map[string]any{"def": def},
 		}
 		dd["views"] = views
 		if err := s.writeDesignDoc(d, dd); err != nil {
@@ -342,57 +374,126 @@ func (s *Server) writeDesignDoc(d *dbReq, dd map[string]any) error {
 	return err
 }
 
-// chooseIndex picks the json index a query uses: the one use_index names
-// when it can serve the selector (else a warning says why not), or the
-// first that can; nil means the _all_docs scan. An index can serve a
-// selector that bounds its first field, and a sort that is a prefix of its
-// fields in one direction.
+// chooseIndex picks the json index a query uses as CouchDB's planner
+// does. An index is usable when the selector requires each of its
+// columns to exist (but _id, _rev and the sort's fields) and the sort is
+// a run of its columns, after columns the selector holds constant; one
+// with a partial_filter_selector only when use_index names it. Of the
+// usable ones use_index picks its own (if none is usable a warning says
+// so and the choice falls back to the others), else the best ranked:
+// the fewest indexable fields of the selector left out of its leading
+// columns, then the fewest columns, then by design doc and name. nil
+// means the _all_docs scan.
 func chooseIndex(defs []indexDef, sel *mango.Selector, sorts []sortField, useIndex []string) (*indexDef, string) {
-	usable := func(x indexDef) bool {
-		if _, ok := sel.FieldRange(x.Fields[0]); !ok {
+	named := func(x indexDef) bool {
+		if len(useIndex) == 0 {
 			return false
 		}
-		return sortPrefix(x.Fields, sorts)
-	}
-	warning := ""
-	if len(useIndex) > 0 {
 		ddoc := useIndex[0]
 		if !strings.HasPrefix(ddoc, store.DesignPrefix) {
 			ddoc = store.DesignPrefix + ddoc
 		}
-		for i, x := range defs {
-			if x.DDoc == ddoc && (len(useIndex) < 2 || x.Name == useIndex[1]) && usable(x) {
-				return &defs[i], ""
+		return x.DDoc == ddoc && (len(useIndex) < 2 || x.Name == useIndex[1])
+	}
+	sortKeys := map[string]bool{}
+	for _, s := range sorts {
+		sortKeys[mango.PathKey(joinField(s.path))] = true
+	}
+	usable := func(x indexDef) bool {
+		for _, f := range x.Fields {
+			k := mango.PathKey(f)
+			if k == "_id" || k == "_rev" || sortKeys[k] {
+				continue
+			}
+			if !sel.Requires(f) {
+				return false
 			}
 		}
-		warning = strings.Join(useIndex, ", ") + " was not used because it does not contain a valid index for this query."
+		return canUseSort(x.Fields, sorts, sel)
 	}
+	var cands, chosen []int
 	for i, x := range defs {
-		if usable(x) {
-			return &defs[i], warning
+		if (x.Partial == nil || named(x)) && usable(x) {
+			cands = append(cands, i)
+			if named(x) {
+				chosen = append(chosen, i)
+			}
 		}
 	}
-	return nil, warning
+	warning := ""
+	switch {
+	case len(chosen) > 0:
+		cands = chosen
+	case len(useIndex) == 1:
+		warning = store.DesignPrefix + strings.TrimPrefix(useIndex[0], store.DesignPrefix) + " was not used because it does not contain a valid index for this query."
+	case len(useIndex) > 1:
+		warning = store.DesignPrefix + strings.TrimPrefix(useIndex[0], store.DesignPrefix) + ", " + useIndex[1] + " was not used because it is not a valid index for this query."
+	}
+	if len(cands) == 0 {
+		return nil, warning
+	}
+	indexable := sel.IndexableFields()
+	// missed is how many of the selector's indexable fields the index's
+	// leading columns leave out
+	missed := func(x indexDef) int {
+		n := 0
+		for _, f := range x.Fields {
+			if !indexable[mango.PathKey(f)] {
+				break
+			}
+			n++
+		}
+		return len(indexable) - n
+	}
+	best := cands[0]
+	for _, i := range cands[1:] {
+		a, b := defs[i], defs[best]
+		if ma, mb := missed(a), missed(b); ma < mb || ma == mb && len(a.Fields) < len(b.Fields) {
+			best = i // defs are sorted by design doc and name
+		}
+	}
+	return &defs[best], warning
 }
 
-// sortPrefix reports whether sorts (empty, or all one direction) are a
-// prefix of fields.
-func sortPrefix(fields []string, sorts []sortField) bool {
-	if len(sorts) > len(fields) {
-		return false
+// canUseSort reports whether an index on fields yields the sort's order:
+// the sort's fields are a run of its columns, every column before the
+// run held constant ($eq) by the selector.
+func canUseSort(fields []string, sorts []sortField, sel *mango.Selector) bool {
+	if len(sorts) == 0 {
+		return true
 	}
-	for i, s := range sorts {
-		if strings.Join(s.path, ".") != fields[i] || s.desc != sorts[0].desc {
+	for i, f := range fields {
+		if mango.PathKey(f) == mango.PathKey(joinField(sorts[0].path)) {
+			if len(sorts) > len(fields)-i {
+				return false
+			}
+			for j, s := range sorts {
+				if mango.PathKey(fields[i+j]) != mango.PathKey(joinField(s.path)) {
+					return false
+				}
+			}
+			return true
+		}
+		if !sel.IsConstant(f) {
 			return false
 		}
 	}
-	return true
+	return false
+}
+
+// joinField is the field name of a path, its dots escaped.
+func joinField(path []string) string {
+	parts := make([]string, len(path))
+	for i, p := range path {
+		parts[i] = strings.ReplaceAll(p, ".", `\.`)
+	}
+	return strings.Join(parts, ".")
 }
 
 // sortByIDOnly reports whether sorts can be served by _all_docs.
 func sortByIDOnly(sorts []sortField) bool {
 	for _, s := range sorts {
-		if strings.Join(s.path, ".") != "_id" || s.desc != sorts[0].desc {
+		if len(s.path) != 1 || s.path[0] != "_id" {
 			return false
 		}
 	}

@@ -119,29 +119,144 @@ type Range struct {
 }
 
 // FieldRange returns the bounds the selector puts on field (top-level
-// $eq, $gt, $gte, $lt and $lte, alone or under $and), and whether it puts
-// any. A selector without a bound on an index's first field cannot use the
-// index.
+// $eq, $gt, $gte, $lt, $lte and $beginsWith, alone or under $and), and
+// whether it puts any. An index scan of field is confined to them.
 func (s *Selector) FieldRange(field string) (Range, bool) {
 	var r Range
 	found := false
-	path := strings.Join(splitPath(field), "\x00")
-	var visit func(n node)
-	visit = func(n node) {
+	key := pathKey(splitPath(field))
+	for _, c := range s.conjuncts() {
+		if pathKey(c.path) == key {
+			found = r.add(c.cond) || found
+		}
+	}
+	return r, found
+}
+
+// conjunct is one condition of the selector's top-level conjunction on a
+// field: nested objects are flattened into dotted paths, as CouchDB
+// normalizes selectors ({"a":{"b":1}} is {"a.b":{"$eq":1}}).
+type conjunct struct {
+	path []string
+	cond node
+}
+
+func pathKey(path []string) string { return strings.Join(path, "\x00") }
+
+// conjuncts lists the conditions of the top-level conjunction ($and seen
+// through, nothing under $or, $nor, $not).
+func (s *Selector) conjuncts() []conjunct {
+	var out []conjunct
+	var top func(n node)
+	top = func(n node) {
 		switch t := n.(type) {
 		case andNode:
 			for _, c := range t {
-				visit(c)
+				top(c)
 			}
 		case fieldNode:
-			if strings.Join(t.path, "\x00") == path {
-				found = r.add(t.child) || found
-			}
+			out = appendUnder(out, t.path, t.child)
 		}
 	}
-	visit(s.root)
-	return r, found
+	top(s.root)
+	return out
 }
+
+// appendUnder appends the conditions n puts on the field at path.
+func appendUnder(out []conjunct, path []string, n node) []conjunct {
+	switch t := n.(type) {
+	case fieldNode:
+		return appendUnder(out, append(append([]string(nil), path...), t.path...), t.child)
+	case andNode:
+		for _, c := range t {
+			out = appendUnder(out, path, c)
+		}
+		return out
+	}
+	return append(out, conjunct{path: path, cond: n})
+}
+
+// required is the set of fields (pathKey) n requires to exist, as
+// CouchDB's mango_selector:has_required_fields sees it: any condition but
+// {"$exists": false} on a field of the conjunction, or one every branch
+// of an $or requires.
+func required(n node) map[string]bool {
+	set := map[string]bool{}
+	switch t := n.(type) {
+	case andNode:
+		for _, c := range t {
+			for k := range required(c) {
+				set[k] = true
+			}
+		}
+	case orNode:
+		for i, c := range t {
+			sub := required(c)
+			if i == 0 {
+				set = sub
+				continue
+			}
+			for k := range set {
+				if !sub[k] {
+					delete(set, k)
+				}
+			}
+		}
+	case fieldNode:
+		for _, c := range appendUnder(nil, t.path, t.child) {
+			if e, ok := c.cond.(existsNode); ok && !bool(e) {
+				continue
+			}
+			set[pathKey(c.path)] = true
+		}
+	}
+	return set
+}
+
+// Requires reports whether every document the selector matches has
+// field (a field name, dots splitting it): what CouchDB asks of each
+// column of a json index it uses, but _id, _rev and the sort's fields.
+func (s *Selector) Requires(field string) bool {
+	return required(s.root)[pathKey(splitPath(field))]
+}
+
+// IndexableFields are the fields of the top-level conjunction with a
+// condition an index can be scanned for ($lt, $lte, $eq, $gt, $gte,
+// $beginsWith, $exists), each once, as pathKey: how CouchDB ranks the
+// indexes a query can use.
+func (s *Selector) IndexableFields() map[string]bool {
+	set := map[string]bool{}
+	for _, c := range s.conjuncts() {
+		switch c.cond.(type) {
+		case cmpNode:
+			if c.cond.(cmpNode).op == "$ne" {
+				continue
+			}
+		case prefixNode, existsNode:
+		default:
+			continue
+		}
+		set[pathKey(c.path)] = true
+	}
+	return set
+}
+
+// IsConstant reports whether the first condition of the conjunction on
+// field is an $eq: a column the index scan holds constant, so a sort may
+// start after it (CouchDB's mango_selector:is_constant_field).
+func (s *Selector) IsConstant(field string) bool {
+	key := pathKey(splitPath(field))
+	for _, c := range s.conjuncts() {
+		if pathKey(c.path) == key {
+			n, ok := c.cond.(cmpNode)
+			return ok && n.op == "$eq"
+		}
+	}
+	return false
+}
+
+// PathKey is the key IndexableFields uses for field.
+func PathKey(field string) string { return pathKey(splitPath(field)) }
 
 // add narrows r by the comparisons in n; it reports whether n held any.
 func (r *Range) add(n node) bool {
@@ -168,6 +283,11 @@ func (r *Range) add(n node) bool {
 		default:
 			return false
 		}
+		return true
+	case prefixNode:
+		// U+FFFF sorts after every string with the prefix
+		r.lower(string(t), true)
+		r.upper(string(t)+"\uffff", true)
 		return true
 	}
 	return false

@@ -11,9 +11,9 @@ import (
 	"testing"
 )
 
-// docCommand is one command of a fenced shell block of a page: what a
-// reader would type, with `\` continuations joined, a trailing comment and
-// a `$ ` prompt dropped.
+// docCommand is one command of a page, from a fenced shell block or an
+// inline code span: what a reader would type, with `\` continuations
+// joined, a trailing comment and a `$ ` prompt dropped.
 type docCommand struct {
 	page   string // "README.md", "cluster.md", …
 	line   int    // where it starts
@@ -63,7 +63,8 @@ func allCommands(t *testing.T) []docCommand {
 	return all
 }
 
-// pageCommands returns the commands of the fenced blocks of one page.
+// pageCommands returns the commands of one page: those of its fenced
+// blocks, then those of its inline code spans.
 func pageCommands(t *testing.T, file string) []docCommand {
 	t.Helper()
 	var cmds []docCommand
@@ -241,7 +242,8 @@ func TestDocCommandsExtracted(t *testing.T) {
 		"curl -X PUT http://h/x \\\n     -d '{\"a\":\n  \"b # c\"}'\n" +
 		"# only a comment\n" +
 		"bin/minicouch --data d &\n" +
-		"```\n\n```go\nfmt.Println()\n```\n\n```\n$ couchrep x\nan error\n```\n"
+		"```\n\n```go\nfmt.Println()\n```\n\n```\n$ couchrep x\nan error\n```\n" +
+		"Then `make\nbuild`, `go vet`, for `curl` habits, `see this`.\n"
 	if err := os.WriteFile(file, []byte(page), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -258,6 +260,8 @@ func TestDocCommandsExtracted(t *testing.T) {
 		"6 . curl -X PUT http://h/x       -d '{\"a\":\n  \"b # c\"}' ||false",
 		"10 . bin/minicouch --data d ||true",
 		"18 . couchrep x |an error\n|false",
+		"21 . make build ||false",
+		"22 . go vet ||false",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("extracted\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

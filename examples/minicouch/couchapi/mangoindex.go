@@ -135,6 +135,9 @@ func (s *Server) indexDefs(d *dbReq) ([]indexDef, error) {
 type queryDDoc struct {
 	Language string `json:"language"`
 	Views    map[string]struct {
+		Map struct {
+			Partial json.RawMessage `json:"partial_filter_selector"`
+		} `json:"map"`
 		Options struct {
 			Def struct {
 				Fields  []any           `json:"fields"`
@@ -157,7 +160,12 @@ func indexesOf(id string, body []byte) []indexDef {
 			continue
 		}
 		x := indexDef{DDoc: id, Name: name, Fields: fields, Desc: desc}
-		if p := v.Options.Def.Partial; len(p) > 0 && string(p) != "{}" && string(p) != "null" {
+		// the map's is the normalized selector, the one CouchDB shows
+		p := v.Map.Partial
+		if len(p) == 0 {
+			p = v.Options.Def.Partial
+		}
+		if len(p) > 0 && string(p) != "{}" && string(p) != "null" {
 			x.Partial = p
 		}
 		out = append(out, x)
@@ -246,8 +254,10 @@ func (s *Server) createIndex(d *dbReq) {
 	if len(partial) == 0 {
 		partial = body.Partial
 	}
+	normalized := json.RawMessage(`{}`)
 	if len(partial) > 0 && string(partial) != "null" {
-		if _, err := mango.Parse(partial); err != nil {
+		var err error
+		if normalized, err = mango.Normalize(partial); err != nil {
 			writeError(d.w, &hooks.Error{Status: 400, Err: "invalid_operator", Reason: err.Error()})
 			return
 		}
@@ -298,17 +308,22 @@ func (s *Server) createIndex(d *dbReq) {
 				}
 			}
 		}
-		mapFields := map[string]string{}
-		for _, f := range fields {
-			mapFields[f] = dir
+		// the map's fields in their order, as CouchDB writes them
+		mapFields := []byte{'{'}
+		for i, f := range fields {
+			if i > 0 {
+				mapFields = append(mapFields, ',')
+			}
+			mapFields = append(jsonenc.AppendString(mapFields, f), `:"`+dir+`"`...)
 		}
+		mapFields = append(mapFields, '}')
 		// options.def is the definition as given, as CouchDB keeps it
 		def := map[string]any{"fields": index.Fields}
 		if string(partial) != "{}" {
 			def["partial_filter_selector"] = partial
 		}
 		views[name] = map[string]any{
-			"map":     map[string]any{"fields": mapFields, "partial_filter_selector": partial},
+			"map":     map[string]any{"fields": json.RawMessage(mapFields), "partial_filter_selector": normalized},
 			"reduce":  "_count",
 			"options": map[string]any{"def": def},
 		}

@@ -180,8 +180,14 @@ func TestMangoIndexDefinitions(t *testing.T) {
 		{name: "not a name", method: "POST", path: "/db/_index", body: `{"index":{"fields":[1]},"name":"r"}`, status: 400, has: []string{`"error":"invalid_sort_field"`}},
 		{name: "descending", method: "POST", path: "/db/_index", body: `{"index":{"fields":[{"foo":"desc"},{"bar":"desc"}]},"ddoc":"d","name":"y"}`, status: 200},
 		{name: "listed descending", method: "GET", path: "/db/_index", status: 200, has: []string{`"def":{"fields":[{"foo":"desc"},{"bar":"desc"}]}`}},
-		{name: "kept as given", method: "GET", path: "/db/_design/d", status: 200, has: []string{`"options":{"def":{"fields":[{"foo":"desc"},{"bar":"desc"}]}}`, `"bar":"desc"`}},
+		{name: "kept as given", method: "GET", path: "/db/_design/d", status: 200, has: []string{`"options":{"def":{"fields":[{"foo":"desc"},{"bar":"desc"}]}}`, `"map":{"fields":{"foo":"desc","bar":"desc"},"partial_filter_selector":{}}`}},
 		{name: "same definition again", method: "POST", path: "/db/_index", body: `{"index":{"fields":[{"foo":"desc"},{"bar":"desc"}]},"ddoc":"d","name":"y"}`, status: 200, has: []string{`"result":"exists"`}},
+		{name: "partial", method: "POST", path: "/db/_index", body: `{"index":{"fields":["type"],"partial_filter_selector":{"type":"x","a":{"b":1}}},"ddoc":"pp","name":"px"}`, status: 200},
+		{name: "partial normalized in the map, as given in options", method: "GET", path: "/db/_design/pp", status: 200,
+			has: []string{`"map":{"fields":{"type":"asc"},"partial_filter_selector":{"$and":[{"type":{"$eq":"x"}},{"a.b":{"$eq":1}}]}}`,
+				`"options":{"def":{"fields":["type"],"partial_filter_selector":{"type":"x","a":{"b":1}}}}`}},
+		{name: "partial listed normalized", method: "GET", path: "/db/_index", status: 200,
+			has: []string{`"def":{"fields":[{"type":"asc"}],"partial_filter_selector":{"$and":[{"type":{"$eq":"x"}},{"a.b":{"$eq":1}}]}}`}},
 		{name: "sorts in two directions", method: "POST", path: "/db/_find", body: `{"selector":{"foo":{"$gt":null}},"sort":[{"foo":"desc"},{"bar":"asc"}]}`, status: 400, want: mixed},
 	}
 	runSteps(t, ts.URL, tests)

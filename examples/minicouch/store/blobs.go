@@ -172,7 +172,7 @@ func (w *blobWriter) flush() error {
 	}
 	n := uint32((w.filled + chunkSize - 1) / chunkSize)
 	first := w.ref.chunks
-	err := w.db.s.bolt.Update(func(tx *bolt.Tx) error {
+	err := w.db.s.update(func(tx *bolt.Tx) error {
 		b, err := w.db.bucket(tx)
 		if err != nil {
 			return err
@@ -269,7 +269,7 @@ func (db *DB) stageStream(ctx context.Context, r io.Reader, want string, level i
 // dropChunks deletes a staged blob's chunks (best effort; Compact reclaims
 // what is left).
 func (db *DB) dropChunks(ref blobRef) {
-	_ = db.s.bolt.Update(func(tx *bolt.Tx) error {
+	_ = db.s.update(func(tx *bolt.Tx) error {
 		b, err := db.bucket(tx)
 		if err != nil {
 			return err

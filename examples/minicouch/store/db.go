@@ -163,7 +163,7 @@ func setFill(b *bolt.Bucket) {
 
 // view runs fn in a read transaction on the database's bucket.
 func (db *DB) view(fn func(b *bolt.Bucket) error) error {
-	return db.s.bolt.View(func(tx *bolt.Tx) error {
+	return db.s.view(func(tx *bolt.Tx) error {
 		b, err := db.bucket(tx)
 		if err != nil {
 			return err

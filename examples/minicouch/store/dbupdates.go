@@ -173,7 +173,7 @@ func (s *Store) flushDBUpdates() {
 func (s *Store) DBUpdatesSeq() uint64 {
 	s.flushDBUpdates()
 	var seq uint64
-	s.bolt.View(func(tx *bolt.Tx) error {
+	s.view(func(tx *bolt.Tx) error {
 		if v := tx.Bucket(bucketDBUpdateLast).Get(keyLastSeq); len(v) == 8 {
 			seq = binary.BigEndian.Uint64(v)
 		}
@@ -187,7 +187,7 @@ func (s *Store) DBUpdatesSeq() uint64 {
 func (s *Store) DBUpdates(since uint64, limit int, fn func(DBUpdate) error) error {
 	s.flushDBUpdates()
 	var out []DBUpdate
-	err := s.bolt.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketDBUpdates).Cursor()
 		for k, v := c.Seek(binary.BigEndian.AppendUint64(nil, since+1)); k != nil && (limit <= 0 || len(out) < limit); k, v = c.Next() {
 			if len(v) < 1 || int(v[0]) >= len(dbUpdateTypes) {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -31,14 +32,52 @@ type Options struct {
 	// OpenTimeout is how long Open waits for another process's lock on the
 	// file; 0 = 5s.
 	OpenTimeout time.Duration
+	// FileCompactMinFree is how many bytes of free pages the file must hold
+	// before deleting a database or POST /{db}/_compact copies the live
+	// data into a new file that replaces it (file compaction: the only way
+	// bbolt gives space back to the filesystem); 0 = 64 MiB, negative =
+	// never compact the file.
+	FileCompactMinFree int64
+	// FileCompactMinFreeRatio is the share of the file that must be free
+	// pages too (0 < r <= 1); 0 = 0.5.
+	FileCompactMinFreeRatio float64
 }
+
+// boltOptions are the bbolt options of the store's file (and of the file
+// a compaction writes).
+func boltOptions(opts Options) *bolt.Options {
+	return &bolt.Options{
+		Timeout:         opts.OpenTimeout,
+		NoSync:          opts.NoSync,
+		NoFreelistSync:  true,
+		FreelistType:    bolt.FreelistMapType,
+		InitialMmapSize: 1 << 30,
+		// 16 KiB pages: a bulk commit writes a quarter of the pages (one
+		// pwrite each) that 4 KiB pages need; ~1.5x the ingest rate.
+		// Applies to new files only.
+		PageSize: 16 << 10,
+	}
+}
+
+// allocSize is how much the file grows at a time: fewer grow syncs while
+// ingesting.
+const allocSize = 64 << 20
 
 // Store holds every database of a server in one bbolt file. It is safe for
 // concurrent use.
 type Store struct {
-	bolt *bolt.DB
+	// cur is the open bbolt file. File compaction replaces it: read
+	// transactions go through view, which retries on the new file when
+	// the old one was closed under it; write transactions go through
+	// update, which holds gate for reading (compaction holds it for
+	// writing while it swaps the files).
+	cur  atomic.Pointer[bolt.DB]
+	gate sync.RWMutex
 	log  hclog.Logger
 	path string
+	opts Options
+
+	fc fileCompactor
 
 	mu  sync.Mutex
 	dbs map[string]*DB // open handles by name
@@ -71,17 +110,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	path := filepath.Join(dir, FileName)
-	b, err := bolt.Open(path, 0o600, &bolt.Options{
-		Timeout:         opts.OpenTimeout,
-		NoSync:          opts.NoSync,
-		NoFreelistSync:  true,
-		FreelistType:    bolt.FreelistMapType,
-		InitialMmapSize: 1 << 30,
-		// 16 KiB pages: a bulk commit writes a quarter of the pages (one
-		// pwrite each) that 4 KiB pages need; ~1.5x the ingest rate.
-		// Applies to new files only.
-		PageSize: 16 << 10,
-	})
+	b, err := bolt.Open(path, 0o600, boltOptions(opts))
 	if errors.Is(err, bolt.ErrTimeout) {
 		return nil, inUseError(dir)
 	}
@@ -89,7 +118,10 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	writeOwner(dir)
-	b.AllocSize = 64 << 20 // grow the file in large steps: fewer grow syncs while ingesting
+	// A compaction that did not finish (the process died before its
+	// rename) leaves its partial copy; the store is the old file.
+	_ = os.Remove(path + compactSuffix)
+	b.AllocSize = allocSize
 	if err := b.Update(func(tx *bolt.Tx) error {
 		if _, err := tx.CreateBucketIfNotExists(bucketDBs); err != nil {
 			return err
@@ -99,7 +131,8 @@ func Open(dir string, opts Options) (*Store, error) {
 		b.Close()
 		return nil, err
 	}
-	s := &Store{bolt: b, log: opts.Logger, path: path, dbs: make(map[string]*DB)}
+	s := &Store{log: opts.Logger, path: path, opts: opts, dbs: make(map[string]*DB)}
+	s.cur.Store(b)
 	s.w = startWriter(s, opts.MaxBatchDocs)
 	s.log.Debug("store opened", "path", path)
 	return s, nil
@@ -110,6 +143,7 @@ func (s *Store) Path() string { return s.path }
 
 // Close waits for queued writes, then closes the file.
 func (s *Store) Close() error {
+	s.fc.close()
 	s.flushDBUpdates()
 	s.w.stop()
 	s.mu.Lock()
@@ -118,7 +152,26 @@ func (s *Store) Close() error {
 	}
 	s.dbs = map[string]*DB{}
 	s.mu.Unlock()
-	return s.bolt.Close()
+	return s.cur.Load().Close()
+}
+
+// view runs fn in a read transaction of the current file.
+func (s *Store) view(fn func(tx *bolt.Tx) error) error {
+	for {
+		b := s.cur.Load()
+		err := b.View(fn)
+		if errors.Is(err, berrors.ErrDatabaseNotOpen) && s.cur.Load() != b {
+			continue // a compaction replaced the file before fn ran
+		}
+		return err
+	}
+}
+
+// update runs fn in a write transaction of the current file.
+func (s *Store) update(fn func(tx *bolt.Tx) error) error {
+	s.gate.RLock()
+	defer s.gate.RUnlock()
+	return s.cur.Load().Update(fn)
 }
 
 // newUUID returns 32 random hex digits.
@@ -131,10 +184,14 @@ func newUUID() string {
 // CreateDB creates database name (already validated by the caller) with a
 // fresh uuid. It returns ErrDBExists if it exists.
 func (s *Store) CreateDB(name string) (*DB, error) {
+	// gate before mu: while a file compaction holds gate, DB lookups
+	// (which take mu) must not wait behind a creation.
+	s.gate.RLock()
+	defer s.gate.RUnlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	uuid := newUUID()
-	err := s.bolt.Update(func(tx *bolt.Tx) error {
+	err := s.cur.Load().Update(func(tx *bolt.Tx) error {
 		root := tx.Bucket(bucketDBs)
 		if root.Bucket([]byte(name)) != nil {
 			return ErrDBExists
@@ -174,9 +231,11 @@ func (s *Store) CreateDB(name string) (*DB, error) {
 // DeleteDB deletes database name and all its documents and attachments.
 // It returns ErrDBNotFound if it does not exist.
 func (s *Store) DeleteDB(name string) error {
+	s.gate.RLock() // before mu, as in CreateDB
+	defer s.gate.RUnlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	err := s.bolt.Update(func(tx *bolt.Tx) error {
+	err := s.cur.Load().Update(func(tx *bolt.Tx) error {
 		err := tx.Bucket(bucketDBs).DeleteBucket([]byte(name))
 		if errors.Is(err, berrors.ErrBucketNotFound) {
 			return ErrDBNotFound
@@ -196,6 +255,7 @@ func (s *Store) DeleteDB(name string) error {
 		delete(s.dbs, name)
 	}
 	s.log.Debug("database deleted", "db", name)
+	s.scheduleFileCompaction()
 	return nil
 }
 
@@ -209,7 +269,7 @@ func (s *Store) DB(name string) (*DB, error) {
 	}
 	var uuid string
 	var seq, limit uint64
-	err := s.bolt.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketDBs).Bucket([]byte(name))
 		if b == nil {
 			return ErrDBNotFound
@@ -237,7 +297,7 @@ func (s *Store) Exists(name string) bool {
 // ListDBs returns the names of all databases, sorted by byte order.
 func (s *Store) ListDBs() ([]string, error) {
 	var out []string
-	err := s.bolt.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketDBs).ForEachBucket(func(k []byte) error {
 			out = append(out, string(k))
 			return nil

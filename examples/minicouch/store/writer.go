@@ -108,7 +108,7 @@ func (w *writer) loop() {
 }
 
 func (w *writer) commit(batch []*writeReq) {
-	err := w.s.bolt.Update(func(tx *bolt.Tx) error {
+	err := w.s.update(func(tx *bolt.Tx) error {
 		for _, r := range batch {
 			if err := r.fn(tx); err != nil {
 				return err

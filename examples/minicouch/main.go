@@ -78,7 +78,7 @@ func run(args []string) error {
 		return err
 	}
 
-	st, err := store.Open(*data, store.Options{Logger: log.Named("store")})
+	st, err := store.Open(*data, storeOptions(cfg, log.Named("store")))
 	if err != nil {
 		return err
 	}
@@ -241,5 +241,18 @@ func applyNodeTypeEnv(cfg *config.Config) {
 			}
 			cfg.Override("node_types", key, v)
 		}
+	}
+}
+
+// storeOptions reads the store's settings from [minicouch] (minicouch's
+// own: CouchDB has no such keys) at start: file_compaction_min_free (bytes
+// of free pages before a db delete or _compact compacts the file; unset or
+// 0: 64 MiB, negative: never) and file_compaction_min_free_percent (the
+// share of the file they must be too; unset or 0: 50).
+func storeOptions(cfg *config.Config, log hclog.Logger) store.Options {
+	return store.Options{
+		Logger:                  log,
+		FileCompactMinFree:      cfg.Int("minicouch", "file_compaction_min_free", 0),
+		FileCompactMinFreeRatio: float64(cfg.Int("minicouch", "file_compaction_min_free_percent", 0)) / 100,
 	}
 }

@@ -146,21 +146,8 @@ func TestMangoIndexChoice(t *testing.T) {
 			if err := json.Unmarshal(b, &plan); err != nil || plan.Index.Name != tt.index {
 				t.Errorf("_explain: index %q, want %q: %s", plan.Index.Name, tt.index, b)
 			}
-			_, b = step{method: "POST", path: "/db/_find", body: tt.query}.do(t, ts.URL)
-			var res struct {
-				Docs []struct {
-					ID string `json:"_id"`
-				} `json:"docs"`
-			}
-			if err := json.Unmarshal(b, &res); err != nil {
-				t.Fatalf("_find: %s", b)
-			}
-			var ids []string
-			for _, d := range res.Docs {
-				ids = append(ids, d.ID)
-			}
-			if strings.Join(ids, ",") != tt.ids {
-				t.Errorf("_find: %v, want %s: %s", ids, tt.ids, b)
+			if ids, b := findIDs(t, ts.URL, "/db", tt.query); ids != tt.ids {
+				t.Errorf("_find: %s, want %s: %s", ids, tt.ids, b)
 			}
 		})
 	}
@@ -228,21 +215,8 @@ func TestFindFieldsAsCouchDB(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, b := step{method: "POST", path: "/db/_find", body: tt.query[:len(tt.query)-1] + `,"fields":["_id"]}`}.do(t, ts.URL)
-			var res struct {
-				Docs []struct {
-					ID string `json:"_id"`
-				} `json:"docs"`
-			}
-			if err := json.Unmarshal(b, &res); err != nil {
-				t.Fatalf("%s", b)
-			}
-			var ids []string
-			for _, d := range res.Docs {
-				ids = append(ids, d.ID)
-			}
-			if strings.Join(ids, ",") != tt.ids {
-				t.Errorf("%v, want %s: %s", ids, tt.ids, b)
+			if ids, b := findIDs(t, ts.URL, "/db", tt.query); ids != tt.ids {
+				t.Errorf("%s, want %s: %s", ids, tt.ids, b)
 			}
 		})
 	}
@@ -250,4 +224,24 @@ func TestFindFieldsAsCouchDB(t *testing.T) {
 		{name: "escaped field picked", method: "POST", path: "/db/_find", body: `{"selector":{"_id":"a"},"fields":["e.d\\.f"]}`, status: 200,
 			has: []string{`"docs":[{"e":{"d.f":1}}]`}},
 	})
+}
+
+// findIDs runs the _find body on db and returns the ids of the docs it
+// answers, comma-separated, and the answer.
+func findIDs(t *testing.T, base, db, body string) (string, []byte) {
+	t.Helper()
+	_, b := step{method: "POST", path: db + "/_find", body: body}.do(t, base)
+	var res struct {
+		Docs []struct {
+			ID string `json:"_id"`
+		} `json:"docs"`
+	}
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatalf("_find %s: %s", body, b)
+	}
+	ids := make([]string, len(res.Docs))
+	for i, d := range res.Docs {
+		ids[i] = d.ID
+	}
+	return strings.Join(ids, ","), b
 }

@@ -35,8 +35,16 @@ func typeRank(v any) int {
 // any) with CouchDB's collation: it returns -1, 0 or 1. Strings are compared
 // case-insensitively first, then lower case before upper case, approximating
 // ICU's default collation; objects compare by their sorted keys then values.
-func Compare(a, b any) int {
-	ra, rb := typeRank(a), typeRank(b)
+func Compare(a, b any) int { return compare(a, b, false) }
+
+// compare is Compare, or CompareRaw when raw.
+func compare(a, b any, raw bool) int {
+	var ra, rb int
+	if raw {
+		ra, rb = rawRank(a), rawRank(b)
+	} else {
+		ra, rb = typeRank(a), typeRank(b)
+	}
 	if ra != rb {
 		return cmpInt(ra, rb)
 	}
@@ -51,11 +59,11 @@ func Compare(a, b any) int {
 		}
 		return 0
 	case string:
-		return CompareStrings(x, b.(string))
+		return compareStrings(x, b.(string), raw)
 	case []any:
 		y := b.([]any)
 		for i := 0; i < len(x) && i < len(y); i++ {
-			if c := Compare(x[i], y[i]); c != 0 {
+			if c := compare(x[i], y[i], raw); c != 0 {
 				return c
 			}
 		}
@@ -64,16 +72,23 @@ func Compare(a, b any) int {
 		y := b.(map[string]any)
 		kx, ky := sortedKeys(x), sortedKeys(y)
 		for i := 0; i < len(kx) && i < len(ky); i++ {
-			if c := CompareStrings(kx[i], ky[i]); c != 0 {
+			if c := compareStrings(kx[i], ky[i], raw); c != 0 {
 				return c
 			}
-			if c := Compare(x[kx[i]], y[ky[i]]); c != 0 {
+			if c := compare(x[kx[i]], y[ky[i]], raw); c != 0 {
 				return c
 			}
 		}
 		return cmpInt(len(kx), len(ky))
 	}
 	return 0
+}
+
+func compareStrings(a, b string, raw bool) int {
+	if raw {
+		return strings.Compare(a, b)
+	}
+	return CompareStrings(a, b)
 }
 
 // CompareStrings approximates ICU root collation: letters compare without
@@ -149,43 +164,4 @@ func rawRank(v any) int {
 // values in a selector and the keys of _all_docs: by Erlang's term order
 // rather than view collation. Strings compare byte by byte, arrays and
 // objects member by member (objects by their sorted keys, as Compare).
-func CompareRaw(a, b any) int {
-	ra, rb := rawRank(a), rawRank(b)
-	if ra != rb {
-		return cmpInt(ra, rb)
-	}
-	switch x := a.(type) {
-	case float64:
-		y := b.(float64)
-		switch {
-		case x < y:
-			return -1
-		case x > y:
-			return 1
-		}
-		return 0
-	case string:
-		return strings.Compare(x, b.(string))
-	case []any:
-		y := b.([]any)
-		for i := 0; i < len(x) && i < len(y); i++ {
-			if c := CompareRaw(x[i], y[i]); c != 0 {
-				return c
-			}
-		}
-		return cmpInt(len(x), len(y))
-	case map[string]any:
-		y := b.(map[string]any)
-		kx, ky := sortedKeys(x), sortedKeys(y)
-		for i := 0; i < len(kx) && i < len(ky); i++ {
-			if c := strings.Compare(kx[i], ky[i]); c != 0 {
-				return c
-			}
-			if c := CompareRaw(x[kx[i]], y[ky[i]]); c != 0 {
-				return c
-			}
-		}
-		return cmpInt(len(kx), len(ky))
-	}
-	return 0
-}
+func CompareRaw(a, b any) int { return compare(a, b, true) }

@@ -60,14 +60,6 @@ type cmpNode struct {
 	raw bool
 }
 
-// compare is Compare, or CompareRaw when raw.
-func compare(a, b any, raw bool) int {
-	if raw {
-		return CompareRaw(a, b)
-	}
-	return Compare(a, b)
-}
-
 func (n cmpNode) match(v any, present bool) bool {
 	if !present {
 		return false

@@ -207,6 +207,11 @@ func (s *Store) compactFile(ctx context.Context, force bool) (FileCompaction, er
 		var n int
 		txid, n, err = catchUp(dst, src)
 		res.CaughtUp += n
+		if err == nil {
+			// dst is written without fsync: this one makes the catch-up
+			// durable even if no write comes before the rename.
+			err = dst.Sync()
+		}
 		if err != nil {
 			dst.Close()
 			os.Remove(tmp)

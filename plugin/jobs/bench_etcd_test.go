@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"fmt"
+	mrand "math/rand/v2"
 	"sort"
 	"sync"
 	"testing"
@@ -17,12 +18,12 @@ import (
 
 // etcdNode opens one node's store and queue on the benchmark's etcd, as a
 // separate replication node would.
-func etcdNode(b *testing.B, endpoints []string, prefix string) *Queue {
+func etcdNode(b *testing.B, endpoints []string, prefix string, opts Options) *Queue {
 	s, err := etcd.Open(context.Background(), etcd.Config{Endpoints: endpoints, Prefix: prefix})
 	if err != nil {
 		b.Fatal(err)
 	}
-	q, err := New(s, Options{})
+	q, err := New(s, opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -32,10 +33,10 @@ func etcdNode(b *testing.B, endpoints []string, prefix string) *Queue {
 
 // etcdQueues returns n queues (nodes) on the etcd at endpoints, topped up
 // to benchPending pending jobs.
-func etcdQueues(b *testing.B, endpoints []string, prefix string, n int) []*Queue {
+func etcdQueues(b *testing.B, endpoints []string, prefix string, n int, opts Options) []*Queue {
 	qs := make([]*Queue, n)
 	for i := range qs {
-		qs[i] = etcdNode(b, endpoints, prefix)
+		qs[i] = etcdNode(b, endpoints, prefix, opts)
 	}
 	ctx := context.Background()
 	if err := qs[0].SetTypeTimeout(ctx, typ, time.Minute); err != nil {
@@ -71,20 +72,37 @@ func etcdQueues(b *testing.B, endpoints []string, prefix string, n int) []*Queue
 
 // BenchmarkAcceptEtcd accepts jobs one by one from 100k pending on a
 // 3-member loopback etcd, from one node and from two nodes at once,
-// reporting accept latency percentiles and job starts per second.
+// reporting accept latency percentiles and job starts per second: picked
+// at random ("plain"), and as the job server picks, from a queue tagged
+// by replicator db with Choose offered one job per tag ("choose").
 func BenchmarkAcceptEtcd(b *testing.B) {
 	cluster := etcdtest.StartCluster(b, 3)
-	prefix := fmt.Sprintf("bench-%d/", time.Now().UnixNano())
-	for _, nodes := range []int{1, 2} {
-		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) {
-			qs := etcdQueues(b, cluster.Endpoints(), prefix, nodes)
-			benchAcceptOn(b, qs)
-			if size := etcdSizeInUse(b, cluster.Endpoints()[0]); size > 0 {
-				b.ReportMetric(float64(size)/benchPending, "etcd_bytes/job")
-			}
-		})
+	run := time.Now().UnixNano()
+	for _, mode := range []struct {
+		name   string
+		opts   Options
+		accept AcceptOptions
+	}{
+		{"plain", Options{}, AcceptOptions{NoWait: true}},
+		{"choose", Options{Tag: benchTag}, AcceptOptions{NoWait: true, Choose: func(c []Candidate) int { return mrand.IntN(len(c)) }}},
+	} {
+		prefix := fmt.Sprintf("bench-%d-%s/", run, mode.name)
+		for _, nodes := range []int{1, 2} {
+			b.Run(fmt.Sprintf("%s/nodes=%d", mode.name, nodes), func(b *testing.B) {
+				qs := etcdQueues(b, cluster.Endpoints(), prefix, nodes, mode.opts)
+				benchAcceptOn(b, qs, mode.accept)
+				if size := etcdSizeInUse(b, cluster.Endpoints()[0]); size > 0 {
+					b.ReportMetric(float64(size)/benchPending, "etcd_bytes/job")
+				}
+			})
+		}
 	}
 }
+
+// benchTag spreads generated jobs over 16 tags, as the jobs of 16
+// replicator dbs are: by the last digit of their digest, so that a job's
+// tag tells nothing of where its id sorts, as a replicator db does not.
+func benchTag(_, id string, _ []byte) string { return "db" + id[31:32] }
 
 // etcdSizeInUse is the logical size of the etcd member's database.
 func etcdSizeInUse(b *testing.B, endpoint string) int64 {
@@ -103,10 +121,10 @@ func etcdSizeInUse(b *testing.B, endpoint string) int64 {
 // BenchmarkAcceptBoltNodes is the same measure on the embedded bolt store
 // (one node: bolt has one owner process), for comparison in one run.
 func BenchmarkAcceptBoltNodes(b *testing.B) {
-	benchAcceptOn(b, []*Queue{benchQueue(b)})
+	benchAcceptOn(b, []*Queue{benchQueue(b)}, AcceptOptions{NoWait: true})
 }
 
-func benchAcceptOn(b *testing.B, qs []*Queue) {
+func benchAcceptOn(b *testing.B, qs []*Queue, opt AcceptOptions) {
 	ctx := context.Background()
 	var mu sync.Mutex
 	lat := make([]time.Duration, 0, b.N)
@@ -120,7 +138,7 @@ func benchAcceptOn(b *testing.B, qs []*Queue) {
 			local := make([]time.Duration, 0, per)
 			for i := 0; i < per; i++ {
 				start := time.Now()
-				if _, err := q.Accept(ctx, typ, AcceptOptions{NoWait: true}); err != nil {
+				if _, err := q.Accept(ctx, typ, opt); err != nil {
 					b.Error(err)
 					return
 				}

@@ -79,47 +79,24 @@ func (tx *Tx) clearPending(typ string, stime int64, id string) error {
 
 // choose offers the due candidates to fn and returns the picked pending
 // key, and its tag index key when it was found through the index; nil when
-// nothing is due. With Options.Tag it reads the earliest entry of each tag
-// (one short read per tag); when no tagged job is due (or the queue does
-// not tag) it offers up to pickBatch due jobs in stime order, so jobs left
-// unindexed by a queue without Tag still run.
+// nothing is due. With Options.Tag it offers one job of each tag (see
+// tagCandidates); when no tagged job is due (or the queue does not tag) it
+// offers up to pickBatch due jobs in stime order, so jobs left unindexed by
+// a queue without Tag still run.
 func (tx *Tx) choose(scan scanFunc, typ string, maxS int64, fn func([]Candidate) int) (key, tagKey []byte, err error) {
 	l := tx.q.l
-	var cands []Candidate
-	var keys [][]byte
 	if tx.q.opts.Tag != nil {
-		base := l.taggedType(typ)
-		end := kv.PrefixEnd(base)
-		for begin, n := base, 0; n < maxTags; n++ {
-			var tag string
-			found := false
-			err := scan(begin, end, kv.RangeOptions{Limit: 1, KeysOnly: true}, func(k, _ []byte) error {
-				el, err := unpackAfter(base, k)
-				if err != nil || len(el) != 3 {
-					return errBadKey
-				}
-				found = true
-				tag = el[0].(string)
-				stime, id := el[1].(int64), el[2].(string)
-				if stime <= maxS {
-					cands = append(cands, Candidate{ID: id, STime: fromMS(stime), Tag: tag})
-					keys = append(keys, append([]byte(nil), k...))
-				}
-				return nil
-			})
-			if err != nil {
-				return nil, nil, err
-			}
-			if !found {
-				break
-			}
-			begin = kv.PrefixEnd(l.taggedTag(typ, tag))
+		cands, keys, err := tx.tagCandidates(scan, typ, maxS)
+		if err != nil {
+			return nil, nil, err
 		}
 		if len(cands) > 0 {
 			i := pickIndex(fn, cands)
 			return l.pending(typ, ms(cands[i].STime), cands[i].ID), keys[i], nil
 		}
 	}
+	var cands []Candidate
+	var keys [][]byte
 	base := l.pendingType(typ)
 	err = scan(base, kv.PrefixEnd(l.pendingAt(typ, maxS)), kv.RangeOptions{Limit: pickBatch}, func(k, v []byte) error {
 		el, err := unpackAfter(base, k)
@@ -135,6 +112,223 @@ func (tx *Tx) choose(scan scanFunc, typ string, maxS int64, fn func([]Candidate)
 		return nil, nil, err
 	}
 	return keys[pickIndex(fn, cands)], nil, nil
+}
+
+// tagCandidates returns one due job of each tag (up to maxTags tags) and
+// their tag index keys: the earliest of each tag, or, in a big queue whose
+// tags were listed before, a random always-due job of each from a window
+// of its id space (see window.go), which is the earliest too as long as
+// the tag has always-due jobs, since those sort first. A list older than
+// tagsTTL is still used while a new one is read in the background: on
+// etcd, listing the tags of a big queue costs a count of the whole index.
+func (tx *Tx) tagCandidates(scan scanFunc, typ string, maxS int64) (cands []Candidate, keys [][]byte, err error) {
+	l := tx.q.l
+	base := l.taggedType(typ)
+	add := func(k []byte) error {
+		el, err := unpackAfter(base, k)
+		if err != nil || len(el) != 3 {
+			return errBadKey
+		}
+		if stime := el[1].(int64); stime <= maxS {
+			cands = append(cands, Candidate{ID: el[2].(string), STime: fromMS(stime), Tag: el[0].(string)})
+			keys = append(keys, append([]byte(nil), k...))
+		}
+		return nil
+	}
+	now := tx.q.opts.Now()
+	if tags, fresh := tx.q.windows.listedTags(typ, now); tags != nil {
+		if !fresh {
+			tx.q.refreshTags(typ)
+		}
+		for _, tag := range tags {
+			k, err := windowPick(scan, func(id string) []byte { return l.tagged(typ, tag, 0, id) })
+			if err == nil && k == nil {
+				// A small tag, or one with scheduled jobs only: its
+				// earliest entry, counting only this tag's entries.
+				k, err = firstKey(scan, l.taggedTag(typ, tag))
+			}
+			if err != nil {
+				return nil, nil, err
+			}
+			if k != nil {
+				if err := add(k); err != nil {
+					return nil, nil, err
+				}
+			}
+		}
+		if len(cands) > 0 {
+			return cands, keys, nil
+		}
+	}
+	tags, big, err := tx.q.readTags(scan, typ, add)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !big {
+		tags = nil
+	}
+	tx.q.windows.listTags(typ, tags, now)
+	return cands, keys, nil
+}
+
+// readTags lists the tags of typ's tag index (up to maxTags), calling
+// first, when not nil, with the earliest entry of each. The first read
+// takes up to pickBatch entries, which hold every tag of a small queue; a
+// big one (big: that read was full) is then read one entry per tag.
+func (q *Queue) readTags(scan scanFunc, typ string, first func(k []byte) error) (tags []string, big bool, err error) {
+	l := q.l
+	base := l.taggedType(typ)
+	visit := func(k []byte) error {
+		el, err := unpackAfter(base, k)
+		if err != nil || len(el) != 3 {
+			return errBadKey
+		}
+		tags = append(tags, el[0].(string))
+		if first != nil {
+			return first(k)
+		}
+		return nil
+	}
+	n := 0
+	err = scan(base, kv.PrefixEnd(base), kv.RangeOptions{Limit: pickBatch, KeysOnly: true}, func(k, _ []byte) error {
+		n++
+		el, err := unpackAfter(base, k)
+		if err != nil || len(el) != 3 {
+			return errBadKey
+		}
+		if len(tags) == 0 || tags[len(tags)-1] != el[0].(string) {
+			return visit(k)
+		}
+		return nil
+	})
+	if err != nil || n < pickBatch {
+		return tags, false, err
+	}
+	for len(tags) < maxTags {
+		k, err := firstKey(scan, kv.PrefixEnd(l.taggedTag(typ, tags[len(tags)-1])), kv.PrefixEnd(base))
+		if err != nil || k == nil {
+			return tags, true, err
+		}
+		if err := visit(k); err != nil {
+			return nil, true, err
+		}
+	}
+	return tags, true, nil
+}
+
+// relistTags lists typ's tags again from the previous list, old: a tag
+// that came up since sorts into a gap between listed ones, so only the
+// gaps are read (on etcd each such read counts only new tags' entries, not
+// the whole index, as listing from scratch does), and a listed tag stays
+// while it has entries. nil when no tag has any.
+func (q *Queue) relistTags(scan scanFunc, typ string, old []string) ([]string, error) {
+	l := q.l
+	base := l.taggedType(typ)
+	tagOf := func(k []byte) (string, error) {
+		el, err := unpackAfter(base, k)
+		if err != nil || len(el) != 3 {
+			return "", errBadKey
+		}
+		return el[0].(string), nil
+	}
+	var tags []string
+	gap := base
+	for i := 0; i <= len(old) && len(tags) < maxTags; i++ {
+		gapEnd := kv.PrefixEnd(base)
+		if i < len(old) {
+			gapEnd = l.taggedTag(typ, old[i])
+		}
+		for len(tags) < maxTags {
+			k, err := firstKey(scan, gap, gapEnd)
+			if err != nil {
+				return nil, err
+			}
+			if k == nil {
+				break
+			}
+			tag, err := tagOf(k)
+			if err != nil {
+				return nil, err
+			}
+			tags = append(tags, tag)
+			gap = kv.PrefixEnd(l.taggedTag(typ, tag))
+		}
+		if i == len(old) || len(tags) == maxTags {
+			break
+		}
+		tag := old[i]
+		k, err := windowPick(scan, func(id string) []byte { return l.tagged(typ, tag, 0, id) })
+		if err == nil && k == nil {
+			k, err = firstKey(scan, l.taggedTag(typ, tag))
+		}
+		if err != nil {
+			return nil, err
+		}
+		if k != nil {
+			tags = append(tags, tag)
+		}
+		gap = kv.PrefixEnd(l.taggedTag(typ, tag))
+	}
+	return tags, nil
+}
+
+// refreshTags lists typ's tags again in a transaction of its own, in the
+// background; one refresh per type at a time.
+func (q *Queue) refreshTags(typ string) {
+	if !q.windows.startRefresh(typ) {
+		return
+	}
+	q.mu.Lock()
+	select {
+	case <-q.closed:
+		q.mu.Unlock()
+		q.windows.endRefresh(typ)
+		return
+	default:
+	}
+	q.wg.Add(1)
+	q.mu.Unlock()
+	go func() {
+		defer q.wg.Done()
+		defer q.windows.endRefresh(typ)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		go func() {
+			select {
+			case <-q.closed:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		now := q.opts.Now()
+		old, _ := q.windows.listedTags(typ, now)
+		var tags []string
+		err := q.store.View(ctx, func(t kv.ReadTx) error {
+			var err error
+			tags, err = q.relistTags(t.Range, typ, old)
+			return err
+		})
+		if err != nil {
+			q.log.Debug("listing tags failed; the last list stays in use", "type", typ, "error", err)
+			return
+		}
+		q.windows.listTags(typ, tags, now)
+	}()
+}
+
+// firstKey returns the first key of the prefix range of begin, or of
+// [begin, end) when end is given; nil when it is empty.
+func firstKey(scan scanFunc, begin []byte, end ...[]byte) ([]byte, error) {
+	e := kv.PrefixEnd(begin)
+	if len(end) > 0 {
+		e = end[0]
+	}
+	var key []byte
+	err := scan(begin, e, kv.RangeOptions{Limit: 1, KeysOnly: true}, func(k, _ []byte) error {
+		key = append([]byte(nil), k...)
+		return nil
+	})
+	return key, err
 }
 
 // pickIndex calls fn, taking the first candidate when its answer is out of range.

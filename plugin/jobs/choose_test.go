@@ -64,21 +64,26 @@ func TestChooseSeesEveryTag(t *testing.T) {
 		addMany(t, q, seq("a", 2*pickBatch), time.Time{})
 		addMany(t, q, seq("b", 3), time.Time{})
 		addMany(t, q, seq("c", 2), time.Now().Add(time.Hour)) // not due
+		// One due job of each tag is offered (which one among a tag's
+		// always-due jobs is not part of the contract: a big queue picks
+		// it from a window, see window.go).
 		var seen []Candidate
+		took := map[string]bool{}
 		for i := 0; i < 3; i++ {
 			j, err := q.Accept(ctx, typ, AcceptOptions{NoWait: true, Choose: pickTag("b", &seen)})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if want := fmt.Sprintf("b|%05d", i); j.ID != want {
-				t.Fatalf("accept %d: got %s, want %s (candidates %+v)", i, j.ID, want, seen)
+			if !strings.HasPrefix(j.ID, "b|") || took[j.ID] {
+				t.Fatalf("accept %d: got %s, want another job of b (candidates %+v)", i, j.ID, seen)
 			}
-			if len(seen) != 2 || seen[0] != (Candidate{ID: "a|00000", Tag: "a"}) {
-				t.Fatalf("accept %d: candidates %+v, want the head of a and of b", i, seen)
+			took[j.ID] = true
+			if len(seen) != 2 || seen[0].Tag != "a" || !strings.HasPrefix(seen[0].ID, "a|") || seen[1].Tag != "b" {
+				t.Fatalf("accept %d: candidates %+v, want one of a and one of b", i, seen)
 			}
 		}
 		j, err := q.Accept(ctx, typ, AcceptOptions{NoWait: true, Choose: pickTag("b", &seen)})
-		if err != nil || j.ID != "a|00000" || len(seen) != 1 {
+		if err != nil || !strings.HasPrefix(j.ID, "a|") || len(seen) != 1 {
 			t.Fatalf("once b is drained: got %v %v, candidates %+v", j, err, seen)
 		}
 	})

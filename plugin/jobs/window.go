@@ -4,6 +4,7 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"sync"
+	"time"
 
 	"github.com/couchepi/couchepi/plugin/kv"
 )
@@ -42,10 +43,23 @@ const (
 	windowsUseless                   // big, but its ids are not hex
 )
 
-// windowModes holds a queue's windowMode per job type.
+// tagsTTL is how long a big queue's list of tags is used before it is
+// read again (in the background, the old list still in use), and so about
+// how long a new tag may wait to be offered.
+const tagsTTL = time.Second
+
+// windowModes holds a queue's windowMode per job type, and the tags of its
+// big tagged types.
 type windowModes struct {
-	mu sync.Mutex
-	m  map[string]windowMode
+	mu         sync.Mutex
+	m          map[string]windowMode
+	tags       map[string]listedTags
+	refreshing map[string]bool
+}
+
+type listedTags struct {
+	tags []string
+	at   time.Time
 }
 
 func (w *windowModes) get(typ string) windowMode {
@@ -63,6 +77,52 @@ func (w *windowModes) set(typ string, m windowMode) {
 	if w.m[typ] != windowsUseless {
 		w.m[typ] = m
 	}
+}
+
+// listTags remembers the tags of a big type (nil: the type is not big).
+func (w *windowModes) listTags(typ string, tags []string, now time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if tags == nil {
+		delete(w.tags, typ)
+		return
+	}
+	if w.tags == nil {
+		w.tags = make(map[string]listedTags)
+	}
+	w.tags[typ] = listedTags{tags, now}
+}
+
+// listedTags returns the tags of a big type, nil when none are listed,
+// and whether they were listed less than tagsTTL ago.
+func (w *windowModes) listedTags(typ string, now time.Time) (tags []string, fresh bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	lt, ok := w.tags[typ]
+	if !ok {
+		return nil, false
+	}
+	return lt.tags, now.Sub(lt.at) < tagsTTL && !now.Before(lt.at)
+}
+
+// startRefresh claims the refresh of typ's tags; false when one runs.
+func (w *windowModes) startRefresh(typ string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.refreshing[typ] {
+		return false
+	}
+	if w.refreshing == nil {
+		w.refreshing = make(map[string]bool)
+	}
+	w.refreshing[typ] = true
+	return true
+}
+
+func (w *windowModes) endRefresh(typ string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.refreshing, typ)
 }
 
 // windowPick picks one key at random among those of a random window of

@@ -75,3 +75,110 @@ func TestAcceptFromWindows(t *testing.T) {
 		})
 	}
 }
+
+// TestChooseFromWindows: in a big tagged queue, Choose is still offered
+// every tag, small ones and ones added after the tags were listed (within
+// tagsTTL), and every job is accepted exactly once.
+func TestChooseFromWindows(t *testing.T) {
+	ctx := context.Background()
+	clock := newTestClock()
+	s := kv.NewMemory()
+	defer s.Close()
+	q := newQueue(t, s, Options{Now: clock.Now, Tag: func(_, _ string, data []byte) string { return string(data) }})
+	add := func(tag string, from, n int) {
+		err := q.Transact(ctx, func(tx *Tx) error {
+			for i := from; i < from+n; i++ {
+				if err := tx.Add(typ, benchID(i), []byte(tag), time.Time{}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	add("big", 0, 3*pickBatch)
+	add("small", 3*pickBatch, 5)
+	got := map[string]string{}
+	accept := func(prefer string) string {
+		t.Helper()
+		var seen []Candidate
+		j, err := q.Accept(ctx, typ, AcceptOptions{NoWait: true, Choose: pickTag(prefer, &seen)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, dup := got[j.ID]; dup {
+			t.Fatalf("%s accepted twice", j.ID)
+		}
+		got[j.ID] = string(j.Data)
+		return string(j.Data)
+	}
+	for i := 0; i < 5; i++ {
+		if tag := accept("small"); tag != "small" {
+			t.Fatalf("accept %d took a job of %q while small ones were due", i, tag)
+		}
+	}
+	if tags, _ := q.windows.listedTags(typ, clock.Now()); tags == nil {
+		t.Fatal("a big tagged queue does not remember its tags")
+	}
+	add("late", 3*pickBatch+5, 1)
+	if tag := accept("late"); tag != "big" {
+		t.Fatalf("a tag added after the listing was offered before tagsTTL: took %q", tag)
+	}
+	// Past tagsTTL an accept still uses the old list and has it read
+	// again in the background.
+	clock.advance(tagsTTL)
+	for i := 0; ; i++ {
+		if accept("late") == "late" {
+			break
+		}
+		if i == 100 {
+			t.Fatal("a tag added after the listing was not offered after tagsTTL")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for len(got) < 3*pickBatch+6 {
+		accept("big")
+	}
+	if _, err := q.Accept(ctx, typ, AcceptOptions{NoWait: true, Choose: func([]Candidate) int { return 0 }}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("accept on an empty queue: %v", err)
+	}
+}
+
+// TestRelistTags: relisting from an old list finds tags that came up in
+// every gap (before, between and after the listed ones) and drops listed
+// tags that have no entries left.
+func TestRelistTags(t *testing.T) {
+	s := kv.NewMemory()
+	defer s.Close()
+	q := newQueue(t, s, Options{Tag: prefixTag})
+	for _, tag := range []string{"a", "b", "c", "e"} {
+		addMany(t, q, seq(tag, 3), time.Time{})
+	}
+	addMany(t, q, seq("f", 1), time.Now().Add(time.Hour)) // scheduled: listed too
+	cases := []struct {
+		old  []string
+		want string
+	}{
+		{nil, "[a b c e f]"},
+		{[]string{"b", "d"}, "[a b c e f]"},
+		{[]string{"d"}, "[a b c e f]"},
+		{[]string{"a", "b", "c", "e", "f"}, "[a b c e f]"},
+		{[]string{"zz"}, "[a b c e f]"},
+	}
+	for _, c := range cases {
+		var got []string
+		err := s.View(context.Background(), func(tx kv.ReadTx) error {
+			var err error
+			got, err = q.relistTags(tx.Range, typ, c.old)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != c.want {
+			t.Errorf("relist from %v: got %v, want %s", c.old, got, c.want)
+		}
+	}
+}

@@ -456,6 +456,51 @@ func TestChangesPaging(t *testing.T) {
 	}
 }
 
+// TestChangesSeqInterval: with seq_interval, a row carries its seq when
+// the limit left (CouchDB counts it down per row; 10^15 when none is
+// given) is a multiple of the interval, so without a limit the first row
+// always has one (PouchDB's "changes respects seq_interval" relies on it).
+func TestChangesSeqInterval(t *testing.T) {
+	ts, _ := newTestServer(t)
+	runSteps(t, ts.URL, []step{
+		{name: "db", method: "PUT", path: "/db", status: 201},
+		{name: "docs", method: "POST", path: "/db/_bulk_docs", body: `{"docs":[{"_id":"a"},{"_id":"b"},{"_id":"c"},{"_id":"d"},{"_id":"e"}]}`, status: 201},
+	})
+	tests := []struct {
+		query string
+		shown string // per row: s when it has a seq, - when null
+	}{
+		{"seq_interval=4", "s---s"},
+		{"seq_interval=2", "s-s-s"},
+		{"seq_interval=1", "sssss"},
+		{"seq_interval=2&limit=3", "-s-"},
+		{"seq_interval=3&limit=5", "--s--"},
+	}
+	for _, tc := range tests {
+		_, b := step{method: "GET", path: "/db/_changes?" + tc.query}.do(t, ts.URL)
+		var res struct {
+			Results []struct {
+				Seq *string `json:"seq"`
+			} `json:"results"`
+			LastSeq *string `json:"last_seq"`
+		}
+		if err := json.Unmarshal(b, &res); err != nil {
+			t.Fatalf("%s: %s", tc.query, b)
+		}
+		got := ""
+		for _, r := range res.Results {
+			if r.Seq != nil {
+				got += "s"
+			} else {
+				got += "-"
+			}
+		}
+		if got != tc.shown || res.LastSeq == nil {
+			t.Errorf("%s: rows %s (last_seq %v), want %s and a last_seq", tc.query, got, res.LastSeq, tc.shown)
+		}
+	}
+}
+
 func TestValidateDocUpdate(t *testing.T) {
 	ts, _ := newTestServer(t)
 	runSteps(t, ts.URL, []step{

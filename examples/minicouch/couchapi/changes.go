@@ -31,6 +31,7 @@ type changesReq struct {
 	heartbeat   time.Duration
 	timeout     time.Duration
 	seqInterval int
+	rows        int // rows sent so far, over every batch of the feed
 	filter      func(id string, doc func() ([]byte, error)) (bool, error)
 	// byID: the filter picks docs by id (_doc_ids, _design). CouchDB folds
 	// over those docs only, so its pending counts every other change too.
@@ -282,8 +283,27 @@ func winnerDoc(ctx context.Context, db *store.DB, id string, opts store.GetOptio
 	return doc, err
 }
 
+// defaultChangesLimit is CouchDB's limit of a changes request that names
+// none; seq_interval counts from it.
+const defaultChangesLimit = 1_000_000_000_000_000
+
+// seqShown reports whether the next row carries its seq under
+// seq_interval. CouchDB counts the request's limit down by one per row
+// over the whole feed and shows the seq when what remains is a multiple of
+// the interval, so with no limit (10^15) the first row always has one.
+func (c *changesReq) seqShown() bool {
+	if c.seqInterval <= 1 {
+		return true
+	}
+	left := int64(defaultChangesLimit)
+	if c.limit >= 0 {
+		left = int64(c.limit)
+	}
+	return (left-int64(c.rows))%int64(c.seqInterval) == 0
+}
+
 // changeRow renders one change row, or nil when the filter drops it.
-func (s *Server) changeRow(d *dbReq, c *changesReq, ch store.Change, index int) ([]byte, error) {
+func (s *Server) changeRow(d *dbReq, c *changesReq, ch store.Change) ([]byte, error) {
 	var cached []byte
 	loadDoc := func() ([]byte, error) {
 		if cached != nil {
@@ -308,7 +328,7 @@ func (s *Server) changeRow(d *dbReq, c *changesReq, ch store.Change, index int) 
 	}
 	buf := make([]byte, 0, 128)
 	buf = append(buf, `{"seq":`...)
-	if c.seqInterval > 1 && (index+1)%c.seqInterval != 0 {
+	if !c.seqShown() {
 		buf = append(buf, "null"...)
 	} else {
 		buf = jsonenc.AppendString(buf, formatSeq(ch.Seq, d.db.UUID()))
@@ -362,7 +382,7 @@ func (s *Server) scan(d *dbReq, c *changesReq, since uint64, max int, emit func(
 		opts.Limit = max
 	}
 	res, err := d.db.Changes(d.ctx(), opts, func(ch store.Change) error {
-		row, err := s.changeRow(d, c, ch, n)
+		row, err := s.changeRow(d, c, ch)
 		if err != nil {
 			return err
 		}
@@ -371,6 +391,7 @@ func (s *Server) scan(d *dbReq, c *changesReq, since uint64, max int, emit func(
 			return nil
 		}
 		n++
+		c.rows++
 		if err := emit(row); err != nil {
 			return err
 		}

@@ -11,15 +11,25 @@ import (
 	"github.com/couchepi/couchepi/plugin/kv"
 )
 
-func TestRecords(t *testing.T) {
-	ctx := context.Background()
+// testQueue returns a replication job queue in memory and a replication
+// to put in it.
+func testQueue(t *testing.T) (*jobs.Queue, *parse.Rep) {
+	t.Helper()
 	q, err := jobs.New(kv.NewMemory(), jobs.Options{Prefix: QueuePrefix})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer q.Close()
-	q.SetTypeTimeout(ctx, JobType, time.Minute)
-	rep := &parse.Rep{Source: parse.Endpoint{URL: "http://h/a/"}, Target: parse.Endpoint{URL: "http://h/b/"}}
+	t.Cleanup(func() { q.Close() })
+	if err := q.SetTypeTimeout(context.Background(), JobType, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	return q, &parse.Rep{Source: parse.Endpoint{URL: "http://h/a/"}, Target: parse.Endpoint{URL: "http://h/b/"}}
+}
+
+func TestRecords(t *testing.T) {
+	ctx := context.Background()
+	q, rep := testQueue(t)
+	var err error
 	persistent := parse.PersistentJobID("u1", "doc")
 	err = q.Transact(ctx, func(tx *jobs.Tx) error {
 		SetDBSeq(tx.KV(), "a/_replicator", DBSeq{UUID: "u1", Seq: "7"})
@@ -149,13 +159,8 @@ func TestSummarize(t *testing.T) {
 
 func TestGet(t *testing.T) {
 	ctx := context.Background()
-	q, err := jobs.New(kv.NewMemory(), jobs.Options{Prefix: QueuePrefix})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
-	q.SetTypeTimeout(ctx, JobType, time.Minute)
-	rep := &parse.Rep{Source: parse.Endpoint{URL: "http://h/a/"}, Target: parse.Endpoint{URL: "http://h/b/"}}
+	q, rep := testQueue(t)
+	var err error
 	err = q.Transact(ctx, func(tx *jobs.Tx) error {
 		if err := tx.Add(JobType, "good", New(rep, "", "", "", time.Unix(1, 0)).Encode(), time.Time{}); err != nil {
 			return err

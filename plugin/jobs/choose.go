@@ -291,15 +291,10 @@ func (q *Queue) refreshTags(typ string) {
 	go func() {
 		defer q.wg.Done()
 		defer q.windows.endRefresh(typ)
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := q.untilClosed(context.Background())
 		defer cancel()
-		go func() {
-			select {
-			case <-q.closed:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
+		ctx, cancelTimeout := context.WithTimeout(ctx, 30*time.Second)
+		defer cancelTimeout()
 		now := q.opts.Now()
 		old, _ := q.windows.listedTags(typ, now)
 		var tags []string

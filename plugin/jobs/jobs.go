@@ -157,6 +157,20 @@ func (q *Queue) Close() error {
 	return nil
 }
 
+// untilClosed returns a context that ends with parent, cancel, or the
+// queue's Close, for the queue's own background work.
+func (q *Queue) untilClosed(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	go func() {
+		select {
+		case <-q.closed:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
 // ms converts a scheduled time to the stored form: milliseconds since the
 // epoch, 0 for the zero time (run as soon as possible).
 func ms(t time.Time) int64 {

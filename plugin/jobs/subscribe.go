@@ -169,15 +169,8 @@ type logEntry struct {
 func (n *notifier) run() {
 	q := n.q
 	defer q.wg.Done()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := q.untilClosed(context.Background())
 	defer cancel()
-	go func() {
-		select {
-		case <-q.closed:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	for {
 		watch, err := q.store.Watch(ctx, q.l.watermark(n.typ))
 		if err != nil {

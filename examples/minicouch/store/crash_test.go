@@ -17,11 +17,10 @@ const crashEnv = "MINICOUCH_STORE_CRASH_DIR"
 // TestHelperWriter is the child process of TestCrashKill9: it writes
 // _bulk_docs batches (and concurrent single-doc puts) to the store in the
 // directory named by the environment and prints every acknowledged id.
-func TestHelperWriter(t *testing.T) {
-	dir := os.Getenv(crashEnv)
-	if dir == "" {
-		t.Skip("helper process for TestCrashKill9")
-	}
+// openCrashDB opens, in a helper process of a crash test, the store in dir
+// and its db "crash", creating it the first time; it exits the process
+// with status 2 (printing ERR) when it cannot.
+func openCrashDB(dir string) *DB {
 	s, err := Open(dir, Options{})
 	if err != nil {
 		fmt.Println("ERR", err)
@@ -35,6 +34,15 @@ func TestHelperWriter(t *testing.T) {
 		fmt.Println("ERR", err)
 		os.Exit(2)
 	}
+	return db
+}
+
+func TestHelperWriter(t *testing.T) {
+	dir := os.Getenv(crashEnv)
+	if dir == "" {
+		t.Skip("helper process for TestCrashKill9")
+	}
+	db := openCrashDB(dir)
 	prefix := os.Getenv(crashEnv + "_PREFIX")
 	out := bufio.NewWriter(os.Stdout)
 	var mu sync.Mutex

@@ -498,19 +498,8 @@ func TestHelperCompactCrash(t *testing.T) {
 	}
 	at := os.Getenv(compactCrashEnv + "_STEP")
 	prefix := os.Getenv(compactCrashEnv + "_PREFIX")
-	s, err := Open(dir, Options{})
-	if err != nil {
-		fmt.Println("ERR", err)
-		os.Exit(2)
-	}
-	db, err := s.DB("crash")
-	if err != nil {
-		db, err = s.CreateDB("crash")
-	}
-	if err != nil {
-		fmt.Println("ERR", err)
-		os.Exit(2)
-	}
+	db := openCrashDB(dir)
+	s := db.s
 	out := bufio.NewWriter(os.Stdout)
 	var mu sync.Mutex
 	ack := func(id string) {

@@ -18,6 +18,10 @@ import (
 // operations, one Txn level may hold.
 const maxTxnOps = 128
 
+// errStampTaken is the conflict of a commit whose versionstamp another
+// commit took first (the counter moved); its other reads may still hold.
+var errStampTaken = fmt.Errorf("kv/etcd: versionstamp taken by another commit: %w", kv.ErrConflict)
+
 // commit applies t's writes if nothing t read has changed. It returns nil
 // once the writes are durable, an error wrapping kv.ErrConflict when they
 // were not applied and the transaction should be retried, or another error.
@@ -32,10 +36,20 @@ func (s *Store) commit(ctx context.Context, t *tx) error {
 	marker := string(s.marker) + newMarkerID()
 	cmps, ops := t.commitPlan(marker, lease)
 	start := time.Now()
-	resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	txn := s.cli.Txn(ctx).If(cmps...).Then(ops...)
+	if t.vs != nil {
+		// On failure, say whether the versionstamp counter moved.
+		txn = txn.Else(clientv3.OpGet(string(s.vsKey)))
+	}
+	resp, err := txn.Commit()
 	if err == nil {
 		if resp.Succeeded {
 			return nil
+		}
+		if t.vs != nil && len(resp.Responses) == 1 {
+			if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) == 1 && kvs[0].ModRevision != t.vsModRev {
+				return errStampTaken
+			}
 		}
 		return fmt.Errorf("kv/etcd: a key read changed before commit: %w", kv.ErrConflict)
 	}

@@ -186,9 +186,20 @@ func (s *Store) Update(ctx context.Context, fn func(kv.Tx) error) error {
 
 const maxRetries = 1000
 
+// maxStampRetries bounds the retries at the same read revision after
+// errStampTaken, so a transaction whose data did change too goes on to a
+// fresh revision.
+const maxStampRetries = 3
+
 // retry runs attempt on fresh transactions until it returns something
 // other than a conflict (or maxRetries conflicts), backing off in between.
+// A commit that lost only its versionstamp is retried at once at the same
+// read revision, reusing what it read: running it again at that revision
+// is as valid as at a newer one (the commit checks every read against the
+// revision it was made at), and costs a commit instead of a transaction.
 func (s *Store) retry(ctx context.Context, attempt func(*tx) error) error {
+	var last *tx
+	stamp := 0
 	for n := 0; ; n++ {
 		if s.closed() {
 			return kv.ErrClosed
@@ -196,7 +207,17 @@ func (s *Store) retry(ctx context.Context, attempt func(*tx) error) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		err := attempt(s.newTx(ctx))
+		t := s.newTx(ctx)
+		if last != nil {
+			t.rev, t.seen = last.rev, last.seen
+			last = nil
+		}
+		err := attempt(t)
+		if errors.Is(err, errStampTaken) && stamp < maxStampRetries && n < maxRetries {
+			stamp++
+			last = t
+			continue
+		}
 		if errors.Is(err, kv.ErrConflict) && n < maxRetries {
 			backoff(ctx, n)
 			continue

@@ -245,3 +245,92 @@ func TestOldTransactionConflicts(t *testing.T) {
 		t.Fatalf("count %v, want [0]", got)
 	}
 }
+
+// TestStampTakenRetriesAtSameRevision: a transaction whose versionstamp
+// another commit took first is run again at its read revision without
+// reading its keys again; if a key it read changed too, it goes on to a
+// newer revision and sees the change (no lost update).
+func TestStampTakenRetriesAtSameRevision(t *testing.T) {
+	c := etcdtest.StartCluster(t, 1)
+	var ranges atomic.Int64
+	count := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if method == "/etcdserverpb.KV/Range" {
+			ranges.Add(1)
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithUnaryInterceptor(count)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	s, err := etcd.Open(context.Background(), etcd.Config{Client: cli})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name        string
+		otherWrites string // the key the interfering commit also writes
+		wantRuns    int
+		wantReads   int64 // Range requests of the retried run
+		want        int64 // the counter afterwards
+	}{
+		{"stamp only", "elsewhere", 2, 1, 2},
+		{"stamp and data", "k", 3, -1, 12},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := s.Update(ctx, func(tx kv.Tx) error { tx.ClearRange([]byte(""), nil); return nil }); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Update(ctx, func(tx kv.Tx) error { tx.Add([]byte("k"), 1); return nil }); err != nil {
+				t.Fatal(err)
+			}
+			runs := 0
+			var before int64
+			err := s.Update(ctx, func(tx kv.Tx) error {
+				runs++
+				if runs == 2 {
+					before = ranges.Load()
+				}
+				v, err := tx.Get([]byte("k"))
+				if err != nil {
+					return err
+				}
+				tx.Versionstamp()
+				if runs == 1 {
+					// Another commit takes the next versionstamp first.
+					err := s.Update(ctx, func(o kv.Tx) error {
+						o.Versionstamp()
+						o.Add([]byte(tc.otherWrites), 10)
+						return nil
+					})
+					if err != nil {
+						return err
+					}
+				}
+				if runs == 2 && tc.wantReads >= 0 {
+					if got := ranges.Load() - before; got != tc.wantReads {
+						t.Errorf("the run at the same revision made %d range requests, want %d (the versionstamp)", got, tc.wantReads)
+					}
+				}
+				var b [8]byte
+				copy(b[:], v)
+				binary.LittleEndian.PutUint64(b[:], binary.LittleEndian.Uint64(b[:])+1)
+				tx.Set([]byte("k"), b[:])
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if runs != tc.wantRuns {
+				t.Errorf("ran %d times, want %d", runs, tc.wantRuns)
+			}
+			if got := counter(t, s, "k"); got != tc.want {
+				t.Errorf("k = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}

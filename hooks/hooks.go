@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 
 	"github.com/couchepi/couchepi/internal/jsonobj"
@@ -194,7 +195,10 @@ func MatchDB(pattern, db string) bool {
 
 // Route declares an HTTP route a plugin serves. Path is exact ("/_replicate")
 // or a prefix ending in "/*" ("/_scheduler/jobs/*" matches "/_scheduler/jobs"
-// and everything below it); Method "" matches any method.
+// and everything below it); Method "" matches any method, and "GET" matches
+// HEAD too, as CouchDB and net/http's ServeMux answer HEAD wherever they
+// answer GET (clients probe endpoints with it: kivik asks HEAD
+// /_scheduler/jobs to learn whether the server has the scheduler).
 type Route struct {
 	Method string // HTTP method, or "" for any
 	Path   string // escaped path: exact, or a prefix ending in "/*"
@@ -202,7 +206,7 @@ type Route struct {
 
 // Matches reports whether a request with method and escaped path is served by r.
 func (r Route) Matches(method, path string) bool {
-	if r.Method != "" && r.Method != method {
+	if r.Method != "" && r.Method != method && !(r.Method == http.MethodGet && method == http.MethodHead) {
 		return false
 	}
 	if prefix, ok := strings.CutSuffix(r.Path, "/*"); ok {

@@ -45,6 +45,9 @@ func TestRouteMatches(t *testing.T) {
 	}{
 		{Route{Path: "/_replicate"}, "POST", "/_replicate", true},
 		{Route{Method: "POST", Path: "/_replicate"}, "GET", "/_replicate", false},
+		{Route{Method: "GET", Path: "/_scheduler/jobs"}, "HEAD", "/_scheduler/jobs", true},
+		{Route{Method: "HEAD", Path: "/_scheduler/jobs"}, "GET", "/_scheduler/jobs", false},
+		{Route{Method: "POST", Path: "/_replicate"}, "HEAD", "/_replicate", false},
 		{Route{Path: "/_replicate"}, "POST", "/_replicate/x", false},
 		{Route{Path: "/_scheduler/jobs/*"}, "GET", "/_scheduler/jobs", true},
 		{Route{Path: "/_scheduler/jobs/*"}, "GET", "/_scheduler/jobs/abc", true},

@@ -30,7 +30,7 @@ type Options struct {
 	// (group commit); 0 = 256.
 	MaxBatchDocs int
 	// OpenTimeout is how long Open waits for another process's lock on the
-	// file; 0 = 5s.
+	// file; 0 = 1s (then Open says the data directory is in use).
 	OpenTimeout time.Duration
 	// FileCompactMinFree is how many bytes of free pages the file must hold
 	// before deleting a database or POST /{db}/_compact copies the live

@@ -125,12 +125,12 @@ func (tx *Tx) tagCandidates(scan scanFunc, typ string, maxS int64) (cands []Cand
 	l := tx.q.l
 	base := l.taggedType(typ)
 	add := func(k []byte) error {
-		el, err := unpackAfter(base, k)
-		if err != nil || len(el) != 3 {
-			return errBadKey
+		tag, stime, id, err := taggedEntry(base, k)
+		if err != nil {
+			return err
 		}
-		if stime := el[1].(int64); stime <= maxS {
-			cands = append(cands, Candidate{ID: el[2].(string), STime: fromMS(stime), Tag: el[0].(string)})
+		if stime <= maxS {
+			cands = append(cands, Candidate{ID: id, STime: fromMS(stime), Tag: tag})
 			keys = append(keys, append([]byte(nil), k...))
 		}
 		return nil
@@ -141,12 +141,7 @@ func (tx *Tx) tagCandidates(scan scanFunc, typ string, maxS int64) (cands []Cand
 			tx.q.refreshTags(typ)
 		}
 		for _, tag := range tags {
-			k, err := windowPick(scan, func(id string) []byte { return l.tagged(typ, tag, 0, id) })
-			if err == nil && k == nil {
-				// A small tag, or one with scheduled jobs only: its
-				// earliest entry, counting only this tag's entries.
-				k, err = firstKey(scan, l.taggedTag(typ, tag))
-			}
+			k, err := tx.q.tagPick(scan, typ, tag)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -178,12 +173,9 @@ func (tx *Tx) tagCandidates(scan scanFunc, typ string, maxS int64) (cands []Cand
 func (q *Queue) readTags(scan scanFunc, typ string, first func(k []byte) error) (tags []string, big bool, err error) {
 	l := q.l
 	base := l.taggedType(typ)
-	visit := func(k []byte) error {
-		el, err := unpackAfter(base, k)
-		if err != nil || len(el) != 3 {
-			return errBadKey
-		}
-		tags = append(tags, el[0].(string))
+	// visit records the tag of k, the earliest entry of a tag not seen yet.
+	visit := func(tag string, k []byte) error {
+		tags = append(tags, tag)
 		if first != nil {
 			return first(k)
 		}
@@ -192,12 +184,12 @@ func (q *Queue) readTags(scan scanFunc, typ string, first func(k []byte) error) 
 	n := 0
 	err = scan(base, kv.PrefixEnd(base), kv.RangeOptions{Limit: pickBatch, KeysOnly: true}, func(k, _ []byte) error {
 		n++
-		el, err := unpackAfter(base, k)
-		if err != nil || len(el) != 3 {
-			return errBadKey
+		tag, _, _, err := taggedEntry(base, k)
+		if err != nil {
+			return err
 		}
-		if len(tags) == 0 || tags[len(tags)-1] != el[0].(string) {
-			return visit(k)
+		if len(tags) == 0 || tags[len(tags)-1] != tag {
+			return visit(tag, k)
 		}
 		return nil
 	})
@@ -209,7 +201,11 @@ func (q *Queue) readTags(scan scanFunc, typ string, first func(k []byte) error) 
 		if err != nil || k == nil {
 			return tags, true, err
 		}
-		if err := visit(k); err != nil {
+		tag, _, _, err := taggedEntry(base, k)
+		if err != nil {
+			return nil, true, err
+		}
+		if err := visit(tag, k); err != nil {
 			return nil, true, err
 		}
 	}
@@ -224,13 +220,6 @@ func (q *Queue) readTags(scan scanFunc, typ string, first func(k []byte) error) 
 func (q *Queue) relistTags(scan scanFunc, typ string, old []string) ([]string, error) {
 	l := q.l
 	base := l.taggedType(typ)
-	tagOf := func(k []byte) (string, error) {
-		el, err := unpackAfter(base, k)
-		if err != nil || len(el) != 3 {
-			return "", errBadKey
-		}
-		return el[0].(string), nil
-	}
 	var tags []string
 	gap := base
 	for i := 0; i <= len(old) && len(tags) < maxTags; i++ {
@@ -246,7 +235,7 @@ func (q *Queue) relistTags(scan scanFunc, typ string, old []string) ([]string, e
 			if k == nil {
 				break
 			}
-			tag, err := tagOf(k)
+			tag, _, _, err := taggedEntry(base, k)
 			if err != nil {
 				return nil, err
 			}
@@ -257,10 +246,7 @@ func (q *Queue) relistTags(scan scanFunc, typ string, old []string) ([]string, e
 			break
 		}
 		tag := old[i]
-		k, err := windowPick(scan, func(id string) []byte { return l.tagged(typ, tag, 0, id) })
-		if err == nil && k == nil {
-			k, err = firstKey(scan, l.taggedTag(typ, tag))
-		}
+		k, err := q.tagPick(scan, typ, tag)
 		if err != nil {
 			return nil, err
 		}
@@ -309,6 +295,27 @@ func (q *Queue) refreshTags(typ string) {
 		}
 		q.windows.listTags(typ, tags, now)
 	}()
+}
+
+// taggedEntry decodes a tag index key (under base, the type's tag index).
+func taggedEntry(base, k []byte) (tag string, stime int64, id string, err error) {
+	el, err := unpackAfter(base, k)
+	if err != nil || len(el) != 3 {
+		return "", 0, "", errBadKey
+	}
+	return el[0].(string), el[1].(int64), el[2].(string), nil
+}
+
+// tagPick returns one entry of tag's index: a random always-due one from a
+// window of its id space, else (a small tag, or one with scheduled jobs
+// only) its earliest, counting only this tag's entries; nil when the tag
+// has none.
+func (q *Queue) tagPick(scan scanFunc, typ, tag string) ([]byte, error) {
+	k, err := windowPick(scan, func(id string) []byte { return q.l.tagged(typ, tag, 0, id) })
+	if err != nil || k != nil {
+		return k, err
+	}
+	return firstKey(scan, q.l.taggedTag(typ, tag))
 }
 
 // firstKey returns the first key of the prefix range of begin, or of

@@ -24,8 +24,9 @@ type tx struct {
 
 	writes map[string]write // pending writes by user key
 	points map[string]int64 // user key -> ModRevision seen at rev (0: absent)
-	// seen holds the pairs range reads returned (all at rev), so a Get or
-	// AddReadConflictKey of one of them needs no round trip. Keys-only
+	// seen holds the pairs reads returned (all at rev; nil: a key read
+	// absent), so a Get or AddReadConflictKey of one of them needs no round
+	// trip, and a retry at the same revision reuses them. Keys-only range
 	// reads are not in it: their pairs have no value.
 	seen  map[string]*mvccpb.KeyValue
 	spans []span // user-key ranges read; no key in them may change

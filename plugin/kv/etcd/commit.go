@@ -3,7 +3,6 @@ package etcd
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"sort"
@@ -18,40 +17,49 @@ import (
 // operations, one Txn level may hold.
 const maxTxnOps = 128
 
-// errStampTaken is the conflict of a commit whose versionstamp another
-// commit took first (the counter moved); its other reads may still hold.
+// errStampTaken is the conflict of a commit all of whose offered
+// versionstamps other commits took first; its reads still held.
 var errStampTaken = fmt.Errorf("kv/etcd: versionstamp taken by another commit: %w", kv.ErrConflict)
 
 // commit applies t's writes if nothing t read has changed. It returns nil
 // once the writes are durable, an error wrapping kv.ErrConflict when they
 // were not applied and the transaction should be retried, or another error.
 func (s *Store) commit(ctx context.Context, t *tx) error {
-	if len(t.writes) == 0 && t.vs == nil {
+	if len(t.writes) == 0 {
 		return nil // read-only: the snapshot was consistent
 	}
 	lease, err := s.leaseID(ctx)
 	if err != nil {
 		return err
 	}
+	var base uint64
+	if t.stamp != nil {
+		if base, err = s.stampBase(ctx); err != nil {
+			return err
+		}
+	}
 	marker := string(s.marker) + newMarkerID()
-	cmps, ops := t.commitPlan(marker, lease)
+	cmps, ops := t.commitPlan(marker, lease, base)
 	start := time.Now()
 	txn := s.cli.Txn(ctx).If(cmps...).Then(ops...)
-	if t.vs != nil {
-		// On failure, say whether the versionstamp counter moved.
+	if t.stamp != nil {
+		// On a conflict, learn the counter for the retry.
 		txn = txn.Else(clientv3.OpGet(string(s.vsKey)))
 	}
 	resp, err := txn.Commit()
 	if err == nil {
-		if resp.Succeeded {
-			return nil
+		if !resp.Succeeded {
+			if t.stamp != nil && len(resp.Responses) == 1 {
+				s.stamps.learnFrom(resp.Responses[0].GetResponseRange())
+			}
+			return fmt.Errorf("kv/etcd: a key read changed before commit: %w", kv.ErrConflict)
 		}
-		if t.vs != nil && len(resp.Responses) == 1 {
-			if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) == 1 && kvs[0].ModRevision != t.vsModRev {
+		if t.stamp != nil {
+			if _, ok := s.stampTaken(resp, base); !ok {
 				return errStampTaken
 			}
 		}
-		return fmt.Errorf("kv/etcd: a key read changed before commit: %w", kv.ErrConflict)
+		return nil
 	}
 	switch {
 	case errors.Is(err, rpctypes.ErrRequestTooLarge), errors.Is(err, rpctypes.ErrGRPCRequestTooLarge):
@@ -125,14 +133,14 @@ func (s *Store) resolve(marker string, lease clientv3.LeaseID, start time.Time, 
 const maxCmps = maxTxnOps / 2
 
 // commitPlan returns the compares that prove t's reads still hold, and the
-// operations that apply its writes.
-func (t *tx) commitPlan(marker string, lease clientv3.LeaseID) ([]clientv3.Cmp, []clientv3.Op) {
+// operations that apply its writes. With a versionstamp, the operations
+// are t's offers: its writes once per counter value after base, each under
+// a compare on the counter, nested so that etcd takes the first whose
+// compare holds; the innermost Else reads the counter.
+func (t *tx) commitPlan(marker string, lease clientv3.LeaseID, base uint64) ([]clientv3.Cmp, []clientv3.Op) {
 	s := t.s
 	dp, tp := string(s.dataPrefix), string(s.tombPrefix)
 	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.Version(marker), "=", 0)}
-	if t.vs != nil {
-		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(string(s.vsKey)), "=", t.vsModRev))
-	}
 	points, spans := t.points, t.spans
 	if len(cmps)+1+len(points)+2*len(spans) > maxCmps {
 		points, spans = nil, coalesce(t.points, t.spans, (maxCmps-len(cmps)-1)/2)
@@ -152,22 +160,35 @@ func (t *tx) commitPlan(marker string, lease clientv3.LeaseID) ([]clientv3.Cmp, 
 			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(p+string(sp.begin)), "<", t.rev+1).WithRange(end))
 		}
 	}
-	var ops []clientv3.Op
-	for _, k := range sortedKeys(t.writes) {
-		w := t.writes[k]
-		if w.del {
-			ops = append(ops, clientv3.OpDelete(dp+k), clientv3.OpPut(tp+k, ""))
-		} else {
-			ops = append(ops, clientv3.OpPut(dp+k, string(w.value)))
+	keys := sortedKeys(t.writes)
+	writes := func(vs *kv.Versionstamp) []clientv3.Op {
+		var ops []clientv3.Op
+		for _, k := range keys {
+			w := t.writes[k]
+			if w.del {
+				ops = append(ops, clientv3.OpDelete(dp+t.stamped([]byte(k), vs)), clientv3.OpPut(tp+t.stamped([]byte(k), vs), ""))
+			} else {
+				ops = append(ops, clientv3.OpPut(dp+t.stamped([]byte(k), vs), t.stamped(w.value, vs)))
+			}
 		}
+		return append(ops, clientv3.OpPut(marker, "", clientv3.WithLease(lease)))
 	}
-	if t.vs != nil {
-		var b [8]byte
-		binary.BigEndian.PutUint64(b[:], t.vs.Version())
-		ops = append(ops, clientv3.OpPut(string(s.vsKey), string(b[:])))
+	if t.stamp == nil {
+		return cmps, pack(writes(nil), maxTxnOps-maxCmps)
 	}
-	ops = append(ops, clientv3.OpPut(marker, "", clientv3.WithLease(lease)))
-	return cmps, pack(ops, maxTxnOps-maxCmps)
+	per := len(writes(nil)) + 1 // and the counter
+	n := t.offers(len(cmps), per)
+	offer := []clientv3.Op{clientv3.OpGet(string(s.vsKey))}
+	for i := uint64(n); i >= 1; i-- {
+		vs := kv.NewVersionstamp(base+i, 0)
+		then := append(writes(&vs), clientv3.OpPut(string(s.vsKey), string(counterBytes(base+i))))
+		if n == 1 {
+			then = pack(then, maxTxnOps-maxCmps)
+		}
+		at := clientv3.Compare(clientv3.Value(string(s.vsKey)), "=", string(counterBytes(base+i-1)))
+		offer = []clientv3.Op{clientv3.OpTxn([]clientv3.Cmp{at}, then, offer)}
+	}
+	return cmps, offer
 }
 
 // coalesce turns point reads and spans into at most n spans that cover

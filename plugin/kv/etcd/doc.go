@@ -30,13 +30,21 @@
 // # Versionstamps
 //
 // etcd assigns a revision only at commit, so a transaction cannot learn it
-// in advance. Versionstamp reads a counter key, and the commit writes the
-// counter plus one with a compare on its ModRevision: versionstamps are
-// unique and increase in commit order across all clients, at the price of
-// serializing the transactions that take one. The counter is read at the
-// newest revision when it is first asked for, not at R, so two such
-// transactions conflict only when one commits between the other's counter
-// read and its commit.
+// in advance. Versionstamps come from a counter key instead: a commit that
+// takes one writes the counter plus one, under a compare on the counter's
+// value, so versionstamps are unique and increase in commit order across
+// all clients. Versionstamp hands out a random placeholder (as on
+// FoundationDB), and the commit puts the stamp in its place in every key
+// and value it writes. It does so once per counter value the commit may
+// find: up to eight copies of its writes, each under "counter = n", nested
+// so that etcd applies the first that holds (the stamp is chosen where
+// etcd applies the commit, as a sequencer would). So commits of other
+// clients that land between this client's last look at the counter and
+// its commit do not make it fail; only when all its offers were taken
+// does it run again, at the same read revision, reusing its reads and the
+// counter value the failed commit read. The counter value a client last
+// saw is trusted for 50 ms, then read again (serializably) before a
+// commit. Commits with more than 32 KiB of writes offer one value.
 //
 // # Reads
 //

@@ -62,6 +62,7 @@ type Store struct {
 
 	dataPrefix, tombPrefix    []byte
 	vsKey, horizonKey, marker []byte
+	stamps                    stampCounter
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -127,6 +128,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		If(clientv3.Compare(clientv3.Version(string(s.horizonKey)), "=", 0)).
 		Then(clientv3.OpPut(string(s.horizonKey), string(revBytes(0)))).
 		Commit()
+	if err == nil {
+		err = s.initStamps(octx)
+	}
 	if err != nil {
 		s.cancel()
 		if own {

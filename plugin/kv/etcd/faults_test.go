@@ -246,10 +246,12 @@ func TestOldTransactionConflicts(t *testing.T) {
 	}
 }
 
-// TestStampTakenRetriesAtSameRevision: a transaction whose versionstamp
-// another commit took first is run again at its read revision without
-// reading its keys again; if a key it read changed too, it goes on to a
-// newer revision and sees the change (no lost update).
+// TestStampTakenRetriesAtSameRevision: a commit offers the next
+// MaxSpeculation versionstamps, so others' stamp-taking commits that land
+// first cost it nothing; when they took all it offered, it runs again at
+// its read revision without reading its keys or the counter again; if a
+// key it read changed too, it goes on to a newer revision and sees the
+// change (no lost update).
 func TestStampTakenRetriesAtSameRevision(t *testing.T) {
 	c := etcdtest.StartCluster(t, 1)
 	var ranges atomic.Int64
@@ -265,27 +267,36 @@ func TestStampTakenRetriesAtSameRevision(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	s, err := etcd.Open(context.Background(), etcd.Config{Client: cli})
+	ctx := context.Background()
+	s, err := etcd.Open(ctx, etcd.Config{Client: cli})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	ctx := context.Background()
+	other, err := etcd.Open(ctx, etcd.Config{Endpoints: c.Endpoints()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	// s trusts the counter it learned: others' commits leave it stale.
+	defer etcd.TrustStamps(time.Hour)()
 	for _, tc := range []struct {
 		name        string
-		otherWrites string // the key the interfering commit also writes
+		stamps      int    // stamp-taking commits by another client meanwhile
+		otherWrites string // the key they also write
 		wantRuns    int
 		wantReads   int64 // Range requests of the retried run
 		want        int64 // the counter afterwards
 	}{
-		{"stamp only", "elsewhere", 2, 1, 2},
-		{"stamp and data", "k", 3, -1, 12},
+		{"stamp taken, a later one offered", 1, "elsewhere", 1, -1, 2},
+		{"every offered stamp taken", etcd.MaxSpeculation, "elsewhere", 2, 0, 2},
+		{"stamp and data", 1, "k", 2, -1, 11 + 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := s.Update(ctx, func(tx kv.Tx) error { tx.ClearRange([]byte(""), nil); return nil }); err != nil {
 				t.Fatal(err)
 			}
-			if err := s.Update(ctx, func(tx kv.Tx) error { tx.Add([]byte("k"), 1); return nil }); err != nil {
+			if err := s.Update(ctx, func(tx kv.Tx) error { tx.Add([]byte("k"), 1); tx.Versionstamp(); return nil }); err != nil {
 				t.Fatal(err)
 			}
 			runs := 0
@@ -299,21 +310,24 @@ func TestStampTakenRetriesAtSameRevision(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				tx.Versionstamp()
+				vs := tx.Versionstamp()
+				tx.Set(append([]byte("at/"), vs[:]...), nil)
 				if runs == 1 {
-					// Another commit takes the next versionstamp first.
-					err := s.Update(ctx, func(o kv.Tx) error {
-						o.Versionstamp()
-						o.Add([]byte(tc.otherWrites), 10)
-						return nil
-					})
-					if err != nil {
-						return err
+					for range tc.stamps {
+						err := other.Update(ctx, func(o kv.Tx) error {
+							ovs := o.Versionstamp()
+							o.Set(append([]byte("other/"), ovs[:]...), nil)
+							o.Add([]byte(tc.otherWrites), 10)
+							return nil
+						})
+						if err != nil {
+							return err
+						}
 					}
 				}
 				if runs == 2 && tc.wantReads >= 0 {
 					if got := ranges.Load() - before; got != tc.wantReads {
-						t.Errorf("the run at the same revision made %d range requests, want %d (the versionstamp)", got, tc.wantReads)
+						t.Errorf("the run at the same revision made %d range requests, want %d", got, tc.wantReads)
 					}
 				}
 				var b [8]byte
@@ -331,6 +345,31 @@ func TestStampTakenRetriesAtSameRevision(t *testing.T) {
 			if got := counter(t, s, "k"); got != tc.want {
 				t.Errorf("k = %d, want %d", got, tc.want)
 			}
+			// The stamp in the key is the one the commit took: after
+			// every one the other client took.
+			mine, theirs := stampKeys(t, s, "at/"), stampKeys(t, s, "other/")
+			if len(mine) != 1 || len(theirs) != tc.stamps {
+				t.Fatalf("stamped keys: mine %v, theirs %v; want 1 and %d", mine, theirs, tc.stamps)
+			}
+			if last := theirs[len(theirs)-1]; mine[0].Compare(last) <= 0 {
+				t.Errorf("stamp %s not after the other client's %s", mine[0], last)
+			}
 		})
 	}
+}
+
+// stampKeys returns the versionstamps that follow prefix in s's keys.
+func stampKeys(t *testing.T, s kv.Store, prefix string) []kv.Versionstamp {
+	t.Helper()
+	var out []kv.Versionstamp
+	err := s.View(context.Background(), func(tx kv.ReadTx) error {
+		return tx.Range([]byte(prefix), kv.PrefixEnd([]byte(prefix)), kv.RangeOptions{}, func(k, _ []byte) error {
+			out = append(out, kv.Versionstamp(k[len(prefix):]))
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -31,8 +31,7 @@ type tx struct {
 	seen  map[string]*mvccpb.KeyValue
 	spans []span // user-key ranges read; no key in them may change
 
-	vs       *kv.Versionstamp
-	vsModRev int64
+	stamp *kv.Versionstamp // versionstamp placeholder; nil until asked for
 
 	err error // first error of a method that cannot return one
 }
@@ -375,37 +374,4 @@ func (t *tx) Add(key []byte, delta int64) {
 	n := int64(binary.LittleEndian.Uint64(b[:])) + delta
 	binary.LittleEndian.PutUint64(b[:], uint64(n))
 	t.Set(key, b[:])
-}
-
-// Versionstamp implements kv.Tx: the versionstamp counter plus one. The
-// counter is read at the newest revision, not at the transaction's: it is
-// not data the transaction depends on, only the next number to take, and
-// the commit's compare on it proves no other transaction took that number
-// first. Reading it late keeps the window in which two transactions
-// taking versionstamps conflict down to one commit, instead of the whole
-// transaction.
-func (t *tx) Versionstamp() kv.Versionstamp {
-	if t.vs != nil {
-		return *t.vs
-	}
-	var vs kv.Versionstamp
-	resp, err := t.s.cli.Get(t.ctx, string(t.s.vsKey))
-	if err != nil {
-		t.fail(readErr(err))
-	} else {
-		if t.rev == 0 {
-			t.rev = resp.Header.Revision
-		}
-		var n uint64
-		if len(resp.Kvs) > 0 {
-			kvp := resp.Kvs[0]
-			t.vsModRev = kvp.ModRevision
-			if len(kvp.Value) == 8 {
-				n = binary.BigEndian.Uint64(kvp.Value)
-			}
-		}
-		vs = kv.NewVersionstamp(n+1, 0)
-	}
-	t.vs = &vs
-	return vs
 }

@@ -1,0 +1,15 @@
+package etcd
+
+import "time"
+
+// MaxSpeculation is maxSpeculation, for tests.
+const MaxSpeculation = maxSpeculation
+
+// TrustStamps sets how long a learned versionstamp counter is trusted
+// without reading it again, so that a test can make a commit offer stamps
+// from a counter value it knows is stale; it returns a func restoring it.
+func TrustStamps(d time.Duration) (restore func()) {
+	old := stampFresh
+	stampFresh = d
+	return func() { stampFresh = old }
+}

@@ -55,22 +55,30 @@ type peer struct {
 	// measured (plugin 0: none).
 	server, plugin int
 	goroutines     func() float64 // the replicator's goroutines, -1 unknown
-	stop           func()
+	// counters reads the replicator's Prometheus counters (nil: none).
+	counters func() map[string]float64
+	stop     func()
 }
 
 // startMinicouchPeer runs minicouch with the replicator at CouchDB's
 // scheduler defaults (max_jobs 500 …), unlike startCouch's fast test ones.
+// COUCHEPI_PARK_MAX_JOBS sets another max_jobs (a cheaper reproduction of
+// the full size: fewer dbs, proportionally fewer slots).
 func startMinicouchPeer(b *testing.B) *peer {
 	data := b.TempDir()
+	extra := ""
+	if v, err := strconv.Atoi(os.Getenv("COUCHEPI_PARK_MAX_JOBS")); err == nil && v >= 0 {
+		extra = fmt.Sprintf("max_jobs = %d\n", v)
+	}
 	s := minicouchtest.Start(b, minicouchtest.Options{Data: data, StopTimeout: time.Minute,
-		Config:  "[replicator]\njobs_store = " + filepath.Join(data, "replicator.db") + "\n[log]\nlevel = warn\n",
+		Config:  "[replicator]\njobs_store = " + filepath.Join(data, "replicator.db") + "\n" + extra + "[log]\nlevel = warn\n",
 		Plugins: []string{minicouchtest.Replicator(b, "v1")}})
 	c := &couch{t: b, s: s, addr: s.Addr}
 	c.waitUp()
 	_, plugin := c.pluginInfo()
 	base, _ := url.Parse(c.url())
 	return &peer{b: b, name: "minicouch", base: base, client: benchClient(), repDB: "_replicator",
-		catchUp: time.Hour, server: s.PID(), plugin: plugin, goroutines: c.pluginGoroutines, stop: c.stop}
+		catchUp: time.Hour, server: s.PID(), plugin: plugin, goroutines: c.pluginGoroutines, counters: c.pluginCounters, stop: c.stop}
 }
 
 // couchDBPeer is the CouchDB at COUCHEPI_COUCHDB_URL, nil when unset. The
@@ -322,6 +330,38 @@ func (c *couch) pluginGoroutines() float64 {
 	return -1
 }
 
+// pluginCounters reads the counters (names ending in _total, summed over
+// labels) from the server's Prometheus endpoint.
+func (c *couch) pluginCounters() map[string]float64 {
+	_, body := c.req("GET", "/_node/_local/_prometheus", "")
+	m := map[string]float64{}
+	for _, line := range strings.Split(body, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, _, _ := strings.Cut(f[0], "{")
+		if strings.HasSuffix(name, "_total") {
+			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+			m[name] += v
+		}
+	}
+	return m
+}
+
+// counterDeltas formats how much the replicator's main counters grew
+// from a to b, per second of d.
+func counterDeltas(a, b map[string]float64, d time.Duration) string {
+	var out []string
+	for _, k := range []string{"couchdb_couch_replicator_requests_total", "couchdb_couch_replicator_connection_creates_total",
+		"couchepi_replicator_changes_read_total", "couchepi_replicator_docs_written_total", "couchepi_replicator_jobs_slot_handoffs_total",
+		"couchepi_replicator_jobs_parks_total", "couchepi_replicator_jobs_wakes_total", "couchdb_couch_replicator_jobs_starts_total"} {
+		short := strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(k, "couchdb_couch_replicator_"), "couchepi_replicator_"), "_total")
+		out = append(out, fmt.Sprintf("%s %.0f/s", short, (b[k]-a[k])/d.Seconds()))
+	}
+	return strings.Join(out, ", ")
+}
+
 // arrivals follows db's changes feed from now and records when each doc
 // whose id starts with "w" first arrives.
 type arrivals struct {
@@ -446,6 +486,12 @@ func (p *peer) writePhase(srcs []string, tgtOf func(src string) []string, feeds 
 		writes []write
 		wg     sync.WaitGroup
 	)
+	s0, p0 := readProc(p.server), readProc(p.plugin)
+	var c0 map[string]float64
+	if p.counters != nil {
+		c0 = p.counters()
+	}
+	begin := time.Now()
 	tick := time.NewTicker(time.Second / time.Duration(rate))
 	end := time.Now().Add(d)
 	for k := 0; time.Now().Before(end); k++ {
@@ -467,7 +513,16 @@ func (p *peer) writePhase(srcs []string, tgtOf func(src string) []string, feeds 
 	}
 	tick.Stop()
 	wg.Wait()
+	s1, p1 := readProc(p.server), readProc(p.plugin)
+	cpu := float64(s1.cpu-s0.cpu+p1.cpu-p0.cpu) / float64(time.Since(begin)) * 100
+	p.b.ReportMetric(cpu, "write_cpu_%_of_one_core")
+	if p.counters != nil {
+		p.b.Logf("%s: replicator while writing: %s", p.name, counterDeltas(c0, p.counters(), time.Since(begin)))
+	}
 	deadline := time.Now().Add(arrivalWait)
+	// Latency by when the write was made, in tenths of the phase: a
+	// server falling behind shows as a rising p50.
+	var window [10][]time.Duration
 	var lat []time.Duration
 	missing := 0
 	for _, w := range writes {
@@ -477,18 +532,28 @@ func (p *peer) writePhase(srcs []string, tgtOf func(src string) []string, feeds 
 				continue
 			}
 			for {
-				if t, ok := f.get(w.id); ok {
-					lat = append(lat, t.Sub(w.at))
-					break
-				}
-				if time.Now().After(deadline) {
+				var l time.Duration
+				t, ok := f.get(w.id)
+				switch {
+				case ok:
+					l = t.Sub(w.at)
+				case time.Now().After(deadline):
 					missing++
-					lat = append(lat, time.Since(w.at))
-					break
+					l = time.Since(w.at)
+				default:
+					time.Sleep(10 * time.Millisecond)
+					continue
 				}
-				time.Sleep(10 * time.Millisecond)
+				lat = append(lat, l)
+				k := min(int(w.at.Sub(begin)*10/max(d, 1)), 9)
+				window[k] = append(window[k], l)
+				break
 			}
 		}
+	}
+	var trend []string
+	for _, w := range window {
+		trend = append(trend, fmt.Sprintf("%v/%v", percentile(w, 50).Round(10*time.Millisecond), percentile(w, 99).Round(10*time.Millisecond)))
 	}
 	var worst time.Duration
 	for _, l := range lat {
@@ -500,8 +565,9 @@ func (p *peer) writePhase(srcs []string, tgtOf func(src string) []string, feeds 
 	p.b.ReportMetric(ms(f.p99), "ms_write_to_target_p99")
 	p.b.ReportMetric(ms(worst), "ms_write_to_target_max")
 	p.b.ReportMetric(float64(missing), "writes_not_arrived")
-	p.b.Logf("%s: %d writes at %d/s: write to target p50 %v, p99 %v, max %v; %d arrivals awaited, %d not there %v after the last write (counted at their wait)",
-		p.name, len(writes), rate, f.p50.Round(time.Millisecond), f.p99.Round(time.Millisecond), worst.Round(time.Millisecond), len(lat), missing, arrivalWait)
+	p.b.Logf("%s: %d writes at %d/s: write to target p50 %v, p99 %v, max %v; %d arrivals awaited, %d not there %v after the last write (counted at their wait); CPU while writing %.0f%% of one core (server %v, plugin %v); p50/p99 by tenth of the phase: %s",
+		p.name, len(writes), rate, f.p50.Round(time.Millisecond), f.p99.Round(time.Millisecond), worst.Round(time.Millisecond), len(lat), missing, arrivalWait,
+		cpu, s1.cpu-s0.cpu, p1.cpu-p0.cpu, strings.Join(trend, " "))
 	return f
 }
 
@@ -610,9 +676,15 @@ func BenchmarkParkFanOut(b *testing.B) {
 		time.Sleep(70 * time.Second)
 		rest := p.idlePhase(n, phase)
 		feeds := map[string]*arrivals{}
-		for _, t := range tgts[:min(20, n)] {
-			feeds[t] = p.follow(t)
-		}
+		var mu sync.Mutex
+		// In parallel: a server may send a feed's headers only with its
+		// first heartbeat.
+		p.parallel(tgts[:min(20, n)], func(t string) {
+			f := p.follow(t)
+			mu.Lock()
+			feeds[t] = f
+			mu.Unlock()
+		})
 		lat := p.writePhase([]string{source}, func(string) []string { return tgts }, feeds, rate, phase)
 		for _, f := range feeds {
 			f.resp.Body.Close()

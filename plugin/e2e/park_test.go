@@ -3,6 +3,8 @@ package e2e
 import (
 	"fmt"
 	"net/url"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -181,4 +183,65 @@ func TestE2EClusterParkedJobsWake(t *testing.T) {
 			t.Errorf("t%d has %d docs, want 5", i, got)
 		}
 	}
+}
+
+// metric reads a counter or gauge of the plugin from the server's
+// Prometheus endpoint (-1 when absent).
+func (c *couch) metric(name string) float64 {
+	_, body := c.req("GET", "/_node/_local/_prometheus", "")
+	for _, line := range strings.Split(body, "\n") {
+		if strings.HasPrefix(line, name+"{") || strings.HasPrefix(line, name+" ") {
+			f := strings.Fields(line)
+			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+			return v
+		}
+	}
+	return -1
+}
+
+// TestE2EContinuousJobsShareSlots (issue 15): with more continuous jobs
+// than max_jobs, all of them with work (one source, written to while
+// they run, replicated into six targets), caught-up jobs hand their slots
+// on to the ones waiting, so every target receives every write without
+// waiting for rotation or parking. Jobs without a slot stay accepted and
+// show as running; no job runs twice. How fast is the fan-out benchmark's
+// business (BenchmarkParkFanOut); the bound here is only a generous one.
+func TestE2EContinuousJobsShareSlots(t *testing.T) {
+	t.Parallel()
+	// Three slots, six jobs: three replicate, up to three are quiet.
+	c := startCouch(t, "idle_park_sec = 60\nmax_jobs = 3\n")
+	const targets, writes = 6, 30
+	c.must("PUT", "/fsrc", "", 201)
+	c.putDocs("fsrc", 0, 1)
+	for i := 0; i < targets; i++ {
+		c.must("PUT", fmt.Sprintf("/_replicator/f%d", i), c.repDoc("fsrc", fmt.Sprintf("ftgt%d", i), `,"continuous":true,"create_target":true`), 201)
+	}
+	for i := 0; i < targets; i++ {
+		c.waitDoc(fmt.Sprintf("ftgt%d", i), "d00000", 60*time.Second)
+	}
+	handoffs := c.metric("couchepi_replicator_jobs_slot_handoffs_total")
+	for k := 1; k <= writes; k++ {
+		c.putDocs("fsrc", k, 1)
+		time.Sleep(50 * time.Millisecond)
+	}
+	last := fmt.Sprintf("d%05d", writes)
+	for i := 0; i < targets; i++ {
+		c.waitDoc(fmt.Sprintf("ftgt%d", i), last, 60*time.Second)
+	}
+	for i := 0; i < targets; i++ {
+		if n := c.docCount(fmt.Sprintf("ftgt%d", i)); n != writes+1 {
+			t.Errorf("ftgt%d has %d docs, want %d", i, n, writes+1)
+		}
+	}
+	if got := c.metric("couchepi_replicator_jobs_slot_handoffs_total"); got <= handoffs {
+		t.Errorf("slot hand-offs %v then %v: the jobs did not share their slots", handoffs, got)
+	}
+	// Quiet or replicating, every job is running: none is pending,
+	// waiting for rotation.
+	for i := 0; i < targets; i++ {
+		if st := c.schedDoc("_replicator", fmt.Sprintf("f%d", i))["state"]; st != "running" {
+			t.Errorf("f%d is %v, want running", i, st)
+		}
+	}
+	c.noDuplicates()
 }

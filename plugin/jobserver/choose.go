@@ -49,7 +49,9 @@ func (s *Server) choose(cands []jobs.Candidate) int {
 	defer s.mu.Unlock()
 	running := make(map[string]int, len(cands))
 	for _, w := range s.workers {
-		running[w.key]++
+		if w.holding {
+			running[w.key]++
+		}
 	}
 	return Choose(cands, s.share, running, cfg)
 }

@@ -11,6 +11,7 @@ type Counts struct {
 	DuplicateAdds uint64 // jobs whose replication id another job runs (jobs.duplicate_adds)
 	FailedStarts  uint64 // runs that ended before replicating: bad doc, id failure, duplicate (failed_starts)
 	Parks         uint64 // caught-up continuous jobs parked until their source changes (couchepi's)
+	Handoffs      uint64 // slots handed on by caught-up jobs to jobs waiting for one (couchepi's)
 	// CompletedStateUpdates and FailedStateUpdates count terminal states
 	// written into _replicator docs (docs.completed_state_updates,
 	// docs.failed_state_updates).
@@ -20,12 +21,13 @@ type Counts struct {
 // counts holds the live Counts.
 var counts struct {
 	starts, stops, crashes, duplicateAdds, failedStarts, parks atomic.Uint64
+	handoffs                                                   atomic.Uint64
 	completedStateUpdates, failedStateUpdates                  atomic.Uint64
 }
 
 // ReadCounts returns the counts so far.
 func ReadCounts() Counts {
 	return Counts{Starts: counts.starts.Load(), Stops: counts.stops.Load(), Crashes: counts.crashes.Load(),
-		DuplicateAdds: counts.duplicateAdds.Load(), FailedStarts: counts.failedStarts.Load(), Parks: counts.parks.Load(),
+		DuplicateAdds: counts.duplicateAdds.Load(), FailedStarts: counts.failedStarts.Load(), Parks: counts.parks.Load(), Handoffs: counts.handoffs.Load(),
 		CompletedStateUpdates: counts.completedStateUpdates.Load(), FailedStateUpdates: counts.failedStateUpdates.Load()}
 }

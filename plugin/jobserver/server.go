@@ -46,8 +46,9 @@ type Options struct {
 	// RepID computes a replication id; nil = replicate.ComputeRepID.
 	RepID func(ctx context.Context, rep *parse.Rep) (parse.RepID, error)
 	// Parker, when set, parks continuous jobs that caught up and idled
-	// for idle_park_sec (and idle ones whose slot a pending job needs)
-	// and wakes them when their source changes. nil: jobs never park.
+	// for idle_park_sec (and quiet ones beyond max_jobs) and wakes them
+	// when their source changes; its watches let caught-up jobs hand
+	// their slots on (see slots.go). nil: jobs never park.
 	Parker Parker
 	// SkipDocStates leaves terminal states out of replication docs: on a
 	// node sharing the queue with others, the doc may live on another
@@ -62,6 +63,9 @@ type Parker interface {
 	Watchable(ep parse.Endpoint) bool
 	// Parked registers a job just parked in the queue as rec.
 	Parked(jobID string, rec *jobdata.Record)
+	// Watch follows the changes of ep's source for a quiet job; nil
+	// when ep cannot be watched.
+	Watch(ep parse.Endpoint, rep *parse.Rep) SourceWatch
 }
 
 // Server is the job server of one replication node.
@@ -79,14 +83,19 @@ type Server struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu        sync.Mutex
-	workers   map[string]*worker
-	acceptors int
-	churn     int
-	lowered   bool // max_jobs was lowered since the last cycle
-	stopping  bool
-	share     *Share
-	lastCycle time.Time
+	mu      sync.Mutex
+	workers map[string]*worker
+	active  int // workers holding a slot (at most max_jobs)
+	waiters []*slotWaiter
+	// contended is closed while waiters is not empty (contendedOn).
+	contended   chan struct{}
+	contendedOn bool
+	acceptors   int
+	churn       int
+	lowered     bool // max_jobs was lowered since the last cycle
+	stopping    bool
+	share       *Share
+	lastCycle   time.Time
 }
 
 // New returns a job server; Start runs it.
@@ -98,12 +107,13 @@ func New(opts Options, cfg Config) *Server {
 		opts.RepID = computeRepID(opts)
 	}
 	s := &Server{
-		opts:    opts,
-		q:       opts.Queue,
-		recs:    jobdata.Records{Q: opts.Queue},
-		log:     opts.Logger.Named("jobserver"),
-		workers: map[string]*worker{},
-		share:   NewShare(),
+		opts:      opts,
+		q:         opts.Queue,
+		recs:      jobdata.Records{Q: opts.Queue},
+		log:       opts.Logger.Named("jobserver"),
+		workers:   map[string]*worker{},
+		share:     NewShare(),
+		contended: make(chan struct{}),
 	}
 	s.cfg.Store(&cfg)
 	return s
@@ -122,6 +132,7 @@ func (s *Server) SetConfig(cfg Config) {
 	if cfg.MaxJobs < old.MaxJobs {
 		s.lowered = true
 	}
+	s.grantLocked() // slots added for waiting jobs
 	s.mu.Unlock()
 	s.spawnAcceptors(0)
 }
@@ -261,18 +272,26 @@ func (s *Server) Cycle(ctx context.Context) {
 	s.mu.Lock()
 	var running []ShareJob
 	var list []Worker
+	// Only the workers holding a slot run: quiet ones neither use their
+	// share nor count toward max_jobs.
 	count := map[string]int{}
 	for _, w := range s.workers {
-		count[w.key]++
+		if w.holding {
+			count[w.key]++
+		}
 	}
 	for id, w := range s.workers {
-		ran := now.Sub(later(w.started, s.lastCycle))
-		running = append(running, ShareJob{ID: id, Key: w.key, Ran: ran})
+		if w.holding {
+			ran := now.Sub(later(w.started, s.lastCycle))
+			running = append(running, ShareJob{ID: id, Key: w.key, Ran: ran})
+		}
 	}
 	s.share.Cycle(running, max(now.Sub(s.lastCycle), time.Millisecond), cfg)
 	s.lastCycle = now
 	for id, w := range s.workers {
-		list = append(list, Worker{ID: id, Continuous: w.continuous, Started: w.started, Priority: s.share.Priority(id, w.key, count[w.key], cfg)})
+		if w.holding {
+			list = append(list, Worker{ID: id, Continuous: w.continuous, Started: w.started, Priority: s.share.Priority(id, w.key, count[w.key], cfg)})
+		}
 	}
 	stop := Trim(list, cfg.MaxJobs, cfg.MinRunTime, now, s.lowered)
 	s.lowered = false
@@ -280,8 +299,8 @@ func (s *Server) Cycle(ctx context.Context) {
 		s.workers[id].stop(errRotated)
 	}
 	s.churn += len(stop)
-	slots := ChurnSlots(cfg.MaxJobs, cfg.MaxChurn, s.churn, s.acceptors, len(s.workers)-len(stop))
-	acceptors, workers, churn := s.acceptors, len(s.workers)-len(stop), s.churn
+	slots := ChurnSlots(cfg.MaxJobs, cfg.MaxChurn, s.churn, s.acceptors, s.active-len(stop))
+	acceptors, workers, churn := s.acceptors, s.active-len(stop), s.churn
 	s.mu.Unlock()
 	if slots > 0 {
 		pending, err := s.q.PendingCount(ctx, jobdata.JobType, time.Time{}, slots)
@@ -397,7 +416,7 @@ func (s *Server) accept(rotating bool) {
 		s.mu.Lock()
 		// Workers asked to stop still count until they have exited: they
 		// may still be writing.
-		full := len(s.workers) >= s.config().MaxJobs
+		full := s.active >= s.config().MaxJobs
 		var victim, rotated *worker
 		if full && rotating && !s.stopping && s.live() >= s.config().MaxJobs {
 			// Rotation stops a running job before the new one starts, as
@@ -408,15 +427,10 @@ func (s *Server) accept(rotating bool) {
 				s.churn++
 			}
 		}
-		if full && victim == nil && !s.stopping {
-			// An idle job gives its slot to a job with work to do. The
-			// new job starts at once: the idle one has nothing to
-			// replicate, only its checkpoint and parking to write.
-			if victim = s.idleVictim(); victim != nil {
-				victim.stop(errPark)
-			}
-		}
-		if s.stopping || full && victim == nil {
+		// With every slot held, the job waits for one if a gated job
+		// holds one: it hands it on once caught up.
+		waitSlot := full && victim == nil && !s.stopping && s.gatedLocked() > 0
+		if s.stopping || full && victim == nil && !waitSlot {
 			s.acceptors--
 			s.mu.Unlock()
 			s.settled("give back accepted", job, s.q.Resubmit(context.Background(), job, time.Time{}, nil))
@@ -425,7 +439,14 @@ func (s *Server) accept(rotating bool) {
 		s.acceptors--
 		s.churn++
 		w := newWorker(s, job)
+		w.needSlot = waitSlot
+		if !waitSlot {
+			s.holdLocked(w)
+		}
 		s.workers[job.ID] = w
+		if waitSlot {
+			s.boundQuietLocked()
+		}
 		s.wg.Add(1)
 		s.mu.Unlock()
 		go func() {
@@ -435,6 +456,7 @@ func (s *Server) accept(rotating bool) {
 			}
 			w.run()
 			s.mu.Lock()
+			s.releaseLocked(w)
 			delete(s.workers, job.ID)
 			rest := len(s.workers) == 0 && !s.stopping
 			s.mu.Unlock()
@@ -491,39 +513,21 @@ func (s *Server) returnMemory() {
 // restDelay is how long no job must run before returnMemory frees memory.
 const restDelay = 5 * time.Second
 
-// live counts the workers not asked to stop. Callers hold s.mu.
+// live counts the workers holding a slot not asked to stop. Callers hold s.mu.
 func (s *Server) live() int {
 	n := 0
 	for _, w := range s.workers {
-		if w.stopCause() == nil {
+		if w.holding && w.stopCause() == nil {
 			n++
 		}
 	}
 	return n
 }
 
-// busy counts the workers that hold their slot: all but the idle ones a
-// pending job may park. Callers hold s.mu.
+// busy counts the slots taken for good: held by workers that do not hand
+// theirs on (see slots.go). Callers hold s.mu.
 func (s *Server) busy() int {
-	n := 0
-	for _, w := range s.workers {
-		if !w.parkableIdle() {
-			n++
-		}
-	}
-	return n
-}
-
-// idleVictim picks the worker parked to free a slot: the one idle the
-// longest, or nil when none is idle. Callers hold s.mu.
-func (s *Server) idleVictim() *worker {
-	var best *worker
-	for _, w := range s.workers {
-		if w.parkableIdle() && (best == nil || w.idleSince.Load() < best.idleSince.Load()) {
-			best = w
-		}
-	}
-	return best
+	return s.active - s.gatedLocked()
 }
 
 // rotationVictim picks the running job a rotation stops: the one Trim
@@ -532,11 +536,13 @@ func (s *Server) idleVictim() *worker {
 func (s *Server) rotationVictim(cfg Config, now time.Time) *worker {
 	count := map[string]int{}
 	for _, w := range s.workers {
-		count[w.key]++
+		if w.holding {
+			count[w.key]++
+		}
 	}
 	var list []Worker
 	for id, w := range s.workers {
-		if w.stopCause() != nil {
+		if !w.holding || w.stopCause() != nil {
 			continue
 		}
 		list = append(list, Worker{ID: id, Continuous: w.continuous, Started: w.started, Priority: s.share.Priority(id, w.key, count[w.key], cfg)})

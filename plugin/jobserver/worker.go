@@ -35,16 +35,13 @@ type worker struct {
 	done   atomic.Bool
 	exited chan struct{} // closed when run has returned (final checkpoint written)
 
-	// parkable: the job may be parked (continuous, checkpointed, its
-	// source watchable); idleSince is when its run reported being caught
-	// up and idle (Unix ns), 0 while it has work.
-	parkable  atomic.Bool
-	idleSince atomic.Int64
-}
-
-// parkableIdle reports whether the worker is idle and may be parked.
-func (w *worker) parkableIdle() bool {
-	return w.parkable.Load() && w.idleSince.Load() != 0 && w.stopCause() == nil
+	// Slot state (see slots.go), under s.mu: holding a slot; needSlot,
+	// accepted while every slot was held; gate, set while a gated
+	// replication runs; quietSince, when it last handed its slot on.
+	holding    bool
+	needSlot   bool
+	gate       *gate
+	quietSince time.Time
 }
 
 func newWorker(s *Server, job *jobs.Job) *worker {
@@ -102,6 +99,15 @@ func (w *worker) run() {
 		counts.failedStarts.Add(1)
 		w.fail(rec, rec.ErrorKind, rec.ErrorReason(), now, false)
 		return
+	}
+	if w.needSlot {
+		ctx, cancel := context.WithTimeout(s.ctx, slotWait)
+		err := s.acquire(ctx, w)
+		cancel()
+		if err != nil && w.stopCause() == nil {
+			w.requeue(rec, errShutdown) // no slot came free: give the job back
+			return
+		}
 	}
 	if cause := w.stopCause(); cause != nil {
 		if !errors.Is(cause, errRemoved) {
@@ -423,23 +429,25 @@ func (w *worker) execute(rec *jobdata.Record, repID parse.RepID, cfg Config) {
 		missingRetry = time.Duration(po.MissingDocRetry()) * time.Millisecond
 	}
 	var idleAfter time.Duration
-	var onIdle func(bool)
-	if s.opts.Parker != nil && cfg.IdlePark > 0 && rec.Continuous() && rec.Rep.UseCheckpoints && s.opts.Parker.Watchable(rec.Rep.Source) {
+	var slot replicate.Slot
+	if g := s.newGate(w, rec.Rep, cfg); g != nil {
 		idleAfter = cfg.IdlePark
-		w.parkable.Store(true)
-		onIdle = func(idle bool) {
-			if !idle {
-				w.idleSince.Store(0)
-				return
-			}
-			w.idleSince.Store(time.Now().UnixNano())
-			s.spawnAcceptors(0) // a pending job may take this slot now
-		}
+		defer g.watch.Close()
+		s.mu.Lock()
+		w.gate = g
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			w.gate = nil
+			s.mu.Unlock()
+		}()
+		slot = g
+		s.spawnAcceptors(0) // its slot may be handed on: acceptors may wait for jobs
 	}
 	go func() {
 		res, err := replicate.Run(ctx, maxBackoffRep(rec), replicate.Options{
 			IdleAfter:           idleAfter,
-			OnIdle:              onIdle,
+			Slot:                slot,
 			Logger:              s.log.Named("replicate").With("rep_id", repID.String()),
 			Pool:                s.opts.Pool,
 			ServerUUID:          s.opts.ServerUUID,

@@ -80,6 +80,7 @@ var (
 	retries          = desc("couchepi_replicator_request_retries_total", "HTTP requests retried after a 408, 5xx or connection failure.")
 	parks            = desc("couchepi_replicator_jobs_parks_total", "Continuous jobs parked (caught up and idle) until their source changes.")
 	wakes            = desc("couchepi_replicator_jobs_wakes_total", "Parked jobs woken because their source changed.")
+	handoffs         = desc("couchepi_replicator_jobs_slot_handoffs_total", "Slots handed on by caught-up continuous jobs to jobs waiting for one.")
 )
 
 var allDescs = []*prometheus.Desc{
@@ -88,7 +89,7 @@ var allDescs = []*prometheus.Desc{
 	jobsAdds, jobsDuplicateAdds, jobsRemoves, jobsStarts, jobsStops, jobsCrashes, failedStarts,
 	changesReadFailures, workersStarted, dbScans, completedUpdates, failedUpdates, connectionCreates,
 	jobsByState, docsRead, docsWritten, docWriteFailures, revsChecked, missingFound, changesRead,
-	tooManyRequests, backoffs, maxBackoffs, retries, parks, wakes,
+	tooManyRequests, backoffs, maxBackoffs, retries, parks, wakes, handoffs,
 }
 
 // Collector is a prometheus.Collector of the replicator's metrics.
@@ -188,6 +189,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(failedUpdates, float64(jc.FailedStateUpdates))
 	counter(parks, float64(jc.Parks))
 	counter(wakes, float64(park.Wakes()))
+	counter(handoffs, float64(jc.Handoffs))
 
 	src := c.sources()
 	if src.Pool != nil {

@@ -91,17 +91,23 @@ func (w *Waker) readFeed(ctx context.Context, server string, c *couchclient.Clie
 	}
 }
 
-// unwatchable marks a server as not watchable and wakes its parked jobs.
+// unwatchable marks a server as not watchable, wakes its parked jobs and
+// sends its quiet jobs back to their own feeds.
 func (w *Waker) unwatchable(server string) {
 	w.mu.Lock()
 	w.noFeed[server] = time.Now().Add(w.opts.NoFeedFor)
 	delete(w.feeds, server)
+	w.fireServerLocked(server, true)
 	w.mu.Unlock()
 	w.wakeServer(server)
 }
 
-// checkServer checks every job parked on server.
+// checkServer checks every job parked on server and signals every watch
+// of it (their quiet jobs read what the feed may have missed).
 func (w *Waker) checkServer(server string) {
+	w.mu.Lock()
+	w.fireServerLocked(server, false)
+	w.mu.Unlock()
 	for _, id := range w.serverJobs(server) {
 		w.check(id)
 	}

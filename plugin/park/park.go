@@ -83,6 +83,7 @@ type Waker struct {
 	feeds    map[string]*feed     // remote server key -> its _db_updates feed
 	noFeed   map[string]time.Time // remote server key -> until when it is not watchable
 	recheck  map[string]bool      // jobs whose source could not be checked
+	signals  map[source]*signal   // sources of quiet jobs (Watch)
 }
 
 // wakes counts the jobs woken by every Waker of the process.
@@ -119,6 +120,7 @@ func New(opts Options) *Waker {
 		feeds:    map[string]*feed{},
 		noFeed:   map[string]time.Time{},
 		recheck:  map[string]bool{},
+		signals:  map[source]*signal{},
 	}
 }
 
@@ -195,7 +197,7 @@ func (w *Waker) Parked(id string, rec *jobdata.Record) {
 	}
 }
 
-// DBUpdated wakes the jobs parked on local db.
+// DBUpdated wakes the jobs parked on local db and signals its watches.
 func (w *Waker) DBUpdated(db string) {
 	w.wakeSource(source{server: w.local, db: db})
 }
@@ -248,15 +250,26 @@ func (w *Waker) unregisterLocked(e *entry) {
 			delete(w.bySource, e.src)
 		}
 	}
-	if f := w.feeds[e.src.server]; f != nil && !w.hasServerLocked(e.src.server) {
+	w.stopFeedIfUnusedLocked(e.src.server)
+}
+
+// stopFeedIfUnusedLocked stops server's feed when no parked job and no
+// Watch reads from it. Callers hold w.mu.
+func (w *Waker) stopFeedIfUnusedLocked(server string) {
+	if f := w.feeds[server]; f != nil && !w.hasServerLocked(server) {
 		f.cancel()
-		delete(w.feeds, e.src.server)
+		delete(w.feeds, server)
 	}
 }
 
-// hasServerLocked reports whether any parked job reads from server.
+// hasServerLocked reports whether any parked job or Watch reads from server.
 func (w *Waker) hasServerLocked(server string) bool {
 	for src := range w.bySource {
+		if src.server == server {
+			return true
+		}
+	}
+	for src := range w.signals {
 		if src.server == server {
 			return true
 		}
@@ -264,9 +277,10 @@ func (w *Waker) hasServerLocked(server string) bool {
 	return false
 }
 
-// wakeSource wakes every job parked on src.
+// wakeSource wakes every job parked on src and signals its watches.
 func (w *Waker) wakeSource(src source) {
 	w.mu.Lock()
+	w.fireLocked(src)
 	m := w.bySource[src]
 	ids := make([]string, 0, len(m))
 	for id := range m {

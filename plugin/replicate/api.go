@@ -5,6 +5,7 @@
 package replicate
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"time"
@@ -64,11 +65,32 @@ type Options struct {
 	// caught up and received nothing for a second (or IdleAfter, if
 	// shorter), and with false when a change arrives after that.
 	OnIdle func(idle bool)
+	// Slot, when set, lets a continuous run share the job server's slots
+	// (max_jobs): it holds one while it replicates. Once caught up, while
+	// another job waits for a slot, it reads the source in rounds: it
+	// reads what is there, replicates it, hands its slot on and reads
+	// nothing until the source changes, then waits for a slot again. nil:
+	// the run reads its continuous feed throughout.
+	Slot Slot
 	// MissingDocRetry is `[replicator] missing_doc_retry_msec`: how long to
 	// wait before refetching a revision the source answered `{"missing":…}`
 	// for, or whose write the target refused with 412 missing_stub
 	// (0 = 2 s, CouchDB's default).
 	MissingDocRetry time.Duration
+}
+
+// Slot is a continuous run's claim on one of the job server's slots.
+type Slot interface {
+	// Contended returns a channel closed while another job waits for a slot.
+	Contended() <-chan struct{}
+	// Next returns a channel closed at the first change of the source
+	// after the call; false when the source cannot be watched (the run
+	// then keeps its slot and its feed).
+	Next() (<-chan struct{}, bool)
+	// Release hands the slot on; the run reads nothing until Acquire.
+	Release()
+	// Acquire waits for a slot.
+	Acquire(ctx context.Context) error
 }
 
 // Result is the final checkpoint body of a one-shot replication, as

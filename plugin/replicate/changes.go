@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/couchepi/couchepi/parse"
@@ -49,6 +50,16 @@ type changesReader struct {
 	// (in bytes) are not replicated; onIDTooLong counts each one.
 	maxIDLen    int
 	onIDTooLong func()
+
+	// Sharing a slot (see Options.Slot; nil slot: not shared). through
+	// waits until every change up to a seq is replicated; sent is the seq
+	// of the last change handed on; rows counts the changes handed on;
+	// quiet is set while the slot is handed on.
+	slot    Slot
+	through func(ctx context.Context, seq json.RawMessage) error
+	sent    atomic.Pointer[json.RawMessage]
+	rows    int
+	quiet   *atomic.Bool
 }
 
 // run reads from since until the feed ends (one-shot) or ctx is done (continuous).
@@ -66,16 +77,49 @@ func (r *changesReader) run(ctx context.Context, since json.RawMessage) error {
 	}
 	retries := r.rep.RetriesPerRequest
 	wait := r.wait
+	r.sent.Store(&since)
+	unwatched := false // the source cannot be watched: no rounds
 	for {
-		progressed, last, err := r.request(ctx, since)
+		// While another job waits for a slot, read in rounds (see pass).
+		round := false
+		var changed <-chan struct{}
+		if r.slot != nil && !unwatched && isClosed(r.slot.Contended()) {
+			var ok bool
+			if changed, ok = r.slot.Next(); ok { // armed before the read
+				round = true
+			} else {
+				unwatched = true
+			}
+		}
+		var progressed, interrupted bool
+		var last json.RawMessage
+		var err error
+		rows := r.rows
+		if round {
+			progressed, last, err = r.request(ctx, since, true)
+		} else {
+			rctx, stop := r.interruptible(ctx, unwatched)
+			progressed, last, err = r.request(rctx, since, false)
+			interrupted = stop()
+		}
 		if last != nil {
 			since = last
 		}
-		if err == nil && !r.rep.Continuous {
-			return nil
-		}
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if interrupted {
+			continue
+		}
+		if round && err == nil {
+			if err := r.pass(ctx, changed, r.rows-rows >= r.roundRows()); err != nil {
+				return err
+			}
+			retries, wait = r.rep.RetriesPerRequest, r.wait
+			continue
+		}
+		if err == nil && !r.rep.Continuous {
+			return nil
 		}
 		if err != nil {
 			var fe *Error
@@ -106,10 +150,89 @@ func (r *changesReader) run(ctx context.Context, since json.RawMessage) error {
 	}
 }
 
-// query builds the _changes query string and body for since.
-func (r *changesReader) query(since json.RawMessage) (string, []byte) {
+// roundRows is the most changes a round reads: a slot is handed on at
+// least this often while others wait.
+func (r *changesReader) roundRows() int {
+	return max(1, r.rep.WorkerBatchSize) * max(1, r.rep.WorkerProcesses)
+}
+
+// isClosed reports whether ch is closed.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// interruptible returns the context of a continuous feed request of a
+// run sharing a slot: it is cancelled once another job waits for a slot
+// and everything read so far is replicated, so that the run reads in
+// rounds. stop ends the watch and reports whether it cancelled.
+func (r *changesReader) interruptible(ctx context.Context, off bool) (context.Context, func() bool) {
+	if r.slot == nil || off {
+		return ctx, func() bool { return false }
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	var fired atomic.Bool
+	done := make(chan struct{})
+	contended := r.slot.Contended()
+	go func() {
+		defer close(done)
+		select {
+		case <-contended:
+		case <-rctx.Done():
+			return
+		}
+		for {
+			seq := *r.sent.Load()
+			if r.through(rctx, seq) != nil {
+				return
+			}
+			if bytes.Equal(seq, *r.sent.Load()) {
+				fired.Store(true)
+				cancel()
+				return
+			}
+		}
+	}()
+	return rctx, func() bool {
+		cancel()
+		<-done
+		return fired.Load()
+	}
+}
+
+// pass ends a round: once everything read is replicated, and if another
+// job waits for a slot, it hands the slot on, waits for a change of the
+// source (armed before the round's read, so none is missed; not at all
+// when the round left changes unread) and then for a slot.
+func (r *changesReader) pass(ctx context.Context, changed <-chan struct{}, more bool) error {
+	if err := r.through(ctx, *r.sent.Load()); err != nil {
+		return err
+	}
+	if !isClosed(r.slot.Contended()) {
+		return nil
+	}
+	r.quiet.Store(true)
+	defer r.quiet.Store(false)
+	r.slot.Release()
+	if !more {
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return r.slot.Acquire(ctx)
+}
+
+// query builds the _changes query string and body for since; a round
+// reads a normal feed of at most roundRows changes.
+func (r *changesReader) query(since json.RawMessage, round bool) (string, []byte) {
 	feed := "normal"
-	if r.rep.Continuous {
+	if r.rep.Continuous && !round {
 		feed = "continuous"
 	}
 	style := "all_docs"
@@ -118,6 +241,9 @@ func (r *changesReader) query(since json.RawMessage) (string, []byte) {
 	}
 	timeout := max(1000, r.rep.ConnectionTimeout/3)
 	q := "feed=" + feed + "&style=" + style + "&since=" + url.QueryEscape(seqString(since)) + "&timeout=" + strconv.Itoa(timeout)
+	if round {
+		q += "&limit=" + strconv.Itoa(r.roundRows())
+	}
 	var body []byte
 	switch {
 	case r.clientFilter:
@@ -165,8 +291,8 @@ func queryParams(raw json.RawMessage, view bool) string {
 
 // request runs one _changes request. It reports whether any row arrived and the
 // last seq seen (a row's seq, or the feed's last_seq in continuous mode).
-func (r *changesReader) request(ctx context.Context, since json.RawMessage) (bool, json.RawMessage, error) {
-	q, body := r.query(since)
+func (r *changesReader) request(ctx context.Context, since json.RawMessage, round bool) (bool, json.RawMessage, error) {
+	q, body := r.query(since, round)
 	req := &couchclient.Request{Method: http.MethodGet, Path: "_changes", Query: q, Feed: true}
 	if body != nil {
 		req.Method = http.MethodPost
@@ -182,14 +308,14 @@ func (r *changesReader) request(ctx context.Context, since json.RawMessage) (boo
 		// No POST _changes: read the whole feed and keep the doc_ids here.
 		drainClose(resp)
 		r.clientFilter = true
-		return r.request(ctx, since)
+		return r.request(ctx, since, round)
 	}
 	if resp.StatusCode != http.StatusOK {
 		e := statusError("changes_req_failed", resp, req.Method, r.src.RedactedURL()+"_changes")
 		e.Fatal = resp.StatusCode/100 == 4
 		return false, nil, e
 	}
-	if r.rep.Continuous {
+	if r.rep.Continuous && !round {
 		return r.readContinuous(ctx, json.NewDecoder(resp.Body), since)
 	}
 	return r.readNormal(ctx, resp.Body)
@@ -222,6 +348,12 @@ func (r *changesReader) emit(ctx context.Context, c change) error {
 	select {
 	case r.out <- c:
 		totals.changesRead.Add(1)
+		seq := c.Seq
+		if c.ID == "" {
+			seq = c.LastSeq
+		}
+		r.sent.Store(&seq)
+		r.rows++
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

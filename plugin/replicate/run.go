@@ -64,6 +64,8 @@ type run struct {
 
 	// lastChange is when the changes feed last delivered a row (Unix ns).
 	lastChange atomic.Int64
+	// quiet is set while the run has handed its slot on (Options.Slot).
+	quiet atomic.Bool
 }
 
 // dbInfo is what `GET {db}/` tells the replicator.
@@ -275,7 +277,11 @@ func (r *run) loop(parent context.Context) (*Result, error) {
 	changes := make(chan change, min(batchSize, 1024))
 	batches := make(chan *batch)
 	reader := &changesReader{src: r.src, rep: r.rep, log: r.log, out: changes, wait: 250 * time.Millisecond,
-		maxIDLen: r.opts.MaxDocumentIDLength, onIDTooLong: func() { r.stats.docWriteFailures.Add(1) }}
+		maxIDLen: r.opts.MaxDocumentIDLength, onIDTooLong: func() { r.stats.docWriteFailures.Add(1) },
+		through: r.tracker.waitThrough, quiet: &r.quiet}
+	if r.rep.Continuous {
+		reader.slot = r.opts.Slot
+	}
 	go func() {
 		if err := reader.run(readerCtx, r.startSeq); err != nil && readerCtx.Err() == nil {
 			totals.changesReadFailures.Add(1)
@@ -479,7 +485,9 @@ func (r *run) statsLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if time.Since(lastPending) >= pendingInterval {
+		// A quiet run replicated all it read and reads nothing: no pending
+		// to ask its source for.
+		if time.Since(lastPending) >= pendingInterval && !r.quiet.Load() {
 			r.updatePending(ctx)
 			lastPending = time.Now()
 			lastSum = -1

@@ -1,6 +1,8 @@
 package replicate
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"sync"
 )
@@ -18,6 +20,7 @@ type throughTracker struct {
 	through json.RawMessage            // seq of the contiguous prefix
 	highest uint64                     // highest completed ordinal + 1 (0 = none)
 	highSeq json.RawMessage            // its seq (source_seq)
+	moved   chan struct{}              // closed when through moves; nil until waited on
 }
 
 func newThroughTracker(start json.RawMessage) *throughTracker {
@@ -55,6 +58,32 @@ func (t *throughTracker) complete(ord uint64, seq json.RawMessage) {
 		delete(t.pending, t.lowest)
 		t.through = s
 		t.lowest++
+	}
+	if t.moved != nil {
+		close(t.moved)
+		t.moved = nil
+	}
+}
+
+// waitThrough waits until the through_seq is seq: every change up to it
+// is replicated.
+func (t *throughTracker) waitThrough(ctx context.Context, seq json.RawMessage) error {
+	for {
+		t.mu.Lock()
+		if bytes.Equal(t.through, seq) {
+			t.mu.Unlock()
+			return nil
+		}
+		if t.moved == nil {
+			t.moved = make(chan struct{})
+		}
+		ch := t.moved
+		t.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 }
 

@@ -206,7 +206,7 @@ func (p *replicator) start(ctx context.Context, host hooks.Services, stc storeCo
 		// On a shared queue the doc of a job may live on another server:
 		// the api_frontend that has it writes its terminal state.
 		server = jobserver.New(jobserver.Options{Queue: q, Services: host, Logger: p.log, Pool: pool, ServerUUID: info.UUID, Node: info.Node, RepID: repID,
-			SkipDocStates: stc.kind != "bolt", Parker: waker}, sc)
+			SkipDocStates: stc.kind != "bolt", Parker: parker{waker}}, sc)
 		// A single-owner (bolt) store's running jobs were left by a dead
 		// process; in a shared store they may be another node's, and the
 		// queue's activity monitor re-enqueues those of dead nodes.
@@ -448,4 +448,15 @@ func (p *replicator) probeStore(ctx context.Context) error {
 		_, err := tx.Get([]byte("probe"))
 		return err
 	})
+}
+
+// parker is the Waker as the job server's Parker.
+type parker struct{ *park.Waker }
+
+// Watch returns the Waker's Watch of ep's source, nil when it has none.
+func (p parker) Watch(ep parse.Endpoint, rep *parse.Rep) jobserver.SourceWatch {
+	if w := p.Waker.Watch(ep, rep); w != nil {
+		return w
+	}
+	return nil
 }

@@ -1,0 +1,222 @@
+package jobserver
+
+import (
+	"context"
+	"time"
+
+	"github.com/couchepi/couchepi/parse"
+)
+
+// Slots: max_jobs bounds the workers that hold a slot, the ones
+// replicating. A continuous job whose source can be watched (the jobs
+// that may park) is gated: once it has caught up, while another job waits
+// for a slot, it hands its slot on and reads nothing (quiet) until its
+// source changes, then waits in turn for a slot (replicate.Slot). A
+// quiet job stays accepted, with its replication's state in memory, so
+// coming back costs one _changes read, not a park and a restart. At most
+// max_jobs jobs are quiet; beyond that the one quiet the longest is
+// parked.
+
+// SourceWatch signals the changes of one source to a quiet job (package
+// park's Watch).
+type SourceWatch interface {
+	// Next returns a channel closed at the first change of the source
+	// after the call; false when the source cannot be watched now.
+	Next() (<-chan struct{}, bool)
+	// Close ends the watch.
+	Close()
+}
+
+// slotWait bounds how long a job accepted while every slot is held
+// waits for one before it is given back to the queue.
+const slotWait = 10 * time.Second
+
+// slotWaiter is a worker waiting for a slot.
+type slotWaiter struct {
+	w       *worker
+	granted chan struct{} // closed once w holds a slot
+}
+
+// holdLocked gives w a slot. Callers hold s.mu.
+func (s *Server) holdLocked(w *worker) {
+	if w.holding {
+		return
+	}
+	w.holding = true
+	s.active++
+}
+
+// releaseLocked takes w's slot back and hands it on. Callers hold s.mu.
+func (s *Server) releaseLocked(w *worker) {
+	if !w.holding {
+		return
+	}
+	w.holding = false
+	w.quietSince = time.Now()
+	s.active--
+	s.grantLocked()
+}
+
+// grantLocked hands free slots to the waiters, oldest first. Callers hold s.mu.
+func (s *Server) grantLocked() {
+	max := s.config().MaxJobs
+	for s.active < max && len(s.waiters) > 0 {
+		wt := s.waiters[0]
+		s.waiters[0] = nil
+		s.waiters = s.waiters[1:]
+		s.holdLocked(wt.w)
+		close(wt.granted)
+	}
+	if len(s.waiters) == 0 && s.contendedOn {
+		s.contended = make(chan struct{})
+		s.contendedOn = false
+	}
+}
+
+// acquire waits until w holds a slot or ctx ends: at once while a slot is
+// free and nobody waits, else in turn.
+func (s *Server) acquire(ctx context.Context, w *worker) error {
+	s.mu.Lock()
+	if w.holding {
+		s.mu.Unlock()
+		return nil
+	}
+	if s.active < s.config().MaxJobs && len(s.waiters) == 0 {
+		s.holdLocked(w)
+		s.mu.Unlock()
+		return nil
+	}
+	wt := &slotWaiter{w: w, granted: make(chan struct{})}
+	s.waiters = append(s.waiters, wt)
+	if !s.contendedOn {
+		close(s.contended) // caught-up gated jobs hand their slots on
+		s.contendedOn = true
+	}
+	s.mu.Unlock()
+	select {
+	case <-wt.granted:
+		return nil
+	case <-ctx.Done():
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-wt.granted:
+		s.releaseLocked(w)
+	default:
+		for i, x := range s.waiters {
+			if x == wt {
+				s.waiters = append(s.waiters[:i], s.waiters[i+1:]...)
+				break
+			}
+		}
+		s.grantLocked()
+	}
+	return ctx.Err()
+}
+
+// release takes w's slot back: w is caught up and reads nothing.
+func (s *Server) release(w *worker) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if w.holding {
+		counts.handoffs.Add(1)
+	}
+	s.releaseLocked(w)
+	s.boundQuietLocked()
+}
+
+// boundQuietLocked parks the jobs quiet the longest while more than
+// max_jobs workers hold no slot. Callers hold s.mu.
+func (s *Server) boundQuietLocked() {
+	limit := s.config().MaxJobs
+	if len(s.workers)-s.active <= limit {
+		return
+	}
+	var quiet []*worker
+	n := 0
+	for _, w := range s.workers {
+		if w.holding || w.stopCause() != nil {
+			continue
+		}
+		n++
+		if w.gate != nil && !w.waiting() {
+			quiet = append(quiet, w)
+		}
+	}
+	for n > limit && len(quiet) > 0 {
+		k := 0
+		for i, w := range quiet {
+			if w.quietSince.Before(quiet[k].quietSince) {
+				k = i
+			}
+		}
+		quiet[k].stop(errPark)
+		quiet[k] = quiet[len(quiet)-1]
+		quiet = quiet[:len(quiet)-1]
+		n--
+	}
+}
+
+// gatedLocked counts the gated workers holding a slot: the ones that hand
+// it on once caught up when a job waits. Callers hold s.mu.
+func (s *Server) gatedLocked() int {
+	n := 0
+	for _, w := range s.workers {
+		if w.holding && w.gate != nil && w.stopCause() == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// gate is a gated worker's replicate.Slot.
+type gate struct {
+	s     *Server
+	w     *worker
+	watch SourceWatch
+	// wait is set while the replication waits for a slot.
+	wait bool
+}
+
+// Contended returns a channel closed while a job waits for a slot.
+func (g *gate) Contended() <-chan struct{} {
+	g.s.mu.Lock()
+	defer g.s.mu.Unlock()
+	return g.s.contended
+}
+
+// Next returns the source's next change signal.
+func (g *gate) Next() (<-chan struct{}, bool) { return g.watch.Next() }
+
+// Release hands the slot on.
+func (g *gate) Release() { g.s.release(g.w) }
+
+// Acquire waits for a slot.
+func (g *gate) Acquire(ctx context.Context) error {
+	g.s.mu.Lock()
+	g.wait = true
+	g.s.mu.Unlock()
+	err := g.s.acquire(ctx, g.w)
+	g.s.mu.Lock()
+	g.wait = false
+	g.s.mu.Unlock()
+	return err
+}
+
+// waiting reports whether w's replication waits for a slot. Callers hold s.mu.
+func (w *worker) waiting() bool { return w.gate != nil && w.gate.wait }
+
+// newGate returns the gate of a worker running rep, nil when it is not
+// gated (no Parker, parking off, not continuous, no checkpoints, or a
+// source that cannot be watched). Close its watch when the run ends.
+func (s *Server) newGate(w *worker, rep *parse.Rep, cfg Config) *gate {
+	if s.opts.Parker == nil || cfg.IdlePark <= 0 || !rep.Continuous || !rep.UseCheckpoints || !s.opts.Parker.Watchable(rep.Source) {
+		return nil
+	}
+	watch := s.opts.Parker.Watch(rep.Source, rep)
+	if watch == nil {
+		return nil
+	}
+	return &gate{s: s, w: w, watch: watch}
+}

@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	mrand "math/rand/v2"
 	"time"
 
 	"github.com/couchepi/couchepi/plugin/kv"
@@ -140,11 +141,11 @@ func (tx *Tx) tagCandidates(scan scanFunc, typ string, maxS int64) (cands []Cand
 		if !fresh {
 			tx.q.refreshTags(typ)
 		}
-		for _, tag := range tags {
-			k, err := tx.q.tagPick(scan, typ, tag)
-			if err != nil {
-				return nil, nil, err
-			}
+		picks, err := tx.q.tagPicks(tx.scanMany(scan), typ, tags)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, k := range picks {
 			if k != nil {
 				if err := add(k); err != nil {
 					return nil, nil, err
@@ -311,11 +312,92 @@ func taggedEntry(base, k []byte) (tag string, stime int64, id string, err error)
 // only) its earliest, counting only this tag's entries; nil when the tag
 // has none.
 func (q *Queue) tagPick(scan scanFunc, typ, tag string) ([]byte, error) {
-	k, err := windowPick(scan, func(id string) []byte { return q.l.tagged(typ, tag, 0, id) })
-	if err != nil || k != nil {
-		return k, err
+	picks, err := q.tagPicks(oneByOne(scan), typ, []string{tag})
+	return picks[0], err
+}
+
+// tagPicks is tagPick for each of tags, the reads of every tag made at
+// once where the store can (kv.BatchSnapshotTx).
+func (q *Queue) tagPicks(scan scanManyFunc, typ string, tags []string) ([][]byte, error) {
+	picks := make([][]byte, len(tags))
+	left := make([]int, len(tags)) // the tags not picked from yet
+	for i := range left {
+		left[i] = i
 	}
-	return firstKey(scan, q.l.taggedTag(typ, tag))
+	read := func(rs []kv.RangeRequest, fn func(tag int, k []byte)) error {
+		err := scan(rs, func(i int, k, _ []byte) error {
+			fn(left[i], k)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		rest := left[:0]
+		for _, i := range left {
+			if picks[i] == nil {
+				rest = append(rest, i)
+			}
+		}
+		left = rest
+		return nil
+	}
+	for _, width := range windowWidths {
+		if len(left) == 0 {
+			return picks, nil
+		}
+		rs := make([]kv.RangeRequest, len(left))
+		for j, i := range left {
+			begin, end := window(width, func(id string) []byte { return q.l.tagged(typ, tags[i], 0, id) })
+			rs[j] = kv.RangeRequest{Begin: begin, End: end, Opt: kv.RangeOptions{Limit: pickBatch, KeysOnly: true}}
+		}
+		seen := make([]int, len(tags))
+		err := read(rs, func(i int, k []byte) {
+			seen[i]++
+			if seen[i] == 1 || mrand.IntN(seen[i]) == 0 {
+				picks[i] = append(picks[i][:0], k...)
+			}
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if len(left) == 0 {
+		return picks, nil
+	}
+	rs := make([]kv.RangeRequest, len(left))
+	for j, i := range left {
+		begin := q.l.taggedTag(typ, tags[i])
+		rs[j] = kv.RangeRequest{Begin: begin, End: kv.PrefixEnd(begin), Opt: kv.RangeOptions{Limit: 1, KeysOnly: true}}
+	}
+	err := read(rs, func(i int, k []byte) { picks[i] = append([]byte(nil), k...) })
+	return picks, err
+}
+
+// scanManyFunc reads several ranges (kv.BatchSnapshotTx's SnapshotRanges).
+type scanManyFunc func(rs []kv.RangeRequest, fn func(i int, k, v []byte) error) error
+
+// scanMany returns the batched form of scan, the transaction's snapshot
+// range read or its plain one: one request for all ranges where the store
+// batches snapshot reads, else scan once per range.
+func (tx *Tx) scanMany(scan scanFunc) scanManyFunc {
+	if b, ok := tx.t.(kv.BatchSnapshotTx); ok {
+		if _, snap := tx.t.(kv.SnapshotTx); snap {
+			return b.SnapshotRanges
+		}
+	}
+	return oneByOne(scan)
+}
+
+// oneByOne is a scanManyFunc that reads each range with scan in turn.
+func oneByOne(scan scanFunc) scanManyFunc {
+	return func(rs []kv.RangeRequest, fn func(i int, k, v []byte) error) error {
+		for i, r := range rs {
+			if err := scan(r.Begin, r.End, r.Opt, func(k, v []byte) error { return fn(i, k, v) }); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 }
 
 // firstKey returns the first key of the prefix range of begin, or of

@@ -125,19 +125,26 @@ func (w *windowModes) endRefresh(typ string) {
 	delete(w.refreshing, typ)
 }
 
+// window returns a random window of width ids of [keyAt(lo), keyAt(hi))
+// for hex ids lo < hi.
+func window(width int, keyAt func(id string) []byte) (begin, end []byte) {
+	x := mrand.IntN(windowSpace - width + 1)
+	hi := windowEnd
+	if x+width < windowSpace {
+		hi = fmt.Sprintf("%04x", x+width)
+	}
+	return keyAt(fmt.Sprintf("%04x", x)), keyAt(hi)
+}
+
 // windowPick picks one key at random among those of a random window of
 // [keyAt(lo), keyAt(hi)) for hex ids lo < hi; nil when the windows tried
 // are empty.
 func windowPick(scan scanFunc, keyAt func(id string) []byte) ([]byte, error) {
 	var key []byte
 	for _, width := range windowWidths {
-		x := mrand.IntN(windowSpace - width + 1)
-		end := windowEnd
-		if x+width < windowSpace {
-			end = fmt.Sprintf("%04x", x+width)
-		}
+		begin, end := window(width, keyAt)
 		seen := 0
-		err := scan(keyAt(fmt.Sprintf("%04x", x)), keyAt(end), kv.RangeOptions{Limit: pickBatch, KeysOnly: true}, func(k, _ []byte) error {
+		err := scan(begin, end, kv.RangeOptions{Limit: pickBatch, KeysOnly: true}, func(k, _ []byte) error {
 			seen++
 			if seen == 1 || mrand.IntN(seen) == 0 {
 				key = append(key[:0], k...)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/couchepi/couchepi/plugin/kv"
+	"github.com/couchepi/couchepi/plugin/kv/etcd"
+	"github.com/couchepi/couchepi/plugin/kv/etcd/etcdtest"
 )
 
 // TestAcceptFromWindows: a queue big enough to pick from windows of the id
@@ -79,23 +81,49 @@ func TestAcceptFromWindows(t *testing.T) {
 // TestChooseFromWindows: in a big tagged queue, Choose is still offered
 // every tag, small ones and ones added after the tags were listed (within
 // tagsTTL), and every job is accepted exactly once.
+// On etcd the picks of all tags are read in one request
+// (kv.BatchSnapshotTx).
 func TestChooseFromWindows(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		drain int // jobs accepted in all: every one on memory
+		open  func(t *testing.T) kv.Store
+	}{
+		{"memory", 3*pickBatch + 6, func(*testing.T) kv.Store { return kv.NewMemory() }},
+		{"etcd", 100, func(t *testing.T) kv.Store {
+			c := etcdtest.StartCluster(t, 1)
+			s, err := etcd.Open(context.Background(), etcd.Config{Endpoints: c.Endpoints()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := c.open(t)
+			defer s.Close()
+			testChooseFromWindows(t, s, c.drain)
+		})
+	}
+}
+
+func testChooseFromWindows(t *testing.T, s kv.Store, drain int) {
 	ctx := context.Background()
 	clock := newTestClock()
-	s := kv.NewMemory()
-	defer s.Close()
 	q := newQueue(t, s, Options{Now: clock.Now, Tag: func(_, _ string, data []byte) string { return string(data) }})
 	add := func(tag string, from, n int) {
-		err := q.Transact(ctx, func(tx *Tx) error {
-			for i := from; i < from+n; i++ {
-				if err := tx.Add(typ, benchID(i), []byte(tag), time.Time{}); err != nil {
-					return err
+		for ; n > 0; from, n = from+256, n-256 {
+			err := q.Transact(ctx, func(tx *Tx) error {
+				for i := from; i < from+min(n, 256); i++ {
+					if err := tx.Add(typ, benchID(i), []byte(tag), time.Time{}); err != nil {
+						return err
+					}
 				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
 			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
 		}
 	}
 	add("big", 0, 3*pickBatch)
@@ -138,8 +166,11 @@ func TestChooseFromWindows(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	for len(got) < 3*pickBatch+6 {
+	for len(got) < drain {
 		accept("big")
+	}
+	if drain < 3*pickBatch+6 {
+		return
 	}
 	if _, err := q.Accept(ctx, typ, AcceptOptions{NoWait: true, Choose: func([]Candidate) int { return 0 }}); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("accept on an empty queue: %v", err)

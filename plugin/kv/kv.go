@@ -71,6 +71,20 @@ type SnapshotTx interface {
 	AddReadConflictKey(key []byte) error
 }
 
+// BatchSnapshotTx is implemented by transactions of backends where one
+// request can carry many reads (etcd). SnapshotRanges does for each of rs
+// what SnapshotRange does, calling fn with the index in rs of the range a
+// pair belongs to, range after range, but asks for them all at once.
+type BatchSnapshotTx interface {
+	SnapshotRanges(rs []RangeRequest, fn func(i int, k, v []byte) error) error
+}
+
+// RangeRequest is one range read of a batch: [Begin, End) bounded by Opt.
+type RangeRequest struct {
+	Begin, End []byte
+	Opt        RangeOptions
+}
+
 // RangeOptions bounds a range read.
 type RangeOptions struct {
 	// Limit is the maximum number of keys returned; 0 means no limit.

@@ -56,6 +56,9 @@
 // range even when a limit returns few, so a limited read of a big range
 // costs in proportion to the range; keys-only ranges (RangeOptions.KeysOnly)
 // are answered from etcd's in-memory index without reading values.
+// SnapshotRanges (kv.BatchSnapshotTx) sends many range reads in one Txn
+// of reads, which etcd serves as one read: the job queue's pick over many
+// tags costs one round trip.
 //
 // # Limits and failures
 //

@@ -9,6 +9,7 @@ import (
 	"sort"
 
 	"github.com/couchepi/couchepi/plugin/kv"
+	etcdserverpb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -170,12 +171,24 @@ func (t *tx) rangeRead(begin, end []byte, opt kv.RangeOptions, track bool, fn fu
 		return t.err
 	}
 	own := t.ownKeys(begin, end, opt.Reverse)
+	return t.merge(t.newPager(begin, end, opt, len(own)), begin, end, own, opt, track, fn)
+}
+
+// newPager returns the pager of a range read with own buffered writes in
+// the range.
+func (t *tx) newPager(begin, end []byte, opt kv.RangeOptions, own int) *pager {
 	remote := &pager{t: t, begin: begin, end: end, reverse: opt.Reverse, keysOnly: opt.KeysOnly, page: pageSize}
-	if opt.Limit > 0 && opt.Limit+len(own) < pageSize {
+	if opt.Limit > 0 && opt.Limit+own < pageSize {
 		// One request serves the whole limit (the own writes may hide
 		// some of the pairs it returns).
-		remote.page = opt.Limit + len(own)
+		remote.page = opt.Limit + own
 	}
+	return remote
+}
+
+// merge runs a range read of [begin, end): remote's pairs merged with own,
+// the buffered writes in the range (in iteration order), which win.
+func (t *tx) merge(remote *pager, begin, end []byte, own []string, opt kv.RangeOptions, track bool, fn func(k, v []byte) error) error {
 	var last []byte
 	n := 0
 	exhausted := false
@@ -267,6 +280,17 @@ type pager struct {
 }
 
 func (p *pager) fill() error {
+	key, opts := p.request()
+	resp, err := p.t.read(key, opts...)
+	if err != nil {
+		return err
+	}
+	p.took((*etcdserverpb.RangeResponse)(resp))
+	return nil
+}
+
+// request returns the etcd key and options of the pager's next page.
+func (p *pager) request() (string, []clientv3.OpOption) {
 	dp := string(p.t.s.dataPrefix)
 	var etcdEnd string
 	if p.end == nil {
@@ -284,10 +308,12 @@ func (p *pager) fill() error {
 		// values from its backend.
 		opts = append(opts, clientv3.WithKeysOnly())
 	}
-	resp, err := p.t.read(dp+string(p.begin), opts...)
-	if err != nil {
-		return err
-	}
+	return dp + string(p.begin), opts
+}
+
+// took makes resp, the answer to request, the pager's next page.
+func (p *pager) took(resp *etcdserverpb.RangeResponse) {
+	dp := string(p.t.s.dataPrefix)
 	p.buf = resp.Kvs
 	p.done = !resp.More
 	if !p.keysOnly {
@@ -306,7 +332,6 @@ func (p *pager) fill() error {
 	if p.page < pageSize {
 		p.page *= 2
 	}
-	return nil
 }
 
 func (p *pager) peek() (k, v []byte, ok bool, err error) {
@@ -374,4 +399,72 @@ func (t *tx) Add(key []byte, delta int64) {
 	n := int64(binary.LittleEndian.Uint64(b[:])) + delta
 	binary.LittleEndian.PutUint64(b[:], uint64(n))
 	t.Set(key, b[:])
+}
+
+// SnapshotRanges implements kv.BatchSnapshotTx: the first page of every
+// range comes from one etcd request (a Txn of range reads, which etcd
+// serves as one read), so a batch costs one round trip instead of one per
+// range; later pages, if any, are read as SnapshotRange reads them.
+func (t *tx) SnapshotRanges(rs []kv.RangeRequest, fn func(i int, k, v []byte) error) error {
+	if t.err != nil {
+		return t.err
+	}
+	pagers := make([]*pager, len(rs))
+	owns := make([][]string, len(rs))
+	for i, r := range rs {
+		owns[i] = t.ownKeys(r.Begin, r.End, r.Opt.Reverse)
+		pagers[i] = t.newPager(r.Begin, r.End, r.Opt, len(owns[i]))
+	}
+	for start := 0; start < len(pagers); start += maxTxnOps {
+		part := pagers[start:min(start+maxTxnOps, len(pagers))]
+		resps, err := t.readMany(part)
+		if err != nil {
+			return err
+		}
+		for j, r := range resps {
+			part[j].took(r)
+		}
+	}
+	for i, r := range rs {
+		err := t.merge(pagers[i], r.Begin, r.End, owns[i], r.Opt, false, func(k, v []byte) error { return fn(i, k, v) })
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readMany reads the next page of every pager in one Txn, as read reads
+// one: the first read of a transaction is linearizable and fixes its
+// revision, later ones are serializable at that revision.
+func (t *tx) readMany(pagers []*pager) ([]*etcdserverpb.RangeResponse, error) {
+	send := func(extra ...clientv3.OpOption) (*clientv3.TxnResponse, error) {
+		ops := make([]clientv3.Op, len(pagers))
+		for i, p := range pagers {
+			key, opts := p.request()
+			ops[i] = clientv3.OpGet(key, append(opts, extra...)...)
+		}
+		return t.s.cli.Txn(t.ctx).Then(ops...).Commit()
+	}
+	var resp *clientv3.TxnResponse
+	var err error
+	if t.rev == 0 {
+		resp, err = send()
+	} else {
+		resp, err = send(clientv3.WithRev(t.rev), clientv3.WithSerializable())
+		if errors.Is(err, rpctypes.ErrFutureRev) {
+			resp, err = send(clientv3.WithRev(t.rev))
+		}
+	}
+	if err != nil {
+		return nil, readErr(err)
+	}
+	if t.rev == 0 {
+		t.rev = resp.Header.Revision
+	}
+	out := make([]*etcdserverpb.RangeResponse, len(resp.Responses))
+	for i, r := range resp.Responses {
+		out[i] = r.GetResponseRange()
+	}
+	return out, nil
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -24,6 +25,7 @@ func Run(t *testing.T, open func(t *testing.T) kv.Store) {
 		{"ClearRange", testClearRange},
 		{"Range", testRange},
 		{"RangeKeysOnly", testRangeKeysOnly},
+		{"SnapshotRanges", testSnapshotRanges},
 		{"Add", testAdd},
 		{"ConcurrentAdd", testConcurrentAdd},
 		{"SerializableReadModifyWrite", testSerializable},
@@ -177,6 +179,80 @@ var errRollback = errors.New("roll back")
 // one (values may be left out), reads through the transaction's own
 // writes, and a later Get in the same transaction still sees the value
 // (a store that cached the keys-only pairs would answer empty values).
+// testSnapshotRanges checks, on backends that batch range reads, that a
+// batch returns what each SnapshotRange would, own writes included, and
+// that its first read fixes the snapshot later reads see.
+func testSnapshotRanges(t *testing.T, s kv.Store) {
+	ctx := context.Background()
+	set(t, s, "a1", "1", "a2", "2", "a3", "3", "b1", "1", "b2", "2", "c1", "1")
+	rs := []kv.RangeRequest{
+		{Begin: []byte("a"), End: []byte("b"), Opt: kv.RangeOptions{}},
+		{Begin: []byte("a"), End: []byte("b"), Opt: kv.RangeOptions{Limit: 2, KeysOnly: true}},
+		{Begin: []byte("b"), End: []byte("c"), Opt: kv.RangeOptions{Reverse: true}},
+		{Begin: []byte("c"), End: []byte("d"), Opt: kv.RangeOptions{Limit: 1}},
+		{Begin: []byte("x"), End: []byte("y")},
+		{Begin: []byte("a"), End: nil, Opt: kv.RangeOptions{Limit: 3}},
+	}
+	batches := false
+	s.Update(ctx, func(tx kv.Tx) error {
+		_, batches = tx.(kv.BatchSnapshotTx)
+		return errRollback
+	})
+	if !batches {
+		t.Skip("the backend does not batch range reads")
+	}
+	err := s.Update(ctx, func(tx kv.Tx) error {
+		batch, snap := tx.(kv.BatchSnapshotTx), tx.(kv.SnapshotTx)
+		first := true
+		for _, own := range []bool{false, true} {
+			if own {
+				tx.Set([]byte("a15"), []byte("15"))
+				tx.Clear([]byte("a2"))
+				tx.Set([]byte("c0"), []byte("0"))
+			}
+			got := make([][]string, len(rs))
+			err := batch.SnapshotRanges(rs, func(i int, k, v []byte) error {
+				got[i] = append(got[i], string(k)+"="+string(v))
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			if first {
+				// Written after the batch's first read: not seen by
+				// this transaction's reads.
+				set(t, s, "a0", "0", "b3", "3")
+				first = false
+			}
+			for i, r := range rs {
+				var want []string
+				err := snap.SnapshotRange(r.Begin, r.End, r.Opt, func(k, v []byte) error {
+					want = append(want, string(k)+"="+string(v))
+					return nil
+				})
+				if err != nil {
+					return err
+				}
+				if r.Opt.KeysOnly {
+					for j := range got[i] {
+						got[i][j], _, _ = strings.Cut(got[i][j], "=")
+					}
+					for j := range want {
+						want[j], _, _ = strings.Cut(want[j], "=")
+					}
+				}
+				if fmt.Sprint(got[i]) != fmt.Sprint(want) {
+					t.Errorf("own writes %v, range %d: batch %v, SnapshotRange %v", own, i, got[i], want)
+				}
+			}
+		}
+		return errRollback
+	})
+	if !errors.Is(err, errRollback) {
+		t.Fatal(err)
+	}
+}
+
 func testRangeKeysOnly(t *testing.T, s kv.Store) {
 	set(t, s, "k1", "1", "k2", "2", "k3", "3", "k4", "4")
 	end := []byte(kv.PrefixEnd([]byte("k")))

@@ -2,6 +2,7 @@ package kv
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
 )
@@ -27,3 +28,12 @@ func (v Versionstamp) Compare(w Versionstamp) int { return bytes.Compare(v[:], w
 
 // String returns the versionstamp in hex.
 func (v Versionstamp) String() string { return hex.EncodeToString(v[:]) }
+
+// Placeholder returns a random versionstamp for a backend that learns a
+// transaction's stamp only at commit (FoundationDB, etcd) to hand out
+// and replace: 80 random bits, which no real key or value holds by chance.
+func Placeholder() Versionstamp {
+	var p Versionstamp
+	rand.Read(p[:])
+	return p
+}

@@ -3,7 +3,6 @@ package etcd
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/binary"
 	"sync/atomic"
 	"time"
@@ -105,8 +104,7 @@ func counterBytes(n uint64) []byte { return binary.BigEndian.AppendUint64(nil, n
 // with it read back within the transaction with the placeholder in them.
 func (t *tx) Versionstamp() kv.Versionstamp {
 	if t.stamp == nil {
-		var p kv.Versionstamp
-		rand.Read(p[:])
+		p := kv.Placeholder()
 		t.stamp = &p
 	}
 	return *t.stamp

@@ -8,7 +8,6 @@ package fdb
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -285,8 +284,7 @@ func (t *tx) Add(key []byte, delta int64) {
 // operations. Such keys are not readable until the transaction commits.
 func (t *tx) Versionstamp() kv.Versionstamp {
 	if t.placeholder == nil {
-		var p kv.Versionstamp
-		rand.Read(p[:])
+		p := kv.Placeholder()
 		t.placeholder = &p
 	}
 	return *t.placeholder

@@ -81,6 +81,8 @@ var (
 	parks            = desc("couchepi_replicator_jobs_parks_total", "Continuous jobs parked (caught up and idle) until their source changes.")
 	wakes            = desc("couchepi_replicator_jobs_wakes_total", "Parked jobs woken because their source changed.")
 	handoffs         = desc("couchepi_replicator_jobs_slot_handoffs_total", "Slots handed on by caught-up continuous jobs to jobs waiting for one.")
+	sharedReads      = desc("couchepi_replicator_shared_changes_reads_total", "Reads of a source's changes served by another replication's read of it.")
+	sharedDocs       = desc("couchepi_replicator_shared_docs_total", "Revisions served from another replication's fetch of the same source.")
 )
 
 var allDescs = []*prometheus.Desc{
@@ -89,7 +91,7 @@ var allDescs = []*prometheus.Desc{
 	jobsAdds, jobsDuplicateAdds, jobsRemoves, jobsStarts, jobsStops, jobsCrashes, failedStarts,
 	changesReadFailures, workersStarted, dbScans, completedUpdates, failedUpdates, connectionCreates,
 	jobsByState, docsRead, docsWritten, docWriteFailures, revsChecked, missingFound, changesRead,
-	tooManyRequests, backoffs, maxBackoffs, retries, parks, wakes, handoffs,
+	tooManyRequests, backoffs, maxBackoffs, retries, parks, wakes, handoffs, sharedReads, sharedDocs,
 }
 
 // Collector is a prometheus.Collector of the replicator's metrics.
@@ -175,6 +177,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(changesRead, float64(t.ChangesRead))
 	counter(changesReadFailures, float64(t.ChangesReadFailures))
 	counter(workersStarted, float64(t.WorkersStarted))
+	counter(sharedReads, float64(t.SharedReads))
+	counter(sharedDocs, float64(t.SharedDocs))
 
 	fc, jc := frontend.ReadCounts(), jobserver.ReadCounts()
 	counter(jobsAdds, float64(fc.JobsAdded))

@@ -60,7 +60,19 @@ type changesReader struct {
 	sent    atomic.Pointer[json.RawMessage]
 	rows    int
 	quiet   *atomic.Bool
+	// contendedAt is when the reader last saw a job waiting for a slot;
+	// record collects a round's rows for sharing (see shared.go).
+	contendedAt time.Time
+	record      *[]change
+	// rounds is set while the reader reads in rounds (see run.batcher).
+	rounds atomic.Bool
 }
+
+// roundLinger is how long after the last wait for a slot a run keeps
+// reading in rounds (on its source's signal, without a feed) rather than
+// reopening its continuous feed: under load the line empties and fills
+// again all the time.
+const roundLinger = 5 * time.Second
 
 // run reads from since until the feed ends (one-shot) or ctx is done (continuous).
 // It closes out when it returns.
@@ -83,7 +95,7 @@ func (r *changesReader) run(ctx context.Context, since json.RawMessage) error {
 		// While another job waits for a slot, read in rounds (see pass).
 		round := false
 		var changed <-chan struct{}
-		if r.slot != nil && !unwatched && isClosed(r.slot.Contended()) {
+		if r.slot != nil && !unwatched && r.contended() {
 			var ok bool
 			if changed, ok = r.slot.Next(); ok { // armed before the read
 				round = true
@@ -91,15 +103,16 @@ func (r *changesReader) run(ctx context.Context, since json.RawMessage) error {
 				unwatched = true
 			}
 		}
+		r.rounds.Store(round)
 		var progressed, interrupted bool
 		var last json.RawMessage
 		var err error
 		rows := r.rows
 		if round {
-			progressed, last, err = r.request(ctx, since, true)
+			progressed, last, err = r.readRound(ctx, since, changed)
 		} else {
 			rctx, stop := r.interruptible(ctx, unwatched)
-			progressed, last, err = r.request(rctx, since, false)
+			progressed, last, err = r.request(rctx, since, 0)
 			interrupted = stop()
 		}
 		if last != nil {
@@ -166,10 +179,20 @@ func isClosed(ch <-chan struct{}) bool {
 	}
 }
 
+// contended reports whether a job waits for a slot now or did a moment
+// ago (roundLinger).
+func (r *changesReader) contended() bool {
+	if isClosed(r.slot.Contended()) {
+		r.contendedAt = time.Now()
+		return true
+	}
+	return time.Since(r.contendedAt) < roundLinger
+}
+
 // interruptible returns the context of a continuous feed request of a
-// run sharing a slot: it is cancelled once another job waits for a slot
-// and everything read so far is replicated, so that the run reads in
-// rounds. stop ends the watch and reports whether it cancelled.
+// run sharing a slot: it is cancelled as soon as another job waits for a
+// slot, so that the run reads in rounds and hands its slot on after
+// each. stop ends the watch and reports whether it cancelled.
 func (r *changesReader) interruptible(ctx context.Context, off bool) (context.Context, func() bool) {
 	if r.slot == nil || off {
 		return ctx, func() bool { return false }
@@ -182,19 +205,9 @@ func (r *changesReader) interruptible(ctx context.Context, off bool) (context.Co
 		defer close(done)
 		select {
 		case <-contended:
+			fired.Store(true)
+			cancel()
 		case <-rctx.Done():
-			return
-		}
-		for {
-			seq := *r.sent.Load()
-			if r.through(rctx, seq) != nil {
-				return
-			}
-			if bytes.Equal(seq, *r.sent.Load()) {
-				fired.Store(true)
-				cancel()
-				return
-			}
 		}
 	}()
 	return rctx, func() bool {
@@ -204,35 +217,93 @@ func (r *changesReader) interruptible(ctx context.Context, off bool) (context.Co
 	}
 }
 
-// pass ends a round: once everything read is replicated, and if another
-// job waits for a slot, it hands the slot on, waits for a change of the
+// readRound reads the changes after since, at most roundRows of them:
+// first from the window of recent changes that runs of the same source
+// share (shared.go), then from the source, extending the window.
+func (r *changesReader) readRound(ctx context.Context, since json.RawMessage, changed <-chan struct{}) (bool, json.RawMessage, error) {
+	key := r.sharedKey()
+	if key == "" {
+		return r.request(ctx, since, r.roundRows())
+	}
+	limit := r.roundRows()
+	rows, atEnd, ok := sharedGet(key, since, changed, limit)
+	var last json.RawMessage
+	if ok {
+		totals.sharedReads.Add(1)
+		for _, c := range rows {
+			if err := r.emit(ctx, c); err != nil {
+				return last != nil, last, err
+			}
+			last, since = c.Seq, c.Seq
+		}
+		if atEnd || len(rows) >= limit {
+			return last != nil, last, nil
+		}
+	}
+	var read []change
+	r.record = &read
+	progressed, l, err := r.request(ctx, since, limit-len(rows))
+	r.record = nil
+	if l != nil {
+		last = l
+	}
+	if err == nil && len(read) < limit-len(rows) {
+		sharedPut(key, since, read, changed)
+	}
+	return progressed || len(rows) > 0, last, err
+}
+
+// pass ends a round once everything read is replicated. If another job
+// waits for a slot, it hands the slot on, waits for a change of the
 // source (armed before the round's read, so none is missed; not at all
-// when the round left changes unread) and then for a slot.
+// when the round left changes unread) and then for a slot. If one waited
+// a moment ago, it waits for a change holding its slot, without a feed.
+// Otherwise the run goes back to its continuous feed.
 func (r *changesReader) pass(ctx context.Context, changed <-chan struct{}, more bool) error {
 	if err := r.through(ctx, *r.sent.Load()); err != nil {
 		return err
 	}
-	if !isClosed(r.slot.Contended()) {
-		return nil
-	}
-	r.quiet.Store(true)
-	defer r.quiet.Store(false)
-	r.slot.Release()
-	if !more {
+	for {
+		contended := r.slot.Contended()
+		if isClosed(contended) {
+			r.contendedAt = time.Now()
+			r.quiet.Store(true)
+			defer r.quiet.Store(false)
+			r.slot.Release()
+			if !more {
+				select {
+				case <-changed:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			return r.slot.Acquire(ctx)
+		}
+		linger := roundLinger - time.Since(r.contendedAt)
+		if more || linger <= 0 {
+			return nil
+		}
+		t := time.NewTimer(linger)
 		select {
 		case <-changed:
+			t.Stop()
+			return nil
+		case <-contended:
+			t.Stop()
+		case <-t.C:
+			return nil
 		case <-ctx.Done():
+			t.Stop()
 			return ctx.Err()
 		}
 	}
-	return r.slot.Acquire(ctx)
 }
 
-// query builds the _changes query string and body for since; a round
-// reads a normal feed of at most roundRows changes.
-func (r *changesReader) query(since json.RawMessage, round bool) (string, []byte) {
+// query builds the _changes query string and body for since; a limit
+// (a round) reads a normal feed of at most that many changes.
+func (r *changesReader) query(since json.RawMessage, limit int) (string, []byte) {
 	feed := "normal"
-	if r.rep.Continuous && !round {
+	if r.rep.Continuous && limit == 0 {
 		feed = "continuous"
 	}
 	style := "all_docs"
@@ -241,8 +312,8 @@ func (r *changesReader) query(since json.RawMessage, round bool) (string, []byte
 	}
 	timeout := max(1000, r.rep.ConnectionTimeout/3)
 	q := "feed=" + feed + "&style=" + style + "&since=" + url.QueryEscape(seqString(since)) + "&timeout=" + strconv.Itoa(timeout)
-	if round {
-		q += "&limit=" + strconv.Itoa(r.roundRows())
+	if limit > 0 {
+		q += "&limit=" + strconv.Itoa(limit)
 	}
 	var body []byte
 	switch {
@@ -291,8 +362,8 @@ func queryParams(raw json.RawMessage, view bool) string {
 
 // request runs one _changes request. It reports whether any row arrived and the
 // last seq seen (a row's seq, or the feed's last_seq in continuous mode).
-func (r *changesReader) request(ctx context.Context, since json.RawMessage, round bool) (bool, json.RawMessage, error) {
-	q, body := r.query(since, round)
+func (r *changesReader) request(ctx context.Context, since json.RawMessage, limit int) (bool, json.RawMessage, error) {
+	q, body := r.query(since, limit)
 	req := &couchclient.Request{Method: http.MethodGet, Path: "_changes", Query: q, Feed: true}
 	if body != nil {
 		req.Method = http.MethodPost
@@ -308,14 +379,14 @@ func (r *changesReader) request(ctx context.Context, since json.RawMessage, roun
 		// No POST _changes: read the whole feed and keep the doc_ids here.
 		drainClose(resp)
 		r.clientFilter = true
-		return r.request(ctx, since, round)
+		return r.request(ctx, since, limit)
 	}
 	if resp.StatusCode != http.StatusOK {
 		e := statusError("changes_req_failed", resp, req.Method, r.src.RedactedURL()+"_changes")
 		e.Fatal = resp.StatusCode/100 == 4
 		return false, nil, e
 	}
-	if r.rep.Continuous && !round {
+	if r.rep.Continuous && limit == 0 {
 		return r.readContinuous(ctx, json.NewDecoder(resp.Body), since)
 	}
 	return r.readNormal(ctx, resp.Body)
@@ -376,6 +447,9 @@ func (r *changesReader) readNormal(ctx context.Context, body io.Reader) (bool, j
 	err := f.rows(func(c change) error {
 		if c.ID == "" {
 			return nil
+		}
+		if r.record != nil {
+			*r.record = append(*r.record, c)
 		}
 		if err := r.emit(ctx, c); err != nil {
 			return err

@@ -34,7 +34,7 @@ func TestChangesQuery(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &changesReader{rep: &tc.rep}
-			q, body := r.query(json.RawMessage(tc.since), false)
+			q, body := r.query(json.RawMessage(tc.since), 0)
 			if q != tc.wantQ || string(body) != tc.wantBody {
 				t.Fatalf("got %q %s\nwant %q %s", q, body, tc.wantQ, tc.wantBody)
 			}

@@ -39,6 +39,7 @@ type run struct {
 
 	repID     parse.RepID
 	sessionID string
+	srcKey    string // endpointKey of the source, for sharing fetched revisions
 	startTime time.Time
 	startSeq  json.RawMessage
 
@@ -92,6 +93,7 @@ func Run(ctx context.Context, rep *parse.Rep, opts Options) (*Result, error) {
 		src:             opts.Pool.Endpoint(rep.Source, rep),
 		tgt:             opts.Pool.Endpoint(rep.Target, rep),
 		sessionID:       newSessionID(),
+		srcKey:          endpointKey(rep),
 		startTime:       time.Now(),
 		missingDocRetry: missingDocRetry,
 	}
@@ -274,7 +276,12 @@ func (r *run) loop(parent context.Context) (*Result, error) {
 	// The batcher drains the feed into a growing batch while workers are
 	// busy, so the reader needs only a batch of buffer; more would be
 	// memory held by each of hundreds of running jobs.
-	changes := make(chan change, min(batchSize, 1024))
+	buffer := min(batchSize, 1024)
+	if r.rep.Continuous && r.opts.Slot != nil {
+		// Thousands of these may run at once, mostly reading small rounds.
+		buffer = min(buffer, 128)
+	}
+	changes := make(chan change, buffer)
 	batches := make(chan *batch)
 	reader := &changesReader{src: r.src, rep: r.rep, log: r.log, out: changes, wait: 250 * time.Millisecond,
 		maxIDLen: r.opts.MaxDocumentIDLength, onIDTooLong: func() { r.stats.docWriteFailures.Add(1) },
@@ -288,7 +295,7 @@ func (r *run) loop(parent context.Context) (*Result, error) {
 			fail(err)
 		}
 	}()
-	go r.batcher(readerCtx, changes, batches, batchSize)
+	go r.batcher(readerCtx, changes, batches, batchSize, &reader.rounds)
 
 	var wg sync.WaitGroup
 	totals.workersStarted.Add(int64(workers))
@@ -369,8 +376,11 @@ func (r *run) loop(parent context.Context) (*Result, error) {
 // batcher groups changes into batches of up to size, numbered in feed order.
 // A batch is handed to the first idle worker; while every worker is busy it
 // keeps growing, so a slow worker pool gets full batches and an idle one gets
-// changes without delay.
-func (r *run) batcher(ctx context.Context, in <-chan change, out chan<- *batch, size int) {
+// changes without delay. While rounds is set (the reader of a run sharing
+// a slot reads in rounds), a batch is handed on only once no change has
+// come for drainWait, so that a round's changes make one batch (one
+// _bulk_docs), not one per idle worker.
+func (r *run) batcher(ctx context.Context, in <-chan change, out chan<- *batch, size int, rounds *atomic.Bool) {
 	defer close(out)
 	send := func(b *batch) bool {
 		select {
@@ -381,6 +391,27 @@ func (r *run) batcher(ctx context.Context, in <-chan change, out chan<- *batch, 
 		}
 	}
 	var b *batch
+	// take adds c to b, or hands b on and completes a marker; false when
+	// the batcher is done.
+	take := func(c change, ok bool) bool {
+		r.lastChange.Store(time.Now().UnixNano())
+		switch {
+		case !ok:
+			send(b)
+			return false
+		case c.ID == "" && c.LastSeq != nil:
+			if !send(b) {
+				return false
+			}
+			b = nil
+			r.tracker.complete(r.tracker.add(), c.LastSeq)
+		default:
+			b.changes, b.lastSeq = append(b.changes, c), c.Seq
+		}
+		return true
+	}
+	drainT := time.NewTimer(time.Hour)
+	defer drainT.Stop()
 	for {
 		if b == nil {
 			c, ok := <-in
@@ -392,7 +423,9 @@ func (r *run) batcher(ctx context.Context, in <-chan change, out chan<- *batch, 
 				r.tracker.complete(r.tracker.add(), c.LastSeq)
 				continue
 			}
-			b = &batch{ord: r.tracker.add(), changes: make([]change, 0, size)}
+			// Sized to what is waiting, not to size: a batch of a change or
+			// two is common, and size (500) changes are 50 KB of garbage.
+			b = &batch{ord: r.tracker.add(), changes: make([]change, 0, min(size, len(in)+1))}
 			b.changes, b.lastSeq = append(b.changes, c), c.Seq
 		}
 		if len(b.changes) >= size {
@@ -402,29 +435,35 @@ func (r *run) batcher(ctx context.Context, in <-chan change, out chan<- *batch, 
 			b = nil
 			continue
 		}
+		if rounds.Load() {
+			drainT.Reset(drainWait)
+			select {
+			case c, ok := <-in:
+				if !take(c, ok) {
+					return
+				}
+				continue
+			case <-drainT.C:
+			case <-ctx.Done():
+				return
+			}
+		}
 		select {
 		case out <- b:
 			b = nil
 		case c, ok := <-in:
-			r.lastChange.Store(time.Now().UnixNano())
-			switch {
-			case !ok:
-				send(b)
+			if !take(c, ok) {
 				return
-			case c.ID == "" && c.LastSeq != nil:
-				if !send(b) {
-					return
-				}
-				b = nil
-				r.tracker.complete(r.tracker.add(), c.LastSeq)
-			default:
-				b.changes, b.lastSeq = append(b.changes, c), c.Seq
 			}
 		case <-ctx.Done():
 			return
 		}
 	}
 }
+
+// drainWait is how long the batcher of a run sharing a slot waits for more
+// of a round's changes before handing a batch on.
+const drainWait = 2 * time.Millisecond
 
 // idleNotice is how long a caught-up continuous run receives nothing
 // before OnIdle(true).

@@ -24,13 +24,17 @@ type Totals struct {
 	// WorkersStarted counts the document workers runs started
 	// (couch_replicator.workers_started).
 	WorkersStarted int64
+	// SharedReads counts rounds served by another run's read of the
+	// same source; SharedDocs, revisions another run had fetched
+	// (couchepi's).
+	SharedReads, SharedDocs int64
 }
 
 // totals holds the live process-wide sums.
 var totals struct {
 	docsRead, docsWritten, docWriteFailures, missingChecked, missingFound atomic.Int64
 	changesRead, checkpointsSuccess, checkpointsFailure                   atomic.Int64
-	changesReadFailures, workersStarted                                   atomic.Int64
+	changesReadFailures, workersStarted, sharedReads, sharedDocs          atomic.Int64
 }
 
 // ReadTotals returns the process-wide sums of all runs so far.
@@ -46,6 +50,8 @@ func ReadTotals() Totals {
 		CheckpointsFailure:  totals.checkpointsFailure.Load(),
 		ChangesReadFailures: totals.changesReadFailures.Load(),
 		WorkersStarted:      totals.workersStarted.Load(),
+		SharedReads:         totals.sharedReads.Load(),
+		SharedDocs:          totals.sharedDocs.Load(),
 	}
 }
 

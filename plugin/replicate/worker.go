@@ -189,8 +189,27 @@ func (r *run) useBulkGet() bool {
 // to w share the answer's buffer, which is appended to held: the caller
 // releases it once w has written them.
 func (r *run) bulkGet(ctx context.Context, revs []missingRev, w *bulkWriter, held *[]*http.Response) ([]missingRev, error) {
-	body := bulkGetBody(revs)
 	r.stats.bulkGetAttempts.Add(int64(len(revs)))
+	// Revisions another run of the same source just fetched (shared.go).
+	need := revs[:0:0]
+	for _, m := range revs {
+		doc, ok := sharedDoc(revKey(r.srcKey, m.id, m.rev))
+		if !ok {
+			need = append(need, m)
+			continue
+		}
+		r.stats.docsRead.Add(1)
+		r.stats.bulkGetDocs.Add(1)
+		totals.sharedDocs.Add(1)
+		if err := w.add(ctx, doc); err != nil {
+			return nil, err
+		}
+	}
+	if len(need) == 0 {
+		return nil, nil
+	}
+	revs = need
+	body := bulkGetBody(revs)
 	resp, err := r.src.Do(ctx, &couchclient.Request{Buffer: true, Reuse: true,
 		Method: http.MethodPost, Path: "_bulk_get", Query: "latest=true&revs=true&attachments=false", Body: body,
 		Header: http.Header{"Content-Type": {"application/json"}},
@@ -236,6 +255,7 @@ func (r *run) bulkGet(ctx context.Context, revs []missingRev, w *bulkWriter, hel
 		}
 		got++
 		r.stats.docsRead.Add(1)
+		shareDoc(revKey(r.srcKey, m.id, m.rev), results[i].Docs[0].OK)
 		if err := w.add(ctx, results[i].Docs[0].OK); err != nil {
 			return nil, err
 		}

@@ -1,0 +1,100 @@
+package replicate
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// TestSharedWindow: a source's window of recent changes serves any run
+// whose since is in it; its end counts as the source's end only for a run
+// armed with the same, still open, signal; reads that go on from the end
+// extend it.
+func TestSharedWindow(t *testing.T) {
+	key := t.Name()
+	rows := func(from, to int) []change {
+		var out []change
+		for i := from; i <= to; i++ {
+			out = append(out, change{Seq: json.RawMessage(fmt.Sprint(i)), ID: fmt.Sprintf("d%d", i)})
+		}
+		return out
+	}
+	seq := func(i int) json.RawMessage { return json.RawMessage(fmt.Sprint(i)) }
+	ch1, ch2, other := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	type get struct {
+		since   int
+		changed chan struct{}
+		limit   int
+		want    string // ids served, "miss" when since is not in the window
+		atEnd   bool
+	}
+	steps := []struct {
+		name string
+		do   func()
+		gets []get
+	}{
+		{"nothing kept", nil, []get{{0, ch1, 10, "miss", false}}},
+		{"a read from 0 to the end", func() { sharedPut(key, seq(0), rows(1, 3), ch1) }, []get{
+			{0, ch1, 10, "d1 d2 d3", true},
+			{2, ch1, 10, "d3", true},
+			{3, ch1, 10, "", true},
+			{0, ch1, 2, "d1 d2", false}, // more than the limit: not the end
+			{3, other, 10, "", false},   // armed with another signal: read on
+			{7, ch1, 10, "miss", false},
+		}},
+		{"the signal fired: the end is no longer the source's", func() { close(ch1) }, []get{
+			{1, ch1, 10, "d2 d3", false},
+		}},
+		{"a read on from the end extends the window", func() { sharedPut(key, seq(3), rows(4, 5), ch2) }, []get{
+			{1, ch2, 10, "d2 d3 d4 d5", true},
+			{5, ch2, 10, "", true},
+		}},
+		{"a read from inside the window changes nothing", func() { sharedPut(key, seq(2), rows(3, 6), ch2) }, []get{
+			{5, ch2, 10, "", true},
+		}},
+	}
+	for _, st := range steps {
+		if st.do != nil {
+			st.do()
+		}
+		for _, g := range st.gets {
+			got, atEnd, ok := sharedGet(key, seq(g.since), g.changed, g.limit)
+			var ids []string
+			for _, c := range got {
+				ids = append(ids, c.ID)
+			}
+			s := strings.Join(ids, " ")
+			if !ok {
+				s = "miss"
+			}
+			if s != g.want || atEnd != g.atEnd {
+				t.Errorf("%s: get since %d: %q at end %v, want %q at end %v", st.name, g.since, s, atEnd, g.want, g.atEnd)
+			}
+		}
+	}
+}
+
+// TestSharedDocs: a fetched revision is served by id and rev to runs of
+// the same source, the oldest forgotten first beyond sharedDocs.
+func TestSharedDocs(t *testing.T) {
+	src := t.Name()
+	shareDoc(revKey(src, "a", "1-x"), json.RawMessage(`{"_id":"a"}`))
+	if doc, ok := sharedDoc(revKey(src, "a", "1-x")); !ok || string(doc) != `{"_id":"a"}` {
+		t.Fatalf("kept revision: %s, %v", doc, ok)
+	}
+	for _, k := range []string{revKey(src, "a", "2-y"), revKey(src+"other", "a", "1-x")} {
+		if _, ok := sharedDoc(k); ok {
+			t.Fatalf("%q served", k)
+		}
+	}
+	for i := 0; i < sharedDocs; i++ {
+		shareDoc(revKey(src, fmt.Sprint(i), "1-x"), json.RawMessage(`{}`))
+	}
+	if _, ok := sharedDoc(revKey(src, "a", "1-x")); ok {
+		t.Fatal("oldest revision still kept beyond sharedDocs")
+	}
+	if _, ok := sharedDoc(revKey(src, fmt.Sprint(sharedDocs-1), "1-x")); !ok {
+		t.Fatal("newest revision not kept")
+	}
+}

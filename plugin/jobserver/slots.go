@@ -9,13 +9,13 @@ import (
 
 // Slots: max_jobs bounds the workers that hold a slot, the ones
 // replicating. A continuous job whose source can be watched (the jobs
-// that may park) is gated: once it has caught up, while another job waits
-// for a slot, it hands its slot on and reads nothing (quiet) until its
-// source changes, then waits in turn for a slot (replicate.Slot). A
-// quiet job stays accepted, with its replication's state in memory, so
-// coming back costs one _changes read, not a park and a restart. At most
-// max_jobs jobs are quiet; beyond that the one quiet the longest is
-// parked.
+// that may park) is gated: while another job waits for a slot it reads in
+// rounds, and after each round hands its slot on and reads nothing
+// (quiet) until its source changes, then waits in turn for a slot
+// (replicate.Slot). A quiet job stays accepted, with its replication's
+// state in memory, so coming back costs one _changes read, not a park and
+// a restart. At most max_jobs jobs are quiet; beyond that the one quiet
+// the longest is parked.
 
 // SourceWatch signals the changes of one source to a quiet job (package
 // park's Watch).

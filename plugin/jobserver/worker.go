@@ -101,9 +101,21 @@ func (w *worker) run() {
 		return
 	}
 	if w.needSlot {
-		ctx, cancel := context.WithTimeout(s.ctx, slotWait)
-		err := s.acquire(ctx, w)
-		cancel()
+		// A stop (shutdown, removal) ends the wait too.
+		ctx, cancel := context.WithCancelCause(s.ctx)
+		w.mu.Lock()
+		w.cancel = cancel
+		if w.cause != nil {
+			cancel(w.cause)
+		}
+		w.mu.Unlock()
+		tctx, cancelT := context.WithTimeout(ctx, slotWait)
+		err := s.acquire(tctx, w)
+		cancelT()
+		w.mu.Lock()
+		w.cancel = nil
+		w.mu.Unlock()
+		cancel(nil)
 		if err != nil && w.stopCause() == nil {
 			w.requeue(rec, errShutdown) // no slot came free: give the job back
 			return

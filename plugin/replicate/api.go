@@ -66,11 +66,11 @@ type Options struct {
 	// shorter), and with false when a change arrives after that.
 	OnIdle func(idle bool)
 	// Slot, when set, lets a continuous run share the job server's slots
-	// (max_jobs): it holds one while it replicates. Once caught up, while
-	// another job waits for a slot, it reads the source in rounds: it
-	// reads what is there, replicates it, hands its slot on and reads
-	// nothing until the source changes, then waits for a slot again. nil:
-	// the run reads its continuous feed throughout.
+	// (max_jobs): it holds one while it replicates. While another job
+	// waits for a slot, it reads the source in rounds: it reads what is
+	// there, replicates it, hands its slot on and reads nothing until the
+	// source changes, then waits for a slot again. nil: the run reads its
+	// continuous feed throughout.
 	Slot Slot
 	// MissingDocRetry is `[replicator] missing_doc_retry_msec`: how long to
 	// wait before refetching a revision the source answered `{"missing":…}`

@@ -482,7 +482,12 @@ func (r *run) idleLoop(ctx context.Context, buffered chan change, park func()) {
 	if after > 0 {
 		notice = min(notice, after)
 	}
-	t := time.NewTicker(min(max(notice/4, 50*time.Millisecond), time.Second))
+	tick := min(max(notice/4, 50*time.Millisecond), time.Second)
+	if r.opts.OnIdle == nil {
+		// Only parking to time: thousands of runs need not wake 4 times a second.
+		tick = min(max(after/16, 50*time.Millisecond), 5*time.Second)
+	}
+	t := time.NewTicker(tick)
 	defer t.Stop()
 	r.lastChange.Store(time.Now().UnixNano())
 	idle := false

@@ -25,11 +25,12 @@ import (
 // Revisions fetched with _bulk_get are shared the same way (docs below),
 // keyed by id and rev.
 
-// sharedRows bounds the rows a window keeps (the oldest go first).
-const sharedRows = 4096
-
-// sharedSources bounds the sources whose windows are kept.
-const sharedSources = 16384
+// sharedRows bounds the rows a window keeps (the oldest go first);
+// sharedTotalRows the rows of all windows (about 100 bytes each).
+const (
+	sharedRows      = 1024
+	sharedTotalRows = 64 << 10
+)
 
 // window is the recent changes of one source.
 type window struct {
@@ -42,6 +43,7 @@ type window struct {
 var sharedChanges = struct {
 	mu      sync.Mutex
 	windows map[string]*window
+	rows    int // in all windows
 }{windows: map[string]*window{}}
 
 // sharedKey names what the reader reads, for sharing: the source endpoint
@@ -115,12 +117,15 @@ func sharedPut(key string, since json.RawMessage, rows []change, changed <-chan 
 	if w != nil {
 		switch i := w.find(since); {
 		case i == len(w.rows):
+			sharedChanges.rows -= len(w.rows)
 			w.rows = append(w.rows, rows...)
 			if n := len(w.rows) - sharedRows; n > 0 {
 				w.since = w.rows[n-1].Seq
 				w.rows = append([]change(nil), w.rows[n:]...)
 			}
+			sharedChanges.rows += len(w.rows)
 			w.endChanged = changed
+			boundWindows()
 			return
 		case i >= 0:
 			return // a read from inside the window: it has nothing newer to say
@@ -129,17 +134,33 @@ func sharedPut(key string, since json.RawMessage, rows []change, changed <-chan 
 	if len(rows) > sharedRows {
 		return
 	}
-	if len(sharedChanges.windows) >= sharedSources {
+	if w != nil {
+		sharedChanges.rows -= len(w.rows) + 1
+	}
+	// An empty window still says "nothing after since" to the others.
+	sharedChanges.windows[key] = &window{since: since, rows: rows, endChanged: changed}
+	sharedChanges.rows += len(rows) + 1
+	boundWindows()
+}
+
+// boundWindows drops windows while the windows hold more than
+// sharedTotalRows rows, the ones past their signal first. Callers hold
+// sharedChanges.mu.
+func boundWindows() {
+	if sharedChanges.rows <= sharedTotalRows {
+		return
+	}
+	for _, stale := range []bool{true, false} {
 		for k, w := range sharedChanges.windows {
-			if isClosed(w.endChanged) {
+			if sharedChanges.rows <= sharedTotalRows*3/4 {
+				return
+			}
+			if !stale || isClosed(w.endChanged) {
+				sharedChanges.rows -= len(w.rows) + 1
 				delete(sharedChanges.windows, k)
 			}
 		}
-		if len(sharedChanges.windows) >= sharedSources {
-			clear(sharedChanges.windows)
-		}
 	}
-	sharedChanges.windows[key] = &window{since: since, rows: rows, endChanged: changed}
 }
 
 // Revisions fetched with _bulk_get are kept for the other runs reading the
@@ -149,17 +170,20 @@ func sharedPut(key string, since json.RawMessage, rows []change, changed <-chan 
 // answer a newer leaf instead, which reaches every run through its
 // changes anyway.
 
-// sharedDocs bounds the revisions kept; sharedDocBytes the size of one.
+// sharedDocs bounds the revisions kept, sharedDocsBytes their size and
+// sharedDocBytes the size of one.
 const (
-	sharedDocs     = 4096
-	sharedDocBytes = 64 << 10
+	sharedDocs      = 4096
+	sharedDocsBytes = 16 << 20
+	sharedDocBytes  = 64 << 10
 )
 
 var sharedRevs = struct {
-	mu   sync.Mutex
-	docs map[string]json.RawMessage
-	ring []string // keys in the order they were kept
-	next int
+	mu    sync.Mutex
+	docs  map[string]json.RawMessage
+	order []string // keys, oldest first, from head on
+	head  int
+	bytes int
 }{docs: map[string]json.RawMessage{}}
 
 // revKey names a revision of a doc of the source named src (endpointKey).
@@ -174,23 +198,30 @@ func sharedDoc(key string) (json.RawMessage, bool) {
 }
 
 // shareDoc keeps a copy of a revision's body, forgetting the oldest kept
-// beyond sharedDocs.
+// beyond sharedDocs revisions or sharedDocsBytes.
 func shareDoc(key string, doc json.RawMessage) {
 	if len(doc) > sharedDocBytes {
 		return
 	}
 	doc = append(json.RawMessage(nil), doc...)
-	sharedRevs.mu.Lock()
-	defer sharedRevs.mu.Unlock()
-	if _, ok := sharedRevs.docs[key]; ok {
+	sr := &sharedRevs
+	sr.mu.Lock()
+	defer sr.mu.Unlock()
+	if _, ok := sr.docs[key]; ok {
 		return
 	}
-	if len(sharedRevs.ring) < sharedDocs {
-		sharedRevs.ring = append(sharedRevs.ring, key)
-	} else {
-		delete(sharedRevs.docs, sharedRevs.ring[sharedRevs.next])
-		sharedRevs.ring[sharedRevs.next] = key
-		sharedRevs.next = (sharedRevs.next + 1) % sharedDocs
+	for (len(sr.docs) >= sharedDocs || sr.bytes+len(doc) > sharedDocsBytes) && sr.head < len(sr.order) {
+		old := sr.order[sr.head]
+		sr.order[sr.head] = ""
+		sr.head++
+		sr.bytes -= len(sr.docs[old])
+		delete(sr.docs, old)
 	}
-	sharedRevs.docs[key] = doc
+	if sr.head > len(sr.order)/2 {
+		sr.order = append(sr.order[:0], sr.order[sr.head:]...)
+		sr.head = 0
+	}
+	sr.order = append(sr.order, key)
+	sr.docs[key] = doc
+	sr.bytes += len(doc)
 }

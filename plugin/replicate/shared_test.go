@@ -98,3 +98,29 @@ func TestSharedDocs(t *testing.T) {
 		t.Fatal("newest revision not kept")
 	}
 }
+
+// TestSharedWindowsBounded: windows of many sources hold at most
+// sharedTotalRows rows in all; the ones whose signal fired go first.
+func TestSharedWindowsBounded(t *testing.T) {
+	open := make(chan struct{})
+	rows := make([]change, 99)
+	for i := range rows {
+		rows[i] = change{Seq: json.RawMessage(fmt.Sprint(i + 1)), ID: fmt.Sprint(i)}
+	}
+	keep := t.Name() + "keep"
+	sharedPut(keep, json.RawMessage("0"), rows, open)
+	for i := 0; i < 2*sharedTotalRows/100; i++ {
+		fired := make(chan struct{})
+		sharedPut(fmt.Sprintf("%s%d", t.Name(), i), json.RawMessage("0"), rows, fired)
+		close(fired) // its source changed since: it goes first
+	}
+	sharedChanges.mu.Lock()
+	n := sharedChanges.rows
+	sharedChanges.mu.Unlock()
+	if n > sharedTotalRows {
+		t.Fatalf("windows hold %d rows, want at most %d", n, sharedTotalRows)
+	}
+	if _, _, ok := sharedGet(keep, json.RawMessage("0"), open, 1000); !ok {
+		t.Fatal("a current window was dropped before the stale ones")
+	}
+}

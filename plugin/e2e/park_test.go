@@ -200,21 +200,37 @@ func (c *couch) metric(name string) float64 {
 }
 
 // TestE2EContinuousJobsShareSlots (issue 15): with more continuous jobs
-// than max_jobs, all of them with work (one source, written to while
-// they run, replicated into six targets), caught-up jobs hand their slots
-// on to the ones waiting, so every target receives every write without
-// waiting for rotation or parking. Jobs without a slot stay accepted and
-// show as running; no job runs twice. How fast is the fan-out benchmark's
-// business (BenchmarkParkFanOut); the bound here is only a generous one.
+// than max_jobs, all of them with work (a local source replicated into
+// four targets and a source on another server into two, both written to
+// while they run), caught-up jobs hand their slots on to the ones
+// waiting, watching their sources through the host's db_updated and the
+// other server's _db_updates, so every target receives every write
+// without waiting for rotation or parking. Jobs without a slot stay
+// accepted and show as running; no job runs twice. How fast is the
+// fan-out benchmark's business (BenchmarkParkFanOut); the bound here is
+// only a generous one.
 func TestE2EContinuousJobsShareSlots(t *testing.T) {
 	t.Parallel()
 	// Three slots, six jobs: three replicate, up to three are quiet.
 	c := startCouch(t, "idle_park_sec = 60\nmax_jobs = 3\n")
+	remote := &couch{t: t, s: minicouchtest.Start(t, minicouchtest.Options{})}
+	remote.addr = remote.s.Addr
 	const targets, writes = 6, 30
 	c.must("PUT", "/fsrc", "", 201)
+	remote.must("PUT", "/rsrc", "", 201)
 	c.putDocs("fsrc", 0, 1)
+	remote.putDocs("rsrc", 0, 1)
+	// Jobs f0-f3 read the local source, f4 and f5 the remote one.
+	src := func(i int) (*couch, string) {
+		if i < 4 {
+			return c, "fsrc"
+		}
+		return remote, "rsrc"
+	}
 	for i := 0; i < targets; i++ {
-		c.must("PUT", fmt.Sprintf("/_replicator/f%d", i), c.repDoc("fsrc", fmt.Sprintf("ftgt%d", i), `,"continuous":true,"create_target":true`), 201)
+		s, db := src(i)
+		c.must("PUT", fmt.Sprintf("/_replicator/f%d", i), fmt.Sprintf(`{"source":%q,"target":%q,"continuous":true,"create_target":true}`,
+			s.endpoint(db), c.endpoint(fmt.Sprintf("ftgt%d", i))), 201)
 	}
 	for i := 0; i < targets; i++ {
 		c.waitDoc(fmt.Sprintf("ftgt%d", i), "d00000", 60*time.Second)
@@ -222,6 +238,7 @@ func TestE2EContinuousJobsShareSlots(t *testing.T) {
 	handoffs := c.metric("couchepi_replicator_jobs_slot_handoffs_total")
 	for k := 1; k <= writes; k++ {
 		c.putDocs("fsrc", k, 1)
+		remote.putDocs("rsrc", k, 1)
 		time.Sleep(50 * time.Millisecond)
 	}
 	last := fmt.Sprintf("d%05d", writes)

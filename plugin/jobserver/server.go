@@ -83,19 +83,17 @@ type Server struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu      sync.Mutex
-	workers map[string]*worker
-	active  int // workers holding a slot (at most max_jobs)
-	waiters []*slotWaiter
-	// contended is closed while waiters is not empty (contendedOn).
-	contended   chan struct{}
-	contendedOn bool
-	acceptors   int
-	churn       int
-	lowered     bool // max_jobs was lowered since the last cycle
-	stopping    bool
-	share       *Share
-	lastCycle   time.Time
+	mu        sync.Mutex
+	workers   map[string]*worker
+	active    int // workers holding a slot (at most max_jobs)
+	waiters   []*slotWaiter
+	asked     int // holders asked for their slot (see slots.go)
+	acceptors int
+	churn     int
+	lowered   bool // max_jobs was lowered since the last cycle
+	stopping  bool
+	share     *Share
+	lastCycle time.Time
 }
 
 // New returns a job server; Start runs it.
@@ -107,13 +105,12 @@ func New(opts Options, cfg Config) *Server {
 		opts.RepID = computeRepID(opts)
 	}
 	s := &Server{
-		opts:      opts,
-		q:         opts.Queue,
-		recs:      jobdata.Records{Q: opts.Queue},
-		log:       opts.Logger.Named("jobserver"),
-		workers:   map[string]*worker{},
-		share:     NewShare(),
-		contended: make(chan struct{}),
+		opts:    opts,
+		q:       opts.Queue,
+		recs:    jobdata.Records{Q: opts.Queue},
+		log:     opts.Logger.Named("jobserver"),
+		workers: map[string]*worker{},
+		share:   NewShare(),
 	}
 	s.cfg.Store(&cfg)
 	return s

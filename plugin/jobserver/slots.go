@@ -9,13 +9,15 @@ import (
 
 // Slots: max_jobs bounds the workers that hold a slot, the ones
 // replicating. A continuous job whose source can be watched (the jobs
-// that may park) is gated: while another job waits for a slot it reads in
-// rounds, and after each round hands its slot on and reads nothing
-// (quiet) until its source changes, then waits in turn for a slot
-// (replicate.Slot). A quiet job stays accepted, with its replication's
-// state in memory, so coming back costs one _changes read, not a park and
-// a restart. At most max_jobs jobs are quiet; beyond that the one quiet
-// the longest is parked.
+// that may park) is gated: when a job waits for a slot, the gated job
+// holding one the longest is asked for it; it stops its feed, replicates
+// what there is (a round) and hands its slot on, then reads nothing
+// (quiet) until its source changes, and waits in turn for a slot
+// (replicate.Slot). As many holders are asked as jobs wait, so a waiter
+// costs one holder's round, not every holder's feed. A quiet job stays
+// accepted, with its replication's state in memory, so coming back costs
+// one _changes read, not a park and a restart. At most max_jobs jobs are
+// quiet; beyond that the one quiet the longest is parked.
 
 // SourceWatch signals the changes of one source to a quiet job (package
 // park's Watch).
@@ -43,6 +45,7 @@ func (s *Server) holdLocked(w *worker) {
 		return
 	}
 	w.holding = true
+	w.heldSince = time.Now()
 	s.active++
 }
 
@@ -52,12 +55,17 @@ func (s *Server) releaseLocked(w *worker) {
 		return
 	}
 	w.holding = false
+	if w.asked {
+		w.asked = false
+		s.asked--
+	}
 	w.quietSince = time.Now()
 	s.active--
 	s.grantLocked()
 }
 
-// grantLocked hands free slots to the waiters, oldest first. Callers hold s.mu.
+// grantLocked hands free slots to the waiters, oldest first, and asks
+// for as many slots as jobs still wait. Callers hold s.mu.
 func (s *Server) grantLocked() {
 	max := s.config().MaxJobs
 	for s.active < max && len(s.waiters) > 0 {
@@ -67,9 +75,29 @@ func (s *Server) grantLocked() {
 		s.holdLocked(wt.w)
 		close(wt.granted)
 	}
-	if len(s.waiters) == 0 && s.contendedOn {
-		s.contended = make(chan struct{})
-		s.contendedOn = false
+	s.askLocked()
+}
+
+// askLocked asks gated holders for their slots until as many are asked
+// as jobs wait: the ones holding theirs the longest first. Callers hold
+// s.mu.
+func (s *Server) askLocked() {
+	for s.asked < len(s.waiters) {
+		var best *worker
+		for _, w := range s.workers {
+			if w.holding && w.gate != nil && !w.asked && w.stopCause() == nil && (best == nil || w.heldSince.Before(best.heldSince)) {
+				best = w
+			}
+		}
+		if best == nil {
+			return
+		}
+		best.asked = true
+		s.asked++
+		select {
+		case best.gate.yield <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -88,10 +116,7 @@ func (s *Server) acquire(ctx context.Context, w *worker) error {
 	}
 	wt := &slotWaiter{w: w, granted: make(chan struct{})}
 	s.waiters = append(s.waiters, wt)
-	if !s.contendedOn {
-		close(s.contended) // caught-up gated jobs hand their slots on
-		s.contendedOn = true
-	}
+	s.askLocked()
 	s.mu.Unlock()
 	select {
 	case <-wt.granted:
@@ -175,16 +200,14 @@ type gate struct {
 	s     *Server
 	w     *worker
 	watch SourceWatch
+	// yield receives when the server asks for the slot.
+	yield chan struct{}
 	// wait is set while the replication waits for a slot.
 	wait bool
 }
 
-// Contended returns a channel closed while a job waits for a slot.
-func (g *gate) Contended() <-chan struct{} {
-	g.s.mu.Lock()
-	defer g.s.mu.Unlock()
-	return g.s.contended
-}
+// Yield receives when a job waits for the slot this one holds.
+func (g *gate) Yield() <-chan struct{} { return g.yield }
 
 // Next returns the source's next change signal.
 func (g *gate) Next() (<-chan struct{}, bool) { return g.watch.Next() }
@@ -218,5 +241,5 @@ func (s *Server) newGate(w *worker, rep *parse.Rep, cfg Config) *gate {
 	if watch == nil {
 		return nil
 	}
-	return &gate{s: s, w: w, watch: watch}
+	return &gate{s: s, w: w, watch: watch, yield: make(chan struct{}, 1)}
 }

@@ -54,10 +54,10 @@ func slotServer(t *testing.T, maxJobs int) (*Server, *park.Waker) {
 }
 
 // TestSlots: max_jobs bounds the jobs holding a slot; a job that finds
-// every slot held waits in line and closes the contended channel (which
-// makes caught-up gated jobs hand theirs on); a slot handed back goes to
-// the oldest waiter; at most max_jobs jobs stay quiet, the one quiet the
-// longest is parked first.
+// every slot held waits in line, and for each waiting job one gated
+// holder is asked for its slot, the one holding it the longest first; a
+// slot handed back goes to the oldest waiter; at most max_jobs jobs stay
+// quiet, the one quiet the longest is parked first.
 func TestSlots(t *testing.T) {
 	// Steps: "hold a" (a job accepted into a free slot), "quiet a" (a
 	// gated job holding no slot), "wait a" (a's replication asks for a
@@ -65,11 +65,11 @@ func TestSlots(t *testing.T) {
 	// waiting), "max n" (max_jobs changed at runtime).
 	type step struct {
 		do string
-		// want: holders and waiters (in line order), "holding|waiting";
-		// contended: the channel is closed; parked: jobs stopped to park.
-		want      string
-		contended bool
-		parked    string
+		// want: "holders|waiters|asked": holders sorted, waiters in line
+		// order, holders asked for their slot sorted; parked: jobs
+		// stopped to park.
+		want   string
+		parked string
 	}
 	tests := []struct {
 		name    string
@@ -77,58 +77,68 @@ func TestSlots(t *testing.T) {
 		steps   []step
 	}{
 		{"a free slot is taken at once", 2, []step{
-			{"hold a", "a|", false, ""},
-			{"quiet b", "a|", false, ""},
-			{"wait b", "a b|", false, ""},
+			{"hold a", "a||", ""},
+			{"quiet b", "a||", ""},
+			{"wait b", "a b||", ""},
 		}},
-		{"every slot held: wait, contended, granted on release", 1, []step{
-			{"hold a", "a|", false, ""},
-			{"quiet b", "a|", false, ""},
-			{"wait b", "a|b", true, ""},
-			{"release a", "b|", false, ""},
+		{"every slot held: wait, the holder is asked, granted on release", 1, []step{
+			{"hold a", "a||", ""},
+			{"quiet b", "a||", ""},
+			{"wait b", "a|b|a", ""},
+			{"release a", "b||", ""},
+		}},
+		{"one holder asked per waiter, the longest holding first", 3, []step{
+			{"hold a", "a||", ""},
+			{"hold b", "a b||", ""},
+			{"hold c", "a b c||", ""},
+			{"quiet d", "a b c||", ""},
+			{"quiet e", "a b c||", ""},
+			{"wait d", "a b c|d|a", ""},
+			{"wait e", "a b c|d e|a b", ""},
+			{"release b", "a c d|e|a", ""},
 		}},
 		// With max_jobs 1, a second quiet job (waiting or not) is one too
 		// many: the quiet one not waiting parks.
 		{"waiters are served in line order", 1, []step{
-			{"hold a", "a|", false, ""},
-			{"quiet b", "a|", false, ""},
-			{"quiet c", "a|", false, ""},
-			{"wait b", "a|b", true, ""},
-			{"wait c", "a|b c", true, ""},
-			{"release a", "b|c", true, "a"},
-			{"release b", "c|", false, "a"},
+			{"hold a", "a||", ""},
+			{"quiet b", "a||", ""},
+			{"quiet c", "a||", ""},
+			{"wait b", "a|b|a", ""},
+			{"wait c", "a|b c|a", ""},
+			{"release a", "b|c|b", "a"},
+			{"release b", "c||", "a"},
 		}},
 		{"a waiter that gives up leaves the line", 1, []step{
-			{"hold a", "a|", false, ""},
-			{"quiet b", "a|", false, ""},
-			{"wait b", "a|b", true, ""},
-			{"cancel b", "a|", false, ""},
-			{"release a", "|", false, "b"},
+			{"hold a", "a||", ""},
+			{"quiet b", "a||", ""},
+			{"wait b", "a|b|a", ""},
+			{"cancel b", "a||a", ""},
+			{"release a", "||", "b"},
 		}},
 		{"a lowered max_jobs holds: no slot given while as many are held", 2, []step{
-			{"hold a", "a|", false, ""},
-			{"hold b", "a b|", false, ""},
-			{"quiet c", "a b|", false, ""},
-			{"wait c", "a b|c", true, ""},
-			{"max 1", "a b|c", true, ""},
-			{"release a", "b|c", true, "a"},
-			{"release b", "c|", false, "a"},
+			{"hold a", "a||", ""},
+			{"hold b", "a b||", ""},
+			{"quiet c", "a b||", ""},
+			{"wait c", "a b|c|a", ""},
+			{"max 1", "a b|c|a", ""},
+			{"release a", "b|c|b", "a"},
+			{"release b", "c||", "a"},
 		}},
 		{"a raised max_jobs serves waiters at once", 1, []step{
-			{"hold a", "a|", false, ""},
-			{"quiet b", "a|", false, ""},
-			{"quiet c", "a|", false, ""},
-			{"wait b", "a|b", true, ""},
-			{"wait c", "a|b c", true, ""},
-			{"max 3", "a b c|", false, ""},
+			{"hold a", "a||", ""},
+			{"quiet b", "a||", ""},
+			{"quiet c", "a||", ""},
+			{"wait b", "a|b|a", ""},
+			{"wait c", "a|b c|a", ""},
+			{"max 3", "a b c||a", ""},
 		}},
 		{"beyond max_jobs quiet jobs, the one quiet the longest parks", 2, []step{
-			{"hold a", "a|", false, ""},
-			{"hold b", "a b|", false, ""},
-			{"quiet q1", "a b|", false, ""},
-			{"quiet q2", "a b|", false, ""},
-			{"release a", "b|", false, "q1"},
-			{"release b", "|", false, "q1 q2"},
+			{"hold a", "a||", ""},
+			{"hold b", "a b||", ""},
+			{"quiet q1", "a b||", ""},
+			{"quiet q2", "a b||", ""},
+			{"release a", "b||", "q1"},
+			{"release b", "||", "q1 q2"},
 		}},
 	}
 	for _, tt := range tests {
@@ -143,12 +153,13 @@ func TestSlots(t *testing.T) {
 				switch op {
 				case "hold", "quiet":
 					w := &worker{s: s, job: &jobs.Job{ID: name}, exited: make(chan struct{}), continuous: true}
-					w.gate = &gate{s: s, w: w}
+					w.gate = &gate{s: s, w: w, yield: make(chan struct{}, 1)}
 					clock = clock.Add(time.Second)
 					s.mu.Lock()
 					s.workers[name] = w
 					if op == "hold" {
 						s.holdLocked(w)
+						w.heldSince = clock
 					} else {
 						w.quietSince = clock
 					}
@@ -166,7 +177,6 @@ func TestSlots(t *testing.T) {
 						return ws[name].holding || slices.ContainsFunc(s.waiters, func(x *slotWaiter) bool { return x.w == ws[name] })
 					})
 				case "release":
-					clock = clock.Add(time.Second)
 					ws[name].gate.Release()
 				case "cancel":
 					cancels[name]()
@@ -190,15 +200,19 @@ func TestSlots(t *testing.T) {
 					}
 				}
 				if got := slotState(s); got != st.want {
-					t.Fatalf("step %d (%s): holding|waiting = %q, want %q", i, st.do, got, st.want)
-				}
-				if got := isClosed(s); got != st.contended {
-					t.Fatalf("step %d (%s): contended = %v, want %v", i, st.do, got, st.contended)
+					t.Fatalf("step %d (%s): holding|waiting|asked = %q, want %q", i, st.do, got, st.want)
 				}
 				var parked []string
 				for n, w := range ws {
 					if errors.Is(w.stopCause(), errPark) {
 						parked = append(parked, n)
+					}
+					// An asked holder got a token on its yield channel.
+					if s.mu.Lock(); w.asked && len(w.gate.yield) == 0 {
+						s.mu.Unlock()
+						t.Fatalf("step %d (%s): %s asked without a token", i, st.do, n)
+					} else {
+						s.mu.Unlock()
 					}
 				}
 				slices.Sort(parked)
@@ -210,39 +224,29 @@ func TestSlots(t *testing.T) {
 	}
 }
 
-// slotState is "holders|waiters": holders sorted, waiters in line order.
+// slotState is "holders|waiters|asked": holders sorted, waiters in line
+// order, asked holders sorted.
 func slotState(s *Server) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var holding, waiting []string
-	n := 0
+	var holding, waiting, asked []string
 	for id, w := range s.workers {
 		if w.holding {
 			holding = append(holding, id)
-			n++
+		}
+		if w.asked {
+			asked = append(asked, id)
 		}
 	}
-	if n != s.active {
-		return fmt.Sprintf("active count %d but holders %v", s.active, holding)
+	if len(holding) != s.active || len(asked) != s.asked {
+		return fmt.Sprintf("counts: active %d, asked %d; holders %v, asked %v", s.active, s.asked, holding, asked)
 	}
 	slices.Sort(holding)
+	slices.Sort(asked)
 	for _, wt := range s.waiters {
 		waiting = append(waiting, wt.w.job.ID)
 	}
-	return strings.Join(holding, " ") + "|" + strings.Join(waiting, " ")
-}
-
-// isClosed reports whether the server's contended channel is closed.
-func isClosed(s *Server) bool {
-	s.mu.Lock()
-	ch := s.contended
-	s.mu.Unlock()
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
+	return strings.Join(holding, " ") + "|" + strings.Join(waiting, " ") + "|" + strings.Join(asked, " ")
 }
 
 func waitFor(t *testing.T, cond func() bool) {

@@ -35,10 +35,13 @@ type worker struct {
 	done   atomic.Bool
 	exited chan struct{} // closed when run has returned (final checkpoint written)
 
-	// Slot state (see slots.go), under s.mu: holding a slot; needSlot,
-	// accepted while every slot was held; gate, set while a gated
-	// replication runs; quietSince, when it last handed its slot on.
+	// Slot state (see slots.go), under s.mu: holding a slot since
+	// heldSince, asked to hand it on; needSlot, accepted while every slot
+	// was held; gate, set while a gated replication runs; quietSince, when
+	// it last handed its slot on.
 	holding    bool
+	heldSince  time.Time
+	asked      bool
 	needSlot   bool
 	gate       *gate
 	quietSince time.Time

@@ -66,8 +66,8 @@ type Options struct {
 	// shorter), and with false when a change arrives after that.
 	OnIdle func(idle bool)
 	// Slot, when set, lets a continuous run share the job server's slots
-	// (max_jobs): it holds one while it replicates. While another job
-	// waits for a slot, it reads the source in rounds: it reads what is
+	// (max_jobs): it holds one while it replicates. When asked for it
+	// (another job waits), it reads the source in rounds: it reads what is
 	// there, replicates it, hands its slot on and reads nothing until the
 	// source changes, then waits for a slot again. nil: the run reads its
 	// continuous feed throughout.
@@ -81,8 +81,9 @@ type Options struct {
 
 // Slot is a continuous run's claim on one of the job server's slots.
 type Slot interface {
-	// Contended returns a channel closed while another job waits for a slot.
-	Contended() <-chan struct{}
+	// Yield receives when the job server asks for the slot (a job waits
+	// for one).
+	Yield() <-chan struct{}
 	// Next returns a channel closed at the first change of the source
 	// after the call; false when the source cannot be watched (the run
 	// then keeps its slot and its feed).

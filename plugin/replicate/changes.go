@@ -60,18 +60,19 @@ type changesReader struct {
 	sent    atomic.Pointer[json.RawMessage]
 	rows    int
 	quiet   *atomic.Bool
-	// contendedAt is when the reader last saw a job waiting for a slot;
-	// record collects a round's rows for sharing (see shared.go).
-	contendedAt time.Time
-	record      *[]change
+	// asked is set when the slot was asked for and not yet handed on;
+	// askedAt is when it last was; record collects a round's rows for
+	// sharing (see shared.go).
+	asked   bool
+	askedAt time.Time
+	record  *[]change
 	// rounds is set while the reader reads in rounds (see run.batcher).
 	rounds atomic.Bool
 }
 
-// roundLinger is how long after the last wait for a slot a run keeps
+// roundLinger is how long after its slot was last asked for a run keeps
 // reading in rounds (on its source's signal, without a feed) rather than
-// reopening its continuous feed: under load the line empties and fills
-// again all the time.
+// reopening its continuous feed: under load it is asked again and again.
 const roundLinger = 5 * time.Second
 
 // run reads from since until the feed ends (one-shot) or ctx is done (continuous).
@@ -95,7 +96,7 @@ func (r *changesReader) run(ctx context.Context, since json.RawMessage) error {
 		// While another job waits for a slot, read in rounds (see pass).
 		round := false
 		var changed <-chan struct{}
-		if r.slot != nil && !unwatched && r.contended() {
+		if r.slot != nil && !unwatched && r.wanted() {
 			var ok bool
 			if changed, ok = r.slot.Next(); ok { // armed before the read
 				round = true
@@ -122,6 +123,7 @@ func (r *changesReader) run(ctx context.Context, since json.RawMessage) error {
 			return ctx.Err()
 		}
 		if interrupted {
+			r.asked, r.askedAt = true, time.Now()
 			continue
 		}
 		if round && err == nil {
@@ -169,6 +171,16 @@ func (r *changesReader) roundRows() int {
 	return max(1, r.rep.WorkerBatchSize) * max(1, r.rep.WorkerProcesses)
 }
 
+// received reports whether a value was received from ch without waiting.
+func received(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
 // isClosed reports whether ch is closed.
 func isClosed(ch <-chan struct{}) bool {
 	select {
@@ -179,20 +191,19 @@ func isClosed(ch <-chan struct{}) bool {
 	}
 }
 
-// contended reports whether a job waits for a slot now or did a moment
-// ago (roundLinger).
-func (r *changesReader) contended() bool {
-	if isClosed(r.slot.Contended()) {
-		r.contendedAt = time.Now()
-		return true
+// wanted reports whether the slot is asked for, or was a moment ago
+// (roundLinger).
+func (r *changesReader) wanted() bool {
+	if received(r.slot.Yield()) {
+		r.asked, r.askedAt = true, time.Now()
 	}
-	return time.Since(r.contendedAt) < roundLinger
+	return r.asked || time.Since(r.askedAt) < roundLinger
 }
 
 // interruptible returns the context of a continuous feed request of a
-// run sharing a slot: it is cancelled as soon as another job waits for a
-// slot, so that the run reads in rounds and hands its slot on after
-// each. stop ends the watch and reports whether it cancelled.
+// run sharing a slot: it is cancelled as soon as the slot is asked for,
+// so that the run reads a round and hands its slot on. stop ends the
+// watch and reports whether it cancelled.
 func (r *changesReader) interruptible(ctx context.Context, off bool) (context.Context, func() bool) {
 	if r.slot == nil || off {
 		return ctx, func() bool { return false }
@@ -200,11 +211,10 @@ func (r *changesReader) interruptible(ctx context.Context, off bool) (context.Co
 	rctx, cancel := context.WithCancel(ctx)
 	var fired atomic.Bool
 	done := make(chan struct{})
-	contended := r.slot.Contended()
 	go func() {
 		defer close(done)
 		select {
-		case <-contended:
+		case <-r.slot.Yield():
 			fired.Store(true)
 			cancel()
 		case <-rctx.Done():
@@ -253,20 +263,22 @@ func (r *changesReader) readRound(ctx context.Context, since json.RawMessage, ch
 	return progressed || len(rows) > 0, last, err
 }
 
-// pass ends a round once everything read is replicated. If another job
-// waits for a slot, it hands the slot on, waits for a change of the
-// source (armed before the round's read, so none is missed; not at all
-// when the round left changes unread) and then for a slot. If one waited
-// a moment ago, it waits for a change holding its slot, without a feed.
-// Otherwise the run goes back to its continuous feed.
+// pass ends a round once everything read is replicated. If the slot is
+// asked for, it hands it on, waits for a change of the source (armed
+// before the round's read, so none is missed; not at all when the round
+// left changes unread) and then for a slot. If it was asked for a moment
+// ago, it waits for a change holding its slot, without a feed. Otherwise
+// the run goes back to its continuous feed.
 func (r *changesReader) pass(ctx context.Context, changed <-chan struct{}, more bool) error {
 	if err := r.through(ctx, *r.sent.Load()); err != nil {
 		return err
 	}
 	for {
-		contended := r.slot.Contended()
-		if isClosed(contended) {
-			r.contendedAt = time.Now()
+		if received(r.slot.Yield()) {
+			r.asked, r.askedAt = true, time.Now()
+		}
+		if r.asked {
+			r.asked = false
 			r.quiet.Store(true)
 			defer r.quiet.Store(false)
 			r.slot.Release()
@@ -279,7 +291,7 @@ func (r *changesReader) pass(ctx context.Context, changed <-chan struct{}, more 
 			}
 			return r.slot.Acquire(ctx)
 		}
-		linger := roundLinger - time.Since(r.contendedAt)
+		linger := roundLinger - time.Since(r.askedAt)
 		if more || linger <= 0 {
 			return nil
 		}
@@ -288,8 +300,9 @@ func (r *changesReader) pass(ctx context.Context, changed <-chan struct{}, more 
 		case <-changed:
 			t.Stop()
 			return nil
-		case <-contended:
+		case <-r.slot.Yield():
 			t.Stop()
+			r.asked, r.askedAt = true, time.Now()
 		case <-t.C:
 			return nil
 		case <-ctx.Done():

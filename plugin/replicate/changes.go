@@ -181,15 +181,8 @@ func received(ch <-chan struct{}) bool {
 	}
 }
 
-// isClosed reports whether ch is closed.
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
+// isClosed reports whether ch, a channel only ever closed, is closed.
+func isClosed(ch <-chan struct{}) bool { return received(ch) }
 
 // wanted reports whether the slot is asked for, or was a moment ago
 // (roundLinger).

@@ -47,8 +47,9 @@ type Options struct {
 	RepID func(ctx context.Context, rep *parse.Rep) (parse.RepID, error)
 	// Parker, when set, parks continuous jobs that caught up and idled
 	// for idle_park_sec (and quiet ones beyond max_jobs) and wakes them
-	// when their source changes; its watches let caught-up jobs hand
-	// their slots on (see slots.go). nil: jobs never park.
+	// when their source changes; its watches let jobs hand their slots
+	// on and wait for a change without a feed (see slots.go). nil: jobs
+	// never park.
 	Parker Parker
 	// SkipDocStates leaves terminal states out of replication docs: on a
 	// node sharing the queue with others, the doc may live on another
@@ -425,7 +426,7 @@ func (s *Server) accept(rotating bool) {
 			}
 		}
 		// With every slot held, the job waits for one if a gated job
-		// holds one: it hands it on once caught up.
+		// holds one: asked for it, that one hands it on after a round.
 		waitSlot := full && victim == nil && !s.stopping && s.gatedLocked() > 0
 		if s.stopping || full && victim == nil && !waitSlot {
 			s.acceptors--

@@ -65,22 +65,42 @@ func (s *Store) cleanRound(candidate int64) (int64, error) {
 		}
 		horizon = candidate
 	}
-	for key, rev := range old {
+	// Each tombstone is deleted only if not re-tombstoned since (a newer
+	// tombstone is above the horizon and still needed): a nested Txn per
+	// key, whose compare decides for that key alone, cleanDeletes of them
+	// per commit, so that cleaning costs etcd a few commits, not one per
+	// key.
+	var batch []clientv3.Op
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		_, err := s.cli.Txn(ctx).Then(batch...).Commit()
+		batch = batch[:0]
+		return err
+	}
+	for _, key := range sortedKeys(old) {
+		rev := old[key]
 		if rev > horizon {
 			continue
 		}
-		// Only if not re-tombstoned since: a newer tombstone is above
-		// the horizon and still needed.
-		_, err := s.cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
-			Then(clientv3.OpDelete(key)).
-			Commit()
-		if err != nil {
-			return 0, err
+		batch = append(batch, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", rev)}, []clientv3.Op{clientv3.OpDelete(key)}, nil))
+		if len(batch) == cleanDeletes {
+			if err := flush(); err != nil {
+				return 0, err
+			}
 		}
+	}
+	if err := flush(); err != nil {
+		return 0, err
 	}
 	return now, nil
 }
+
+// cleanDeletes is how many tombstones one cleaning commit deletes: etcd
+// counts each nested Txn as an operation of its parent and checks the
+// nested ones against what is left of --max-txn-ops.
+const cleanDeletes = maxTxnOps / 2
 
 // tombstones returns the tombstone keys with a ModRevision at or below
 // upTo, as of revision rev.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -243,6 +244,55 @@ func TestOldTransactionConflicts(t *testing.T) {
 	s.View(ctx, func(tx kv.ReadTx) error { got, _ = tx.Get([]byte("count")); return nil })
 	if len(got) != 1 || got[0] != 0 {
 		t.Fatalf("count %v, want [0]", got)
+	}
+}
+
+// TestCleanerRemovesTombstones: the cleaner removes every tombstone once
+// the horizon passed it, many per commit.
+func TestCleanerRemovesTombstones(t *testing.T) {
+	c := etcdtest.StartCluster(t, 1)
+	s, err := etcd.Open(t.Context(), etcd.Config{Endpoints: c.Endpoints(), Prefix: "clean/", CleanInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := t.Context()
+	const n = 300 // several cleaning commits
+	for _, op := range []func(tx kv.Tx, i int){
+		func(tx kv.Tx, i int) { tx.Set([]byte(fmt.Sprintf("k/%03d", i)), []byte("x")) },
+		func(tx kv.Tx, i int) { tx.Clear([]byte(fmt.Sprintf("k/%03d", i))) },
+	} {
+		err := s.Update(ctx, func(tx kv.Tx) error {
+			for i := range n {
+				op(tx, i)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	tombs := func() int64 {
+		resp, err := cli.Get(ctx, "clean/t/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Count
+	}
+	if got := tombs(); got != n {
+		t.Fatalf("%d tombstones after deleting %d keys", got, n)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for tombs() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d tombstones left after 10 s of cleaning", tombs())
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

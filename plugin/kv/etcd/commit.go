@@ -55,7 +55,7 @@ func (s *Store) commit(ctx context.Context, t *tx) error {
 			return fmt.Errorf("kv/etcd: a key read changed before commit: %w", kv.ErrConflict)
 		}
 		if t.stamp != nil {
-			if _, ok := s.stampTaken(resp, base); !ok {
+			if !s.stampTaken(resp, base) {
 				return errStampTaken
 			}
 		}
@@ -161,6 +161,13 @@ func (t *tx) commitPlan(marker string, lease clientv3.LeaseID, base uint64) ([]c
 		}
 	}
 	keys := sortedKeys(t.writes)
+	per := 2 // the marker and the counter
+	for _, w := range t.writes {
+		per++
+		if w.del {
+			per++ // its tombstone
+		}
+	}
 	writes := func(vs *kv.Versionstamp) []clientv3.Op {
 		var ops []clientv3.Op
 		for _, k := range keys {
@@ -176,7 +183,6 @@ func (t *tx) commitPlan(marker string, lease clientv3.LeaseID, base uint64) ([]c
 	if t.stamp == nil {
 		return cmps, pack(writes(nil), maxTxnOps-maxCmps)
 	}
-	per := len(writes(nil)) + 1 // and the counter
 	n := t.offers(len(cmps), per)
 	offer := []clientv3.Op{clientv3.OpGet(string(s.vsKey))}
 	for i := uint64(n); i >= 1; i-- {

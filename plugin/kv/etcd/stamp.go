@@ -53,12 +53,10 @@ func (c *stampCounter) learn(n uint64) {
 }
 
 // learnFrom records the counter in a range response over the counter key.
-func (c *stampCounter) learnFrom(r *etcdserverpb.RangeResponse) bool {
-	if r == nil || len(r.Kvs) != 1 || len(r.Kvs[0].Value) != 8 {
-		return false
+func (c *stampCounter) learnFrom(r *etcdserverpb.RangeResponse) {
+	if r != nil && len(r.Kvs) == 1 && len(r.Kvs[0].Value) == 8 {
+		c.learn(binary.BigEndian.Uint64(r.Kvs[0].Value))
 	}
-	c.learn(binary.BigEndian.Uint64(r.Kvs[0].Value))
-	return true
 }
 
 // stampBase returns the counter value a commit offers the successors of.
@@ -133,15 +131,15 @@ func (t *tx) offers(cmps, ops int) int {
 }
 
 // stampTaken walks the nested responses of a commit's offers (a Then
-// taken on the outer compares) and returns the counter value it took, or
-// false when every offer failed: then the innermost Else read the counter,
-// which is learned for the retry.
-func (s *Store) stampTaken(resp *clientv3.TxnResponse, base uint64) (uint64, bool) {
+// taken on the outer compares) and reports whether one was applied,
+// learning the counter value it took; when every offer failed, the
+// innermost Else read the counter, which is learned for the retry.
+func (s *Store) stampTaken(resp *clientv3.TxnResponse, base uint64) bool {
 	rs := resp.Responses
 	for i := uint64(1); len(rs) == 1; i++ {
 		if r := rs[0].GetResponseRange(); r != nil {
 			s.stamps.learnFrom(r)
-			return 0, false
+			return false
 		}
 		tr := rs[0].GetResponseTxn()
 		if tr == nil {
@@ -149,9 +147,9 @@ func (s *Store) stampTaken(resp *clientv3.TxnResponse, base uint64) (uint64, boo
 		}
 		if tr.Succeeded {
 			s.stamps.learn(base + i)
-			return base + i, true
+			return true
 		}
 		rs = tr.Responses
 	}
-	return 0, false
+	return false
 }

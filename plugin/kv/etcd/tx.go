@@ -89,23 +89,39 @@ func (t *tx) get(key string) (*mvccpb.KeyValue, error) {
 // has not applied the revision yet answers ErrFutureRev; the read is then
 // sent again linearizably, which waits for the member to catch up.
 func (t *tx) read(key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
-	if t.rev == 0 {
-		resp, err := t.s.cli.Get(t.ctx, key, opts...)
+	var resp *clientv3.GetResponse
+	err := t.sendAtRev(func(extra ...clientv3.OpOption) (*etcdserverpb.ResponseHeader, error) {
+		r, err := t.s.cli.Get(t.ctx, key, append(opts[:len(opts):len(opts)], extra...)...)
 		if err != nil {
-			return nil, readErr(err)
+			return nil, err
 		}
-		t.rev = resp.Header.Revision
-		return resp, nil
+		resp = r
+		return r.Header, nil
+	})
+	return resp, err
+}
+
+// sendAtRev sends a read (send adds extra to its options) by read's rule:
+// the transaction's first read is linearizable and fixes its revision
+// from the answer's header; later ones are serializable at that revision,
+// or linearizable at it when the member answers ErrFutureRev.
+func (t *tx) sendAtRev(send func(extra ...clientv3.OpOption) (*etcdserverpb.ResponseHeader, error)) error {
+	if t.rev == 0 {
+		h, err := send()
+		if err != nil {
+			return readErr(err)
+		}
+		t.rev = h.Revision
+		return nil
 	}
-	opts = append(opts, clientv3.WithRev(t.rev))
-	resp, err := t.s.cli.Get(t.ctx, key, append(opts, clientv3.WithSerializable())...)
+	_, err := send(clientv3.WithRev(t.rev), clientv3.WithSerializable())
 	if errors.Is(err, rpctypes.ErrFutureRev) {
-		resp, err = t.s.cli.Get(t.ctx, key, opts...)
+		_, err = send(clientv3.WithRev(t.rev))
 	}
 	if err != nil {
-		return nil, readErr(err)
+		return readErr(err)
 	}
-	return resp, nil
+	return nil
 }
 
 // Get implements kv.ReadTx.
@@ -434,33 +450,25 @@ func (t *tx) SnapshotRanges(rs []kv.RangeRequest, fn func(i int, k, v []byte) er
 	return nil
 }
 
-// readMany reads the next page of every pager in one Txn, as read reads
-// one: the first read of a transaction is linearizable and fixes its
-// revision, later ones are serializable at that revision.
+// readMany reads the next page of every pager in one Txn, at the
+// transaction's revision as read does.
 func (t *tx) readMany(pagers []*pager) ([]*etcdserverpb.RangeResponse, error) {
-	send := func(extra ...clientv3.OpOption) (*clientv3.TxnResponse, error) {
+	var resp *clientv3.TxnResponse
+	err := t.sendAtRev(func(extra ...clientv3.OpOption) (*etcdserverpb.ResponseHeader, error) {
 		ops := make([]clientv3.Op, len(pagers))
 		for i, p := range pagers {
 			key, opts := p.request()
 			ops[i] = clientv3.OpGet(key, append(opts, extra...)...)
 		}
-		return t.s.cli.Txn(t.ctx).Then(ops...).Commit()
-	}
-	var resp *clientv3.TxnResponse
-	var err error
-	if t.rev == 0 {
-		resp, err = send()
-	} else {
-		resp, err = send(clientv3.WithRev(t.rev), clientv3.WithSerializable())
-		if errors.Is(err, rpctypes.ErrFutureRev) {
-			resp, err = send(clientv3.WithRev(t.rev))
+		r, err := t.s.cli.Txn(t.ctx).Then(ops...).Commit()
+		if err != nil {
+			return nil, err
 		}
-	}
+		resp = r
+		return r.Header, nil
+	})
 	if err != nil {
-		return nil, readErr(err)
-	}
-	if t.rev == 0 {
-		t.rev = resp.Header.Revision
+		return nil, err
 	}
 	out := make([]*etcdserverpb.RangeResponse, len(resp.Responses))
 	for i, r := range resp.Responses {

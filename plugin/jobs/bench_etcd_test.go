@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	mrand "math/rand/v2"
+	"os"
 	"sort"
 	"sync"
 	"testing"
@@ -79,9 +80,11 @@ func etcdQueues(b *testing.B, endpoints []string, prefix string, n int, opts Opt
 // fill this machine's cores, so their latency is also that of a saturated
 // machine; "paced" runs the two nodes at pacedRate accepts a second each
 // (a job server starts at most max_churn jobs an interval), timed from
-// when each accept was due, so a late one counts its wait.
+// when each accept was due, so a late one counts its wait. The members run
+// in the benchmark's process, or each in its own with
+// COUCHEPI_BENCH_ETCD=processes, as they do in production.
 func BenchmarkAcceptEtcd(b *testing.B) {
-	cluster := etcdtest.StartCluster(b, 3)
+	cluster := benchCluster(b)
 	run := time.Now().UnixNano()
 	for _, mode := range []struct {
 		name   string
@@ -108,6 +111,20 @@ func BenchmarkAcceptEtcd(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// benchCluster starts the 3-member etcd of the etcd benchmarks, in this
+// process or, with COUCHEPI_BENCH_ETCD=processes, a process per member.
+func benchCluster(b *testing.B) *etcdtest.Cluster {
+	switch v := os.Getenv("COUCHEPI_BENCH_ETCD"); v {
+	case "":
+		return etcdtest.StartCluster(b, 3)
+	case "processes":
+		return etcdtest.StartProcessCluster(b, 3)
+	default:
+		b.Fatalf("COUCHEPI_BENCH_ETCD=%q: want processes or nothing", v)
+		return nil
 	}
 }
 

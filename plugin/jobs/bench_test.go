@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/couchepi/couchepi/plugin/kv"
+	"github.com/couchepi/couchepi/plugin/kv/etcd/etcdtest"
 )
 
 // benchPending is the queue size the benchmarks run against.
@@ -43,6 +44,7 @@ func benchID(n int) string {
 }
 
 func TestMain(m *testing.M) {
+	etcdtest.ServeMember()
 	code := m.Run()
 	for _, f := range []*benchFixture{&durable, &noSync} {
 		if f.store != nil {

@@ -1,9 +1,11 @@
 // Package etcdtest starts real etcd servers for tests, bound to 127.0.0.1:
-// an embedded cluster of any size (go.etcd.io/etcd/server/v3/embed) and a
-// single member from an etcd binary on PATH (Debian's etcd-server).
+// an embedded cluster of any size (go.etcd.io/etcd/server/v3/embed), in
+// the test's process or each member in a process of its own, and a single
+// member from an etcd binary on PATH (Debian's etcd-server).
 package etcdtest
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/url"
@@ -19,7 +21,8 @@ import (
 
 // Cluster is a running embedded etcd cluster.
 type Cluster struct {
-	members []*embed.Etcd
+	members []*embed.Etcd // in the test's process
+	procs   []*exec.Cmd   // or each in its own
 	clients []string
 }
 
@@ -47,29 +50,52 @@ func StartCluster(t testing.TB, n int) *Cluster {
 	}
 }
 
-func startCluster(t testing.TB, n int) (*Cluster, error) {
+// member is what a member needs to start: it travels to a member's own
+// process as JSON in memberEnv.
+type member struct {
+	Name, Dir, Peer, Client, InitialCluster string
+}
+
+// memberEnv, set in a process's environment, makes ServeMember run the
+// member it describes.
+const memberEnv = "COUCHEPI_ETCDTEST_MEMBER"
+
+func (m member) config(t testing.TB) *embed.Config {
+	cfg := embed.NewConfig()
+	cfg.Name, cfg.Dir = m.Name, m.Dir
+	peer, client := mustURL(t, m.Peer), mustURL(t, m.Client)
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*peer}, []url.URL{*peer}
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*client}, []url.URL{*client}
+	cfg.LogLevel = "error"
+	cfg.UnsafeNoFsync = true
+	cfg.InitialClusterToken = "etcdtest"
+	cfg.InitialCluster = m.InitialCluster
+	cfg.ClusterState = embed.ClusterStateFlagNew
+	return cfg
+}
+
+func newMembers(t testing.TB, n int) []member {
 	dir := t.TempDir()
-	cfgs := make([]*embed.Config, n)
+	ms := make([]member, n)
 	var initial []string
-	for i := range cfgs {
-		cfg := embed.NewConfig()
-		cfg.Name = fmt.Sprintf("m%d", i)
-		cfg.Dir = filepath.Join(dir, cfg.Name)
-		peer := mustURL(t, "http://"+freeAddr(t))
-		client := mustURL(t, "http://"+freeAddr(t))
-		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*peer}, []url.URL{*peer}
-		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*client}, []url.URL{*client}
-		cfg.LogLevel = "error"
-		cfg.UnsafeNoFsync = true
-		cfg.InitialClusterToken = "etcdtest"
-		cfgs[i] = cfg
-		initial = append(initial, cfg.Name+"="+peer.String())
+	for i := range ms {
+		ms[i] = member{Name: fmt.Sprintf("m%d", i), Peer: "http://" + freeAddr(t), Client: "http://" + freeAddr(t)}
+		ms[i].Dir = filepath.Join(dir, ms[i].Name)
+		initial = append(initial, ms[i].Name+"="+ms[i].Peer)
+	}
+	for i := range ms {
+		ms[i].InitialCluster = strings.Join(initial, ",")
+	}
+	return ms
+}
+
+func startCluster(t testing.TB, n int) (*Cluster, error) {
+	ms := newMembers(t, n)
+	cfgs := make([]*embed.Config, n)
+	for i, m := range ms {
+		cfgs[i] = m.config(t)
 	}
 	c := &Cluster{}
-	for _, cfg := range cfgs {
-		cfg.InitialCluster = strings.Join(initial, ",")
-		cfg.ClusterState = embed.ClusterStateFlagNew
-	}
 	// Members wait for each other, so start them all before waiting.
 	for _, cfg := range cfgs {
 		e, err := embed.StartEtcd(cfg)
@@ -83,12 +109,84 @@ func startCluster(t testing.TB, n int) (*Cluster, error) {
 	return c, nil
 }
 
+// StartProcessCluster starts an n-member cluster as StartCluster does, but
+// each member in a process of its own (the test binary run again), so that
+// the members' CPU, memory and garbage collection are not the test's: as
+// in production, where etcd runs apart from the nodes. The test binary's
+// TestMain must call ServeMember first.
+func StartProcessCluster(t testing.TB, n int) *Cluster {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatalf("etcdtest: %v", err)
+	}
+	c := &Cluster{}
+	t.Cleanup(c.close)
+	for _, m := range newMembers(t, n) {
+		arg, _ := json.Marshal(m)
+		cmd := exec.Command(self, "-test.run=^$")
+		cmd.Env = append(os.Environ(), memberEnv+"="+string(arg))
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		dieWithParent(cmd)
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("etcdtest: start member %s: %v", m.Name, err)
+		}
+		c.procs = append(c.procs, cmd)
+		c.clients = append(c.clients, m.Client)
+	}
+	for _, ep := range c.clients {
+		waitListening(t, ep)
+	}
+	return c
+}
+
+// ServeMember runs the etcd member described in the environment by
+// StartProcessCluster, until the process is killed, and returns at once
+// in any other process. Call it first in TestMain.
+func ServeMember() {
+	arg := os.Getenv(memberEnv)
+	if arg == "" {
+		return
+	}
+	var m member
+	if err := json.Unmarshal([]byte(arg), &m); err != nil {
+		fmt.Fprintf(os.Stderr, "etcdtest: %s: %v\n", memberEnv, err)
+		os.Exit(2)
+	}
+	e, err := embed.StartEtcd(m.config(&memberTB{}))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "etcdtest: member %s: %v\n", m.Name, err)
+		os.Exit(1)
+	}
+	err = <-e.Err()
+	fmt.Fprintf(os.Stderr, "etcdtest: member %s stopped: %v\n", m.Name, err)
+	os.Exit(1)
+}
+
+// memberTB lets a member's process use the helpers written for tests: a
+// failure there ends the process.
+type memberTB struct{ testing.TB }
+
+func (memberTB) Helper() {}
+func (memberTB) Fatal(args ...any) {
+	fmt.Fprintln(os.Stderr, append([]any{"etcdtest:"}, args...)...)
+	os.Exit(1)
+}
+
 // Endpoints returns the client URLs of every member.
 func (c *Cluster) Endpoints() []string { return append([]string(nil), c.clients...) }
 
 // Stop stops member i abruptly (as a crash would, without leaving the
 // cluster).
 func (c *Cluster) Stop(i int) {
+	if c.procs != nil {
+		if c.procs[i] != nil {
+			c.procs[i].Process.Kill()
+			c.procs[i].Wait()
+			c.procs[i] = nil
+		}
+		return
+	}
 	if c.members[i] != nil {
 		c.members[i].Server.HardStop()
 		c.members[i].Close()
@@ -97,7 +195,7 @@ func (c *Cluster) Stop(i int) {
 }
 
 func (c *Cluster) close() {
-	for i := range c.members {
+	for i := range max(len(c.members), len(c.procs)) {
 		c.Stop(i)
 	}
 }
@@ -142,20 +240,28 @@ func StartBinary(t testing.TB) *Binary {
 		"--listen-client-urls", client, "--advertise-client-urls", client,
 		"--initial-cluster", "bin0="+peer, "--log-level", "error")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	dieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("etcdtest: start %s: %v", bin, err)
 	}
 	b := &Binary{cmd: cmd, endpoint: client}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	waitListening(t, client)
+	return b
+}
+
+// waitListening waits until something listens on the client URL.
+func waitListening(t testing.TB, client string) {
+	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		conn, err := net.DialTimeout("tcp", strings.TrimPrefix(client, "http://"), time.Second)
 		if err == nil {
 			conn.Close()
-			return b
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("etcdtest: %s not listening on %s after 30s", bin, client)
+			t.Fatalf("etcdtest: nothing listening on %s after 30s", client)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

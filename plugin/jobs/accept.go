@@ -182,16 +182,23 @@ func (tx *Tx) accept(typ string, maxS int64, opt AcceptOptions) (*Job, int64, er
 		})
 		return nil, next, err
 	}
-	if isSnap {
-		if err := snap.AddReadConflictKey(key); err != nil {
-			return nil, -1, err
-		}
-	}
 	el, err := unpackAfter(l.pendingType(typ), key)
 	if err != nil || len(el) != 2 {
 		return nil, -1, errBadKey
 	}
 	stime, id := el[0].(int64), el[1].(string)
+	if pre, ok := tx.t.(kv.PrefetchTx); ok {
+		// The pending entry and the job row are read next: one round
+		// trip for both.
+		if err := pre.Prefetch(key, l.job(typ, id)); err != nil {
+			return nil, -1, err
+		}
+	}
+	if isSnap {
+		if err := snap.AddReadConflictKey(key); err != nil {
+			return nil, -1, err
+		}
+	}
 	if tagKey != nil {
 		// Picked through the tag index: the entry may be stale (its job
 		// was removed by a queue that does not tag); drop it and retry.

@@ -79,6 +79,15 @@ type BatchSnapshotTx interface {
 	SnapshotRanges(rs []RangeRequest, fn func(i int, k, v []byte) error) error
 }
 
+// PrefetchTx is implemented by transactions of backends where one request
+// can carry many reads (etcd). Prefetch reads keys all at once, so that
+// the Gets of them that follow need no round trip of their own. It adds
+// nothing to what the transaction depends on: only a Get (or
+// AddReadConflictKey) of a prefetched key does.
+type PrefetchTx interface {
+	Prefetch(keys ...[]byte) error
+}
+
 // RangeRequest is one range read of a batch: [Begin, End) bounded by Opt.
 type RangeRequest struct {
 	Begin, End []byte

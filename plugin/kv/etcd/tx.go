@@ -450,6 +450,51 @@ func (t *tx) SnapshotRanges(rs []kv.RangeRequest, fn func(i int, k, v []byte) er
 	return nil
 }
 
+// Prefetch implements kv.PrefetchTx: keys not yet read nor written by
+// the transaction are read at its revision in one Txn, into seen.
+func (t *tx) Prefetch(keys ...[]byte) error {
+	if t.err != nil {
+		return t.err
+	}
+	var want []string
+	for _, k := range keys {
+		full := string(t.s.dataPrefix) + string(k)
+		if _, ok := t.writes[string(k)]; ok {
+			continue
+		}
+		if _, ok := t.seen[full]; !ok {
+			want = append(want, full)
+		}
+	}
+	for start := 0; start < len(want); start += maxTxnOps {
+		part := want[start:min(start+maxTxnOps, len(want))]
+		var resp *clientv3.TxnResponse
+		err := t.sendAtRev(func(extra ...clientv3.OpOption) (*etcdserverpb.ResponseHeader, error) {
+			ops := make([]clientv3.Op, len(part))
+			for i, k := range part {
+				ops[i] = clientv3.OpGet(k, extra...)
+			}
+			r, err := t.s.cli.Txn(t.ctx).Then(ops...).Commit()
+			if err != nil {
+				return nil, err
+			}
+			resp = r
+			return r.Header, nil
+		})
+		if err != nil {
+			return err
+		}
+		for i, r := range resp.Responses {
+			var kvp *mvccpb.KeyValue
+			if kvs := r.GetResponseRange().Kvs; len(kvs) > 0 {
+				kvp = kvs[0]
+			}
+			t.seen[part[i]] = kvp // nil: absent at rev
+		}
+	}
+	return nil
+}
+
 // readMany reads the next page of every pager in one Txn, at the
 // transaction's revision as read does.
 func (t *tx) readMany(pagers []*pager) ([]*etcdserverpb.RangeResponse, error) {

@@ -26,6 +26,7 @@ func Run(t *testing.T, open func(t *testing.T) kv.Store) {
 		{"Range", testRange},
 		{"RangeKeysOnly", testRangeKeysOnly},
 		{"SnapshotRanges", testSnapshotRanges},
+		{"Prefetch", testPrefetch},
 		{"Add", testAdd},
 		{"ConcurrentAdd", testConcurrentAdd},
 		{"SerializableReadModifyWrite", testSerializable},
@@ -250,6 +251,74 @@ func testSnapshotRanges(t *testing.T, s kv.Store) {
 	})
 	if !errors.Is(err, errRollback) {
 		t.Fatal(err)
+	}
+}
+
+// testPrefetch: Gets of prefetched keys return what Get alone would (the
+// transaction's own writes, absent keys, values at its read revision); a
+// prefetched key the transaction then Gets conflicts when it changed, and
+// one it only prefetched does not.
+func testPrefetch(t *testing.T, s kv.Store) {
+	ctx := context.Background()
+	set(t, s, "p1", "1", "p2", "2", "p3", "3")
+	prefetches := false
+	s.Update(ctx, func(tx kv.Tx) error {
+		_, prefetches = tx.(kv.PrefetchTx)
+		return errRollback
+	})
+	if !prefetches {
+		t.Skip("the backend does not prefetch")
+	}
+	attempts := 0
+	err := s.Update(ctx, func(tx kv.Tx) error {
+		attempts++
+		tx.Set([]byte("p4"), []byte("own"))
+		if err := tx.(kv.PrefetchTx).Prefetch([]byte("p1"), []byte("p2"), []byte("p4"), []byte("p9")); err != nil {
+			return err
+		}
+		if attempts == 1 {
+			// After the prefetch: p1 is then read (a conflict), p2 not.
+			set(t, s, "p1", "changed", "p2", "changed")
+		}
+		want := map[string]string{"p1": "1", "p4": "own", "p9": ""}
+		if attempts > 1 {
+			want["p1"] = "changed"
+		}
+		for k, v := range want {
+			got, err := tx.Get([]byte(k))
+			if err != nil {
+				return err
+			}
+			if string(got) != v || (v == "" && got != nil) {
+				t.Errorf("attempt %d: Get(%s) = %q after Prefetch, want %q", attempts, k, got, v)
+			}
+		}
+		tx.Set([]byte("p5"), []byte("5"))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if attempts != 2 {
+		t.Errorf("%d attempts, want 2: a changed key that was prefetched, then read, must conflict", attempts)
+	}
+	attempts = 0
+	err = s.Update(ctx, func(tx kv.Tx) error {
+		attempts++
+		if err := tx.(kv.PrefetchTx).Prefetch([]byte("p3")); err != nil {
+			return err
+		}
+		if attempts == 1 {
+			set(t, s, "p3", "changed")
+		}
+		tx.Set([]byte("p6"), []byte("6"))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if attempts != 1 {
+		t.Errorf("%d attempts, want 1: a key only prefetched is not read", attempts)
 	}
 }
 

@@ -81,5 +81,6 @@
 //
 // Under Config.Prefix: "d/" + key holds data, "t/" + key tombstones,
 // "m/vs" the versionstamp counter, "m/horizon" the tombstone horizon and
-// "m/c/" + id the commit markers (on a lease, so they expire).
+// "m/c/" + id the commit markers (on a lease that commits stop renewing
+// after leaseTTL/2, so they expire a minute or so after their commit).
 package etcd

@@ -68,12 +68,22 @@ type Store struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	leaseMu sync.Mutex
-	lease   clientv3.LeaseID
-	leaseOK bool
+	leaseMu   sync.Mutex
+	lease     clientv3.LeaseID
+	leaseOK   bool
+	leaseAt   time.Time          // when lease was granted
+	leaseStop context.CancelFunc // ends lease's keepalives
 }
 
-const leaseTTL = 60 // seconds a commit marker outlives its lease's keepalives
+// leaseTTL is how many seconds a commit marker outlives its lease's last
+// keepalive. Markers only serve a commit whose outcome is unknown, for
+// half that long (resolve), so commits take a new lease every leaseTTL/2
+// and let the old one expire with its markers: every commit leaves a
+// marker, and on one lease kept alive they would pile up in etcd as long
+// as the process runs. A lease's last keepalive comes at most leaseTTL/3
+// before its successor is granted, so a marker lives at least
+// leaseTTL*2/3 after its commit began, longer than resolve looks for it.
+var leaseTTL int64 = 60
 
 // Open connects to etcd and returns the store. It fails when etcd cannot
 // be reached within DialTimeout.
@@ -268,23 +278,29 @@ func (s *Store) Watch(ctx context.Context, key []byte) (<-chan struct{}, error) 
 	return out, nil
 }
 
-// lease returns the lease commit markers are attached to, granting a new
-// one when the previous one was lost.
+// leaseID returns the lease commit markers are attached to: the current
+// one while it is younger than leaseTTL/2 and alive, else a new one (the
+// old one then expires leaseTTL after its last keepalive).
 func (s *Store) leaseID(ctx context.Context) (clientv3.LeaseID, error) {
 	s.leaseMu.Lock()
 	defer s.leaseMu.Unlock()
-	if s.leaseOK {
+	if s.leaseOK && time.Since(s.leaseAt) < time.Duration(leaseTTL)*time.Second/2 {
 		return s.lease, nil
 	}
 	g, err := s.cli.Grant(ctx, leaseTTL)
 	if err != nil {
 		return 0, fmt.Errorf("kv/etcd: grant lease: %w", err)
 	}
-	ka, err := s.cli.KeepAlive(s.ctx, g.ID)
+	kctx, stop := context.WithCancel(s.ctx)
+	ka, err := s.cli.KeepAlive(kctx, g.ID)
 	if err != nil {
+		stop()
 		return 0, fmt.Errorf("kv/etcd: keep lease alive: %w", err)
 	}
-	s.lease, s.leaseOK = g.ID, true
+	if s.leaseStop != nil {
+		s.leaseStop()
+	}
+	s.lease, s.leaseOK, s.leaseAt, s.leaseStop = g.ID, true, time.Now(), stop
 	go func(id clientv3.LeaseID) {
 		for range ka {
 		}
@@ -293,7 +309,7 @@ func (s *Store) leaseID(ctx context.Context) (clientv3.LeaseID, error) {
 			s.leaseOK = false
 		}
 		s.leaseMu.Unlock()
-		if !s.closed() {
+		if kctx.Err() == nil {
 			s.log.Warn("etcd lease for commit markers lost; granting a new one", "lease", int64(id))
 		}
 	}(g.ID)

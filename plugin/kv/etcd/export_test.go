@@ -13,3 +13,11 @@ func TrustStamps(d time.Duration) (restore func()) {
 	stampFresh = d
 	return func() { stampFresh = old }
 }
+
+// SetLeaseTTL sets the commit markers' lease TTL in seconds; it returns a
+// func restoring it.
+func SetLeaseTTL(sec int64) (restore func()) {
+	old := leaseTTL
+	leaseTTL = sec
+	return func() { leaseTTL = old }
+}

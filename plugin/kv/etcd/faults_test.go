@@ -296,6 +296,69 @@ func TestCleanerRemovesTombstones(t *testing.T) {
 	}
 }
 
+// TestMarkersExpire: every commit leaves a marker key; they must not pile
+// up in etcd while the store runs, only outlive their commits long enough
+// to resolve an unknown outcome.
+func TestMarkersExpire(t *testing.T) {
+	defer etcd.SetLeaseTTL(4)() // a new lease every 2 s
+	c := etcdtest.StartCluster(t, 1)
+	s, err := etcd.Open(t.Context(), etcd.Config{Endpoints: c.Endpoints(), Prefix: "markers/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := t.Context()
+	commit := func(i int) {
+		t.Helper()
+		if err := s.Update(ctx, func(tx kv.Tx) error { tx.Set([]byte(fmt.Sprint("k", i)), []byte("x")); return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	markers := func() map[string]bool {
+		resp, err := cli.Get(ctx, "markers/m/c/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]bool{}
+		for _, kv := range resp.Kvs {
+			m[string(kv.Key)] = true
+		}
+		return m
+	}
+	const n = 20
+	for i := range n {
+		commit(i)
+	}
+	first := markers()
+	if len(first) != n {
+		t.Fatalf("%d markers after %d commits", len(first), n)
+	}
+	// Commits go on, one every 100 ms: the first n's lease is no longer
+	// renewed once it is 2 s old, and expires with their markers.
+	left := func() int {
+		now, k := markers(), 0
+		for m := range first {
+			if now[m] {
+				k++
+			}
+		}
+		return k
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for i := n; left() > 0; i++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of the first %d markers left after 20 s of commits", left(), n)
+		}
+		commit(i)
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // TestStampTakenRetriesAtSameRevision: a commit offers the next
 // MaxSpeculation versionstamps, so others' stamp-taking commits that land
 // first cost it nothing; when they took all it offered, it runs again at

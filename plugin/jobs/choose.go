@@ -2,7 +2,6 @@ package jobs
 
 import (
 	"context"
-	mrand "math/rand/v2"
 	"time"
 
 	"github.com/couchepi/couchepi/plugin/kv"
@@ -319,57 +318,30 @@ func (q *Queue) tagPick(scan scanFunc, typ, tag string) ([]byte, error) {
 // tagPicks is tagPick for each of tags, the reads of every tag made at
 // once where the store can (kv.BatchSnapshotTx).
 func (q *Queue) tagPicks(scan scanManyFunc, typ string, tags []string) ([][]byte, error) {
-	picks := make([][]byte, len(tags))
-	left := make([]int, len(tags)) // the tags not picked from yet
-	for i := range left {
-		left[i] = i
+	keyAts := make([]func(id string) []byte, len(tags))
+	for i, tag := range tags {
+		keyAts[i] = func(id string) []byte { return q.l.tagged(typ, tag, 0, id) }
 	}
-	read := func(rs []kv.RangeRequest, fn func(tag int, k []byte)) error {
-		err := scan(rs, func(i int, k, _ []byte) error {
-			fn(left[i], k)
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		rest := left[:0]
-		for _, i := range left {
-			if picks[i] == nil {
-				rest = append(rest, i)
-			}
-		}
-		left = rest
-		return nil
+	picks, err := windowPicks(scan, keyAts)
+	if err != nil {
+		return nil, err
 	}
-	for _, width := range windowWidths {
-		if len(left) == 0 {
-			return picks, nil
-		}
-		rs := make([]kv.RangeRequest, len(left))
-		for j, i := range left {
-			begin, end := window(width, func(id string) []byte { return q.l.tagged(typ, tags[i], 0, id) })
-			rs[j] = kv.RangeRequest{Begin: begin, End: end, Opt: kv.RangeOptions{Limit: pickBatch, KeysOnly: true}}
-		}
-		seen := make([]int, len(tags))
-		err := read(rs, func(i int, k []byte) {
-			seen[i]++
-			if seen[i] == 1 || mrand.IntN(seen[i]) == 0 {
-				picks[i] = append(picks[i][:0], k...)
-			}
-		})
-		if err != nil {
-			return nil, err
+	var left []int // the tags no window found a job of
+	var rs []kv.RangeRequest
+	for i := range tags {
+		if picks[i] == nil {
+			begin := q.l.taggedTag(typ, tags[i])
+			left = append(left, i)
+			rs = append(rs, kv.RangeRequest{Begin: begin, End: kv.PrefixEnd(begin), Opt: kv.RangeOptions{Limit: 1, KeysOnly: true}})
 		}
 	}
-	if len(left) == 0 {
+	if len(rs) == 0 {
 		return picks, nil
 	}
-	rs := make([]kv.RangeRequest, len(left))
-	for j, i := range left {
-		begin := q.l.taggedTag(typ, tags[i])
-		rs[j] = kv.RangeRequest{Begin: begin, End: kv.PrefixEnd(begin), Opt: kv.RangeOptions{Limit: 1, KeysOnly: true}}
-	}
-	err := read(rs, func(i int, k []byte) { picks[i] = append([]byte(nil), k...) })
+	err = scan(rs, func(j int, k, _ []byte) error {
+		picks[left[j]] = append([]byte(nil), k...)
+		return nil
+	})
 	return picks, err
 }
 

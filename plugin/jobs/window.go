@@ -140,20 +140,45 @@ func window(width int, keyAt func(id string) []byte) (begin, end []byte) {
 // [keyAt(lo), keyAt(hi)) for hex ids lo < hi; nil when the windows tried
 // are empty.
 func windowPick(scan scanFunc, keyAt func(id string) []byte) ([]byte, error) {
-	var key []byte
+	picks, err := windowPicks(oneByOne(scan), []func(id string) []byte{keyAt})
+	return picks[0], err
+}
+
+// windowPicks is windowPick for several id spaces at once: each window
+// size is read for every space still without a pick in one scan.
+func windowPicks(scan scanManyFunc, keyAts []func(id string) []byte) ([][]byte, error) {
+	picks := make([][]byte, len(keyAts))
+	left := make([]int, len(keyAts)) // the spaces not picked from yet
+	for i := range left {
+		left[i] = i
+	}
 	for _, width := range windowWidths {
-		begin, end := window(width, keyAt)
-		seen := 0
-		err := scan(begin, end, kv.RangeOptions{Limit: pickBatch, KeysOnly: true}, func(k, _ []byte) error {
-			seen++
-			if seen == 1 || mrand.IntN(seen) == 0 {
-				key = append(key[:0], k...)
+		if len(left) == 0 {
+			break
+		}
+		rs := make([]kv.RangeRequest, len(left))
+		for j, i := range left {
+			begin, end := window(width, keyAts[i])
+			rs[j] = kv.RangeRequest{Begin: begin, End: end, Opt: kv.RangeOptions{Limit: pickBatch, KeysOnly: true}}
+		}
+		seen := make([]int, len(left))
+		err := scan(rs, func(j int, k, _ []byte) error {
+			seen[j]++
+			if seen[j] == 1 || mrand.IntN(seen[j]) == 0 {
+				picks[left[j]] = append(picks[left[j]][:0], k...)
 			}
 			return nil
 		})
-		if err != nil || key != nil {
-			return key, err
+		if err != nil {
+			return nil, err
 		}
+		rest := left[:0]
+		for _, i := range left {
+			if picks[i] == nil {
+				rest = append(rest, i)
+			}
+		}
+		left = rest
 	}
-	return nil, nil
+	return picks, nil
 }

@@ -111,44 +111,18 @@ func Run(ctx context.Context, rep *parse.Rep, opts Options) (*Result, error) {
 
 // start opens both endpoints, computes the id and reads the checkpoints.
 func (r *run) start(ctx context.Context) error {
-	// The reads a start needs do not depend on each other once the
-	// replication id is known: they go out at once, so that a job
-	// (re)starting against a busy server waits one round trip, not four.
-	// Their errors are still reported in the order CouchDB checks: source,
-	// target, checkpoints. A target to create is created only once the
-	// source opened, as CouchDB does.
-	var (
-		wg                 sync.WaitGroup
-		srcErr, tgtErr     error
-		srcCp, tgtCp       *localDoc
-		srcCpErr, tgtCpErr error
-	)
-	early := r.opts.RepID != nil && r.rep.UseCheckpoints
-	if early {
-		r.repID = *r.opts.RepID
-		wg.Add(2)
-		go func() { defer wg.Done(); srcCp, srcCpErr = readCheckpoint(ctx, r.src, r.repID.Base) }()
-		go func() { defer wg.Done(); tgtCp, tgtCpErr = readCheckpoint(ctx, r.tgt, r.repID.Base) }()
+	var err error
+	if r.srcInfo, err = openDB(ctx, r.src); err != nil {
+		return err
 	}
 	if r.rep.CreateTarget {
-		if r.srcInfo, srcErr = openDB(ctx, r.src); srcErr == nil {
-			if tgtErr = createDB(ctx, r.tgt, r.rep.CreateTargetParams); tgtErr == nil {
-				r.tgtInfo, tgtErr = openDB(ctx, r.tgt)
-			}
+		if err := createDB(ctx, r.tgt, r.rep.CreateTargetParams); err != nil {
+			return err
 		}
-	} else {
-		wg.Add(1)
-		go func() { defer wg.Done(); r.tgtInfo, tgtErr = openDB(ctx, r.tgt) }()
-		r.srcInfo, srcErr = openDB(ctx, r.src)
 	}
-	wg.Wait()
-	if srcErr != nil {
-		return srcErr
+	if r.tgtInfo, err = openDB(ctx, r.tgt); err != nil {
+		return err
 	}
-	if tgtErr != nil {
-		return tgtErr
-	}
-	var err error
 	if r.opts.RepID != nil {
 		r.repID = *r.opts.RepID
 	} else if r.repID, err = ComputeRepID(ctx, r.rep, r.opts.ServerUUID, r.opts.Pool); err != nil {
@@ -157,25 +131,21 @@ func (r *run) start(ctx context.Context) error {
 	r.log = r.log.With("replication_id", r.repID.String())
 	var sp startPoint
 	if r.rep.UseCheckpoints {
-		if !early {
-			srcCp, srcCpErr = readCheckpoint(ctx, r.src, r.repID.Base)
-			if srcCpErr == nil {
-				tgtCp, tgtCpErr = readCheckpoint(ctx, r.tgt, r.repID.Base)
-			}
+		s, err := readCheckpoint(ctx, r.src, r.repID.Base)
+		if err != nil {
+			return asError(err)
 		}
-		if srcCpErr != nil {
-			return asError(srcCpErr)
-		}
-		if tgtCpErr != nil {
-			return asError(tgtCpErr)
+		t, err := readCheckpoint(ctx, r.tgt, r.repID.Base)
+		if err != nil {
+			return asError(err)
 		}
 		var sb, tb *Checkpoint
-		if srcCp != nil {
-			r.srcRev, sb = srcCp.Rev, srcCp.Body
-			r.existing = srcCp.Body
+		if s != nil {
+			r.srcRev, sb = s.Rev, s.Body
+			r.existing = s.Body
 		}
-		if tgtCp != nil {
-			r.tgtRev, tb = tgtCp.Rev, tgtCp.Body
+		if t != nil {
+			r.tgtRev, tb = t.Rev, t.Body
 		}
 		sp = compareCheckpoints(sb, tb)
 		if sp.seq == nil && (sb != nil || tb != nil) {

@@ -9,12 +9,20 @@ package store
 // once its transaction is over (committed or rolled back: either way
 // bbolt no longer holds them).
 
-// arenaChunk is the size of an arena's chunks; a value larger than a
-// quarter of it gets memory of its own.
+// arenaChunk is the size of an arena's largest chunks, the ones kept for
+// reuse; a value larger than a quarter of it gets memory of its own.
 const arenaChunk = 256 << 10
 
-// arenaFree holds released chunks for reuse; it is bounded so that a burst
-// of concurrent writes does not keep its memory forever.
+// arenaMinChunk is the smallest first chunk. Chunks grow from the first
+// (sized by the write's hint) by doubling up to arenaChunk: a write of a
+// few small docs needs a few KB, and when every write started with a
+// fresh 256 KB chunk (the free list is empty while hundreds of writes are
+// in flight), zeroing them and collecting them was the largest share of
+// the server's CPU under many small concurrent writes.
+const arenaMinChunk = 4 << 10
+
+// arenaFree holds released full-size chunks for reuse; it is bounded so
+// that a burst of concurrent writes does not keep its memory forever.
 var arenaFree = make(chan []byte, 16)
 
 // valueArena hands out memory for the keys and values of one write
@@ -23,6 +31,12 @@ var arenaFree = make(chan []byte, 16)
 type valueArena struct {
 	cur    []byte   // the chunk being carved (len = bytes handed out)
 	chunks [][]byte // every chunk taken, for release
+	next   int      // size of the next chunk; 0: arenaMinChunk
+}
+
+// newArena returns an arena whose first chunk holds about hint bytes.
+func newArena(hint int) *valueArena {
+	return &valueArena{next: min(max(hint, arenaMinChunk), arenaChunk)}
 }
 
 // alloc returns an empty slice with room for n bytes; appending up to n
@@ -32,12 +46,18 @@ func (a *valueArena) alloc(n int) []byte {
 		return make([]byte, 0, n)
 	}
 	if cap(a.cur)-len(a.cur) < n {
-		select {
-		case c := <-arenaFree:
-			a.cur = c[:0]
-		default:
-			a.cur = make([]byte, 0, arenaChunk)
+		size := max(a.next, arenaMinChunk, n)
+		if size >= arenaChunk {
+			select {
+			case c := <-arenaFree:
+				a.cur = c[:0]
+			default:
+				a.cur = make([]byte, 0, arenaChunk)
+			}
+		} else {
+			a.cur = make([]byte, 0, size)
 		}
+		a.next = min(2*cap(a.cur), arenaChunk)
 		a.chunks = append(a.chunks, a.cur)
 	}
 	l := len(a.cur)
@@ -45,10 +65,14 @@ func (a *valueArena) alloc(n int) []byte {
 	return a.cur[l : l : l+n]
 }
 
-// release gives the chunks back for reuse. Nothing handed out may be used
-// afterwards: call it only once the transaction that used them is over.
+// release gives the full-size chunks back for reuse. Nothing handed out
+// may be used afterwards: call it only once the transaction that used
+// them is over.
 func (a *valueArena) release() {
 	for _, c := range a.chunks {
+		if cap(c) != arenaChunk {
+			continue
+		}
 		select {
 		case arenaFree <- c[:0]:
 		default:

@@ -108,7 +108,11 @@ func (db *DB) bulkDocs(ctx context.Context, docs []*Doc, newEdits bool) ([]BulkR
 	var tc txCounters
 	// The arena's memory is given back once doAfter returns: the
 	// transaction that used it is then committed or rolled back.
-	arena := &valueArena{}
+	hint := 0
+	for _, d := range docs {
+		hint += len(d.Body) + arenaPerDoc
+	}
+	arena := newArena(hint)
 	defer arena.release()
 	err := db.s.w.doAfter(ctx, func(tx *bolt.Tx) error {
 		b, err := db.bucket(tx)
@@ -138,6 +142,10 @@ func (db *DB) bulkDocs(ctx context.Context, docs []*Doc, newEdits bool) ([]BulkR
 	}
 	return results, nil
 }
+
+// arenaPerDoc is about what a write encodes for a doc besides its body:
+// its record, revs key and seqs key.
+const arenaPerDoc = 256
 
 // applyDoc writes one document inside the write transaction. A returned
 // error aborts the transaction; document-level failures are in the result.

@@ -468,26 +468,20 @@ func (t *tx) Prefetch(keys ...[]byte) error {
 	}
 	for start := 0; start < len(want); start += maxTxnOps {
 		part := want[start:min(start+maxTxnOps, len(want))]
-		var resp *clientv3.TxnResponse
-		err := t.sendAtRev(func(extra ...clientv3.OpOption) (*etcdserverpb.ResponseHeader, error) {
+		resps, err := t.readOps(func(extra ...clientv3.OpOption) []clientv3.Op {
 			ops := make([]clientv3.Op, len(part))
 			for i, k := range part {
 				ops[i] = clientv3.OpGet(k, extra...)
 			}
-			r, err := t.s.cli.Txn(t.ctx).Then(ops...).Commit()
-			if err != nil {
-				return nil, err
-			}
-			resp = r
-			return r.Header, nil
+			return ops
 		})
 		if err != nil {
 			return err
 		}
-		for i, r := range resp.Responses {
+		for i, r := range resps {
 			var kvp *mvccpb.KeyValue
-			if kvs := r.GetResponseRange().Kvs; len(kvs) > 0 {
-				kvp = kvs[0]
+			if len(r.Kvs) > 0 {
+				kvp = r.Kvs[0]
 			}
 			t.seen[part[i]] = kvp // nil: absent at rev
 		}
@@ -495,17 +489,24 @@ func (t *tx) Prefetch(keys ...[]byte) error {
 	return nil
 }
 
-// readMany reads the next page of every pager in one Txn, at the
-// transaction's revision as read does.
+// readMany reads the next page of every pager in one Txn.
 func (t *tx) readMany(pagers []*pager) ([]*etcdserverpb.RangeResponse, error) {
-	var resp *clientv3.TxnResponse
-	err := t.sendAtRev(func(extra ...clientv3.OpOption) (*etcdserverpb.ResponseHeader, error) {
+	return t.readOps(func(extra ...clientv3.OpOption) []clientv3.Op {
 		ops := make([]clientv3.Op, len(pagers))
 		for i, p := range pagers {
 			key, opts := p.request()
 			ops[i] = clientv3.OpGet(key, append(opts, extra...)...)
 		}
-		r, err := t.s.cli.Txn(t.ctx).Then(ops...).Commit()
+		return ops
+	})
+}
+
+// readOps sends the reads ops builds (adding extra to each) as one Txn,
+// at the transaction's revision as read does.
+func (t *tx) readOps(ops func(extra ...clientv3.OpOption) []clientv3.Op) ([]*etcdserverpb.RangeResponse, error) {
+	var resp *clientv3.TxnResponse
+	err := t.sendAtRev(func(extra ...clientv3.OpOption) (*etcdserverpb.ResponseHeader, error) {
+		r, err := t.s.cli.Txn(t.ctx).Then(ops(extra...)...).Commit()
 		if err != nil {
 			return nil, err
 		}

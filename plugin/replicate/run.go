@@ -282,7 +282,6 @@ func (r *run) loop(parent context.Context) (*Result, error) {
 		buffer = min(buffer, 128)
 	}
 	changes := make(chan change, buffer)
-	batches := make(chan *batch)
 	reader := &changesReader{src: r.src, rep: r.rep, log: r.log, out: changes, wait: 250 * time.Millisecond,
 		maxIDLen: r.opts.MaxDocumentIDLength, onIDTooLong: func() { r.stats.docWriteFailures.Add(1) },
 		through: r.tracker.waitThrough, quiet: &r.quiet}
@@ -295,27 +294,22 @@ func (r *run) loop(parent context.Context) (*Result, error) {
 			fail(err)
 		}
 	}()
-	go r.batcher(readerCtx, changes, batches, batchSize, &reader.rounds)
-
-	var wg sync.WaitGroup
+	// workers_started counts worker_processes per run, as CouchDB's
+	// stat does; the pool starts them as batches need them.
 	totals.workersStarted.Add(int64(workers))
-	for i := 0; i < workers; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for b := range batches {
-				if err := r.process(workCtx, b); err != nil {
-					if workCtx.Err() == nil {
-						fail(asError(err))
-					}
-					return
-				}
-				r.tracker.complete(b.ord, b.lastSeq)
+	pool := newWorkerPool(workers, workerIdle, func(b *batch) bool {
+		if err := r.process(workCtx, b); err != nil {
+			if workCtx.Err() == nil {
+				fail(asError(err))
 			}
-		}()
-	}
+			return false
+		}
+		r.tracker.complete(b.ord, b.lastSeq)
+		return true
+	})
+	go r.batcher(readerCtx, changes, pool, batchSize, &reader.rounds)
 	workersDone := make(chan struct{})
-	go func() { wg.Wait(); close(workersDone) }()
+	go func() { pool.wait(); close(workersDone) }()
 
 	bgCtx, stopBg := context.WithCancel(context.Background())
 	var bg sync.WaitGroup
@@ -380,15 +374,19 @@ func (r *run) loop(parent context.Context) (*Result, error) {
 // a slot reads in rounds), a batch is handed on only once no change has
 // come for drainWait, so that a round's changes make one batch (one
 // _bulk_docs), not one per idle worker.
-func (r *run) batcher(ctx context.Context, in <-chan change, out chan<- *batch, size int, rounds *atomic.Bool) {
-	defer close(out)
+func (r *run) batcher(ctx context.Context, in <-chan change, pool *workerPool, size int, rounds *atomic.Bool) {
+	defer pool.close()
 	send := func(b *batch) bool {
-		select {
-		case out <- b:
-			return true
-		case <-ctx.Done():
-			return false
+		for !pool.offer(b) {
+			select {
+			case pool.in <- b:
+				return true
+			case <-pool.exited: // room for a new worker: offer again
+			case <-ctx.Done():
+				return false
+			}
 		}
+		return true
 	}
 	var b *batch
 	// take adds c to b, or hands b on and completes a marker; false when
@@ -448,9 +446,14 @@ func (r *run) batcher(ctx context.Context, in <-chan change, out chan<- *batch, 
 				return
 			}
 		}
-		select {
-		case out <- b:
+		if pool.offer(b) {
 			b = nil
+			continue
+		}
+		select {
+		case pool.in <- b:
+			b = nil
+		case <-pool.exited: // room for a new worker: offer again
 		case c, ok := <-in:
 			if !take(c, ok) {
 				return

@@ -1,0 +1,100 @@
+package replicate
+
+import (
+	"sync"
+	"time"
+)
+
+// workerIdle is how long a document worker waits for a batch before it
+// ends; the next batch starts another.
+const workerIdle = 10 * time.Second
+
+// workerPool runs a replication's batches on up to max goroutines. A
+// worker starts when a batch finds none idle and ends after workerIdle
+// without one: a continuous job mostly has nothing to write, and when
+// thousands run (most of them quiet, see Slot), worker_processes idle
+// goroutines each, with the stacks they grew writing, cost memory and the
+// garbage collector's time scanning them.
+//
+// Only the batcher offers batches and closes the pool, so workers start
+// only while it runs: wg counts it until close, and Wait returns once it
+// and every worker are done.
+type workerPool struct {
+	max     int
+	idle    time.Duration // how long a worker waits for a batch
+	in      chan *batch
+	process func(*batch) bool // false: the worker ends (the run failed)
+	exited  chan struct{}     // a worker ended idle: a full pool may have room
+
+	mu      sync.Mutex
+	running int
+	wg      sync.WaitGroup
+}
+
+func newWorkerPool(max int, idle time.Duration, process func(*batch) bool) *workerPool {
+	p := &workerPool{max: max, idle: idle, in: make(chan *batch), process: process, exited: make(chan struct{}, 1)}
+	p.wg.Add(1) // the batcher, until close
+	return p
+}
+
+// offer hands b to an idle worker, or to a new one while fewer than max
+// run; false when every worker is busy.
+func (p *workerPool) offer(b *batch) bool {
+	select {
+	case p.in <- b:
+		return true
+	default:
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.running >= p.max {
+		return false
+	}
+	p.running++
+	p.wg.Add(1)
+	go p.work(b)
+	return true
+}
+
+func (p *workerPool) work(b *batch) {
+	defer p.wg.Done()
+	idle := time.NewTimer(p.idle)
+	defer idle.Stop()
+	for {
+		if !p.process(b) {
+			p.leave()
+			return
+		}
+		idle.Reset(p.idle)
+		select {
+		case next, ok := <-p.in:
+			if !ok {
+				p.leave()
+				return
+			}
+			b = next
+		case <-idle.C:
+			p.leave()
+			select {
+			case p.exited <- struct{}{}:
+			default:
+			}
+			return
+		}
+	}
+}
+
+func (p *workerPool) leave() {
+	p.mu.Lock()
+	p.running--
+	p.mu.Unlock()
+}
+
+// close ends the workers once they are idle; the batcher calls it last.
+func (p *workerPool) close() {
+	close(p.in)
+	p.wg.Done()
+}
+
+// wait returns once the batcher closed the pool and every worker ended.
+func (p *workerPool) wait() { p.wg.Wait() }

@@ -60,10 +60,17 @@ type member struct {
 // member it describes.
 const memberEnv = "COUCHEPI_ETCDTEST_MEMBER"
 
-func (m member) config(t testing.TB) *embed.Config {
+func (m member) config() (*embed.Config, error) {
 	cfg := embed.NewConfig()
 	cfg.Name, cfg.Dir = m.Name, m.Dir
-	peer, client := mustURL(t, m.Peer), mustURL(t, m.Client)
+	peer, err := url.Parse(m.Peer)
+	if err != nil {
+		return nil, err
+	}
+	client, err := url.Parse(m.Client)
+	if err != nil {
+		return nil, err
+	}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*peer}, []url.URL{*peer}
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*client}, []url.URL{*client}
 	cfg.LogLevel = "error"
@@ -71,7 +78,7 @@ func (m member) config(t testing.TB) *embed.Config {
 	cfg.InitialClusterToken = "etcdtest"
 	cfg.InitialCluster = m.InitialCluster
 	cfg.ClusterState = embed.ClusterStateFlagNew
-	return cfg
+	return cfg, nil
 }
 
 func newMembers(t testing.TB, n int) []member {
@@ -93,7 +100,10 @@ func startCluster(t testing.TB, n int) (*Cluster, error) {
 	ms := newMembers(t, n)
 	cfgs := make([]*embed.Config, n)
 	for i, m := range ms {
-		cfgs[i] = m.config(t)
+		var err error
+		if cfgs[i], err = m.config(); err != nil {
+			return nil, err
+		}
 	}
 	c := &Cluster{}
 	// Members wait for each other, so start them all before waiting.
@@ -153,23 +163,15 @@ func ServeMember() {
 		fmt.Fprintf(os.Stderr, "etcdtest: %s: %v\n", memberEnv, err)
 		os.Exit(2)
 	}
-	e, err := embed.StartEtcd(m.config(&memberTB{}))
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "etcdtest: member %s: %v\n", m.Name, err)
-		os.Exit(1)
+	cfg, err := m.config()
+	var e *embed.Etcd
+	if err == nil {
+		e, err = embed.StartEtcd(cfg)
 	}
-	err = <-e.Err()
-	fmt.Fprintf(os.Stderr, "etcdtest: member %s stopped: %v\n", m.Name, err)
-	os.Exit(1)
-}
-
-// memberTB lets a member's process use the helpers written for tests: a
-// failure there ends the process.
-type memberTB struct{ testing.TB }
-
-func (memberTB) Helper() {}
-func (memberTB) Fatal(args ...any) {
-	fmt.Fprintln(os.Stderr, append([]any{"etcdtest:"}, args...)...)
+	if err == nil {
+		err = <-e.Err() // runs until killed, or fails
+	}
+	fmt.Fprintf(os.Stderr, "etcdtest: member %s: %v\n", m.Name, err)
 	os.Exit(1)
 }
 
@@ -283,12 +285,4 @@ func freeAddr(t testing.TB) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
-}
-
-func mustURL(t testing.TB, s string) *url.URL {
-	u, err := url.Parse(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u
 }

@@ -354,7 +354,7 @@ func (c *couch) pluginCounters() map[string]float64 {
 func counterDeltas(a, b map[string]float64, d time.Duration) string {
 	var out []string
 	for _, k := range []string{"couchdb_couch_replicator_requests_total", "couchdb_couch_replicator_connection_creates_total",
-		"couchepi_replicator_changes_read_total", "couchepi_replicator_docs_written_total", "couchepi_replicator_jobs_slot_handoffs_total", "couchepi_replicator_shared_changes_reads_total", "couchepi_replicator_shared_docs_total",
+		"couchepi_replicator_changes_read_total", "couchepi_replicator_docs_written_total", "couchepi_replicator_jobs_slot_handoffs_total", "couchepi_replicator_jobs_resumes_total", "couchepi_replicator_shared_changes_reads_total", "couchepi_replicator_shared_docs_total",
 		"couchepi_replicator_jobs_parks_total", "couchepi_replicator_jobs_wakes_total", "couchdb_couch_replicator_jobs_starts_total"} {
 		short := strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(k, "couchdb_couch_replicator_"), "couchepi_replicator_"), "_total")
 		out = append(out, fmt.Sprintf("%s %.0f/s", short, (b[k]-a[k])/d.Seconds()))

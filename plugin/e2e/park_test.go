@@ -76,6 +76,9 @@ func TestE2EParkedJobsWake(t *testing.T) {
 	t.Logf("remote write replicated by a parked job after %v", time.Since(start))
 	c.waitParked("_replicator", "local")
 	c.waitParked("_replicator", "remote")
+	if got := c.metric("couchepi_replicator_jobs_resumes_total"); got != 2 {
+		t.Errorf("jobs_resumes_total = %v after both parked jobs woke, want 2 (each starts from what its parked run left)", got)
+	}
 
 	// kill -9 while parked; writes land while the plugin is down.
 	_, pid := c.pluginInfo()

@@ -95,6 +95,8 @@ type Server struct {
 	stopping  bool
 	share     *Share
 	lastCycle time.Time
+
+	resumes resumes // hints for the next runs of the jobs parked here
 }
 
 // New returns a job server; Start runs it.

@@ -45,6 +45,10 @@ type worker struct {
 	needSlot   bool
 	gate       *gate
 	quietSince time.Time
+
+	// resume is what the run left for the next one, set before settle
+	// (kept only if the job is parked).
+	resume *replicate.Resume
 }
 
 func newWorker(s *Server, job *jobs.Job) *worker {
@@ -394,6 +398,9 @@ func (w *worker) park(rec *jobdata.Record, cause error) {
 	rec.History = AppendHistory(rec.History, jobdata.Event{Type: jobdata.EventStopped, Timestamp: now.Unix(), Reason: reason}, cfg.MaxHistory)
 	if s.settled("park", w.job, s.q.Resubmit(context.Background(), w.job, jobdata.ParkedTime, rec.Encode())) {
 		s.log.Debug("replication parked", "job", w.job.ID, "seq", string(seq))
+		if w.resume != nil {
+			s.resumes.put(w.job.ID, w.resume)
+		}
 		s.opts.Parker.Parked(w.job.ID, rec)
 	}
 }
@@ -429,8 +436,9 @@ func (w *worker) execute(rec *jobdata.Record, repID parse.RepID, cfg Config) {
 	latest := rec.Stats
 	checkpoints := make(chan struct{}, 1)
 	type outcome struct {
-		res *replicate.Result
-		err error
+		res    *replicate.Result
+		err    error
+		resume *replicate.Resume
 	}
 	done := make(chan outcome, 1)
 	id := repID
@@ -459,8 +467,15 @@ func (w *worker) execute(rec *jobdata.Record, repID parse.RepID, cfg Config) {
 		slot = g
 		s.spawnAcceptors(0) // its slot may be handed on: acceptors may wait for jobs
 	}
+	var resume *replicate.Resume
+	if idleAfter > 0 {
+		resume = s.resumes.take(w.job.ID, rec.Stats.CheckpointedSourceSeq)
+	}
 	go func() {
+		var left *replicate.Resume
 		res, err := replicate.Run(ctx, maxBackoffRep(rec), replicate.Options{
+			Resume:              resume,
+			OnResume:            func(h *replicate.Resume) { left = h },
 			IdleAfter:           idleAfter,
 			Slot:                slot,
 			Logger:              s.log.Named("replicate").With("rep_id", repID.String()),
@@ -485,7 +500,7 @@ func (w *worker) execute(rec *jobdata.Record, repID parse.RepID, cfg Config) {
 				}
 			},
 		})
-		done <- outcome{res, err}
+		done <- outcome{res, err, left}
 	}()
 	// Renewal rule (see package jobs): the job's record is updated at
 	// least every ActivityTimeout/8; if no update has succeeded for
@@ -572,6 +587,7 @@ func (w *worker) execute(rec *jobdata.Record, repID parse.RepID, cfg Config) {
 			statsMu.Lock()
 			rec.Stats = latest
 			statsMu.Unlock()
+			w.resume = out.resume
 			w.settle(rec, ctx, out.res, out.err)
 			return
 		}

@@ -81,6 +81,7 @@ var (
 	parks            = desc("couchepi_replicator_jobs_parks_total", "Continuous jobs parked (caught up and idle) until their source changes.")
 	wakes            = desc("couchepi_replicator_jobs_wakes_total", "Parked jobs woken because their source changed.")
 	handoffs         = desc("couchepi_replicator_jobs_slot_handoffs_total", "Slots handed on by caught-up continuous jobs to jobs waiting for one.")
+	resumes          = desc("couchepi_replicator_jobs_resumes_total", "Woken jobs started from what their parked run left, with one request instead of four.")
 	sharedReads      = desc("couchepi_replicator_shared_changes_reads_total", "Reads of a source's changes served by another replication's read of it.")
 	sharedDocs       = desc("couchepi_replicator_shared_docs_total", "Revisions served from another replication's fetch of the same source.")
 )
@@ -91,7 +92,7 @@ var allDescs = []*prometheus.Desc{
 	jobsAdds, jobsDuplicateAdds, jobsRemoves, jobsStarts, jobsStops, jobsCrashes, failedStarts,
 	changesReadFailures, workersStarted, dbScans, completedUpdates, failedUpdates, connectionCreates,
 	jobsByState, docsRead, docsWritten, docWriteFailures, revsChecked, missingFound, changesRead,
-	tooManyRequests, backoffs, maxBackoffs, retries, parks, wakes, handoffs, sharedReads, sharedDocs,
+	tooManyRequests, backoffs, maxBackoffs, retries, parks, wakes, handoffs, resumes, sharedReads, sharedDocs,
 }
 
 // Collector is a prometheus.Collector of the replicator's metrics.
@@ -177,6 +178,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(changesRead, float64(t.ChangesRead))
 	counter(changesReadFailures, float64(t.ChangesReadFailures))
 	counter(workersStarted, float64(t.WorkersStarted))
+	counter(resumes, float64(t.Resumes))
 	counter(sharedReads, float64(t.SharedReads))
 	counter(sharedDocs, float64(t.SharedDocs))
 

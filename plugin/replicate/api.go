@@ -77,6 +77,14 @@ type Options struct {
 	// for, or whose write the target refused with 412 missing_stub
 	// (0 = 2 s, CouchDB's default).
 	MissingDocRetry time.Duration
+	// Resume, when set, is what an earlier run of the same replication
+	// left (OnResume): the run starts from it with one request if the
+	// source's checkpoint confirms it, else as without it.
+	Resume *Resume
+	// OnResume, when set, is called as a continuous run that uses
+	// checkpoints returns ErrIdle or ErrStopped with its final checkpoint
+	// written, with what the next run can start from (Options.Resume).
+	OnResume func(*Resume)
 }
 
 // Slot is a continuous run's claim on one of the job server's slots.

@@ -109,9 +109,19 @@ func Run(ctx context.Context, rep *parse.Rep, opts Options) (*Result, error) {
 	return r.loop(ctx)
 }
 
-// start opens both endpoints, computes the id and reads the checkpoints.
+// start opens both endpoints, computes the id and reads the checkpoints,
+// or resumes from Options.Resume.
 func (r *run) start(ctx context.Context) error {
-	var err error
+	resumed, srcDoc, err := r.startResumed(ctx)
+	if err != nil {
+		return err
+	}
+	if resumed {
+		totals.resumes.Add(1)
+		r.log = r.log.With("replication_id", r.repID.String())
+		r.startFrom(startPoint{seq: r.startSeq, history: r.history})
+		return nil
+	}
 	if r.srcInfo, err = openDB(ctx, r.src); err != nil {
 		return err
 	}
@@ -131,9 +141,11 @@ func (r *run) start(ctx context.Context) error {
 	r.log = r.log.With("replication_id", r.repID.String())
 	var sp startPoint
 	if r.rep.UseCheckpoints {
-		s, err := readCheckpoint(ctx, r.src, r.repID.Base)
-		if err != nil {
-			return asError(err)
+		s := srcDoc
+		if s == nil {
+			if s, err = readCheckpoint(ctx, r.src, r.repID.Base); err != nil {
+				return asError(err)
+			}
 		}
 		t, err := readCheckpoint(ctx, r.tgt, r.repID.Base)
 		if err != nil {
@@ -152,6 +164,12 @@ func (r *run) start(ctx context.Context) error {
 			r.log.Info("no common ancestry -- performing full replication")
 		}
 	}
+	r.startFrom(sp)
+	return nil
+}
+
+// startFrom sets where the run starts and what it carries over.
+func (r *run) startFrom(sp startPoint) {
 	r.history = sp.history
 	r.startSeq = sp.seq
 	if r.startSeq == nil {
@@ -168,7 +186,6 @@ func (r *run) start(ctx context.Context) error {
 		r.opts.OnStart(r.snapshot())
 	}
 	r.log.Debug("replication starting", "since", string(r.startSeq), "session_id", r.sessionID)
-	return nil
 }
 
 // openDB checks that an endpoint exists and reads its info.
@@ -359,6 +376,11 @@ func (r *run) loop(parent context.Context) (*Result, error) {
 		return nil, asError(runErr)
 	}
 	if stopped {
+		if r.opts.OnResume != nil && r.rep.Continuous {
+			if h := r.resume(); h != nil {
+				r.opts.OnResume(h)
+			}
+		}
 		if parent.Err() == nil && errors.Is(context.Cause(ctx), ErrIdle) {
 			return nil, ErrIdle
 		}

@@ -28,6 +28,8 @@ type Totals struct {
 	// same source; SharedDocs, revisions another run had fetched
 	// (couchepi's).
 	SharedReads, SharedDocs int64
+	// Resumes counts runs started from Options.Resume (couchepi's).
+	Resumes int64
 }
 
 // totals holds the live process-wide sums.
@@ -35,6 +37,7 @@ var totals struct {
 	docsRead, docsWritten, docWriteFailures, missingChecked, missingFound atomic.Int64
 	changesRead, checkpointsSuccess, checkpointsFailure                   atomic.Int64
 	changesReadFailures, workersStarted, sharedReads, sharedDocs          atomic.Int64
+	resumes                                                               atomic.Int64
 }
 
 // ReadTotals returns the process-wide sums of all runs so far.
@@ -52,6 +55,7 @@ func ReadTotals() Totals {
 		WorkersStarted:      totals.workersStarted.Load(),
 		SharedReads:         totals.sharedReads.Load(),
 		SharedDocs:          totals.sharedDocs.Load(),
+		Resumes:             totals.resumes.Load(),
 	}
 }
 

@@ -1,0 +1,69 @@
+package replicate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+
+	"github.com/couchepi/couchepi/parse"
+)
+
+// Resume is what a continuous run knew of its endpoints and checkpoints
+// when it stopped with its final checkpoint written (Options.OnResume).
+// Given to the next run of the same replication (Options.Resume), it lets
+// that run start with one request, the source's checkpoint doc, instead of
+// four (both endpoints' info and both checkpoint docs): thousands of
+// parked jobs woken by one write to their shared source start at once.
+//
+// It is a hint, never trusted alone: the run uses it only when the
+// source's checkpoint doc still has the revision and seq the stopped run
+// left (so the source was not deleted and recreated, and no other run
+// checkpointed since). Otherwise it starts as without it. A target deleted
+// or recreated meanwhile shows as it does to a running replication: a
+// failed write, or a conflict at the next checkpoint, after which the job
+// restarts from what both checkpoints say.
+type Resume struct {
+	repID            parse.RepID
+	seq              json.RawMessage // source_last_seq of the checkpoint the stopped run left
+	srcRev, tgtRev   string          // the checkpoint docs' revisions
+	srcInfo, tgtInfo dbInfo          // what the endpoints' instance_start_time was
+}
+
+// Seq is the checkpointed source seq a resumed run starts from.
+func (r *Resume) Seq() json.RawMessage { return r.seq }
+
+// resume returns the run's Resume, nil when it has no checkpoint on both
+// endpoints to resume from. Call it once the run has stopped.
+func (r *run) resume() *Resume {
+	r.cpMu.Lock()
+	defer r.cpMu.Unlock()
+	if !r.rep.UseCheckpoints || r.srcRev == "" || r.tgtRev == "" || len(r.committed) == 0 {
+		return nil
+	}
+	return &Resume{repID: r.repID, seq: bytes.Clone(r.committed), srcRev: r.srcRev, tgtRev: r.tgtRev,
+		srcInfo: r.srcInfo, tgtInfo: r.tgtInfo}
+}
+
+// startResumed starts the run from opts.Resume: the source's checkpoint
+// doc is read to confirm it. It reports false (and the doc read, to spare
+// the full start reading it again) when the hint does not hold.
+func (r *run) startResumed(ctx context.Context) (ok bool, src *localDoc, err error) {
+	h := r.opts.Resume
+	if h == nil || !r.rep.UseCheckpoints || r.opts.RepID == nil || h.repID != *r.opts.RepID {
+		return false, nil, nil
+	}
+	src, err = readCheckpoint(ctx, r.src, h.repID.Base)
+	if err != nil {
+		return false, nil, asError(err)
+	}
+	if src == nil || src.Rev != h.srcRev || seqString(src.Body.SourceLastSeq) != seqString(h.seq) {
+		return false, src, nil
+	}
+	r.repID = h.repID
+	r.srcInfo, r.tgtInfo = h.srcInfo, h.tgtInfo
+	r.srcRev, r.tgtRev = h.srcRev, h.tgtRev
+	r.existing = src.Body
+	r.history = src.Body.History
+	r.startSeq = h.seq
+	return true, src, nil
+}

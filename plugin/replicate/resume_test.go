@@ -1,0 +1,122 @@
+package replicate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// TestResume: a run started from the hint a parked run left reads only
+// the source's checkpoint before replicating, and falls back to a full
+// start whenever that checkpoint is not the one the hint was left at.
+func TestResume(t *testing.T) {
+	const uuid = "0123456789abcdef0123456789abcdef"
+	cases := []struct {
+		name string
+		// meanwhile runs between the parked run and the resumed one, after
+		// 10 more docs are added to the source.
+		meanwhile func(t *testing.T, s *testServer, src, tgt string, run func(context.Context, Options) error)
+		resumed   bool // the resumed run skips the full start
+		fetched   int  // revisions the resumed run reads from the source
+		want      int  // docs in the target at the end
+	}{
+		{name: "confirmed", resumed: true, fetched: 10, want: 60},
+		{
+			// Another run checkpoints further: the hint's revision is stale.
+			name: "checkpointed by another run",
+			meanwhile: func(t *testing.T, s *testServer, src, tgt string, run func(context.Context, Options) error) {
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan error, 1)
+				go func() { done <- run(ctx, Options{}) }()
+				waitDocCount(t, s, tgt, 60)
+				cancel()
+				if err := <-done; !errors.Is(err, ErrStopped) {
+					t.Fatalf("run in between: %v", err)
+				}
+				addDocs(t, s, src, 60, 65)
+			},
+			fetched: 5, want: 65,
+		},
+		{
+			// The source deleted and recreated with other docs: its
+			// checkpoint is gone, and only a full start sees that the
+			// replication must begin again from 0.
+			name: "source recreated",
+			meanwhile: func(t *testing.T, s *testServer, src, tgt string, run func(context.Context, Options) error) {
+				s.mustDo(t, "DELETE", src, nil)
+				s.mustDo(t, "PUT", src, nil)
+				docs := []map[string]any{}
+				for i := range 3 {
+					docs = append(docs, map[string]any{"_id": fmt.Sprintf("new%d", i)})
+				}
+				s.bulk(t, src, true, docs...)
+			},
+			fetched: 3, want: 53, // the 10 added before the delete went with it
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := startServer(t)
+			p := newFaultProxy(t, s)
+			ps := p.endpointServer(s)
+			src, tgt := s.newDB(t, "src"), s.newDB(t, "tgt")
+			addDocs(t, s, src, 0, 50)
+			rep := testRep(ps, src, tgt)
+			rep.Continuous = true
+			id, err := ComputeRepID(context.Background(), rep, uuid, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			run := func(ctx context.Context, o Options) error {
+				o.ServerUUID, o.RepID = uuid, &id
+				_, err := Run(ctx, rep, o)
+				return err
+			}
+
+			var hint *Resume
+			if err := run(context.Background(), Options{IdleAfter: 500 * time.Millisecond, OnResume: func(h *Resume) { hint = h }}); !errors.Is(err, ErrIdle) {
+				t.Fatalf("first run: %v, want ErrIdle", err)
+			}
+			if hint == nil {
+				t.Fatal("a run parked with its checkpoint written left no Resume")
+			}
+			addDocs(t, s, src, 50, 60)
+			if tc.meanwhile != nil {
+				tc.meanwhile(t, s, src, tgt, run)
+			}
+
+			p.resetCounts()
+			var again *Resume
+			if err := run(context.Background(), Options{IdleAfter: 500 * time.Millisecond, Resume: hint, OnResume: func(h *Resume) { again = h }}); !errors.Is(err, ErrIdle) {
+				t.Fatalf("resumed run: %v, want ErrIdle", err)
+			}
+			waitDocCount(t, s, tgt, tc.want)
+			p.mu.Lock()
+			counts := fmt.Sprint(p.counts)
+			opened := p.counts["GET "+src] + p.counts["GET "+tgt]
+			read := p.counts["GET "+id.Base]
+			p.mu.Unlock()
+			if got := opened == 0 && read == 1; got != tc.resumed {
+				t.Errorf("resumed = %v, want %v (requests %s)", got, tc.resumed, counts)
+			}
+			if got := p.fetched(); got != tc.fetched {
+				t.Errorf("fetched %d revisions from the source, want %d (requests %s)", got, tc.fetched, counts)
+			}
+			if again == nil || string(again.Seq()) == string(hint.Seq()) {
+				t.Errorf("the resumed run left %v, want a hint at its own checkpoint (was %s)", again, hint.Seq())
+			}
+
+			// Whatever the start, the checkpoints agree: a full start
+			// from them reads nothing again.
+			p.resetCounts()
+			if err := run(context.Background(), Options{IdleAfter: 500 * time.Millisecond}); !errors.Is(err, ErrIdle) {
+				t.Fatalf("last run: %v", err)
+			}
+			if got := p.fetched(); got != 0 {
+				t.Errorf("a full start after the resumed run fetched %d revisions, want 0", got)
+			}
+		})
+	}
+}

@@ -95,6 +95,9 @@ type Server struct {
 	stopping  bool
 	share     *Share
 	lastCycle time.Time
+	// holders are the workers that took a slot, in the order they took
+	// it (see nextAskableLocked); entries go stale as slots are released.
+	holders []holder
 
 	resumes resumes // hints for the next runs of the jobs parked here
 }

@@ -2,6 +2,7 @@ package jobserver
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/couchepi/couchepi/parse"
@@ -46,7 +47,26 @@ func (s *Server) holdLocked(w *worker) {
 	}
 	w.holding = true
 	w.heldSince = time.Now()
+	w.holds++
 	s.active++
+	s.queueHolderLocked(w)
+}
+
+// queueHolderLocked adds w's current hold to s.holders. Entries are
+// taken only while jobs wait, so stale ones are dropped here once they
+// outnumber the workers: the queue stays O(workers). Callers hold s.mu.
+func (s *Server) queueHolderLocked(w *worker) {
+	if len(s.holders) >= 2*len(s.workers)+64 {
+		s.holders = slices.DeleteFunc(s.holders, func(h holder) bool { return !h.w.holding || h.w.holds != h.holds })
+		s.holders = slices.Clip(s.holders)
+	}
+	s.holders = append(s.holders, holder{w, w.holds})
+}
+
+// holder is an entry of Server.holders: w took a slot, its holds-th.
+type holder struct {
+	w     *worker
+	holds uint64
 }
 
 // releaseLocked takes w's slot back and hands it on. Callers hold s.mu.
@@ -83,12 +103,7 @@ func (s *Server) grantLocked() {
 // s.mu.
 func (s *Server) askLocked() {
 	for s.asked < len(s.waiters) {
-		var best *worker
-		for _, w := range s.workers {
-			if w.holding && w.gate != nil && !w.asked && w.stopCause() == nil && (best == nil || w.heldSince.Before(best.heldSince)) {
-				best = w
-			}
-		}
+		best := s.nextAskableLocked()
 		if best == nil {
 			return
 		}
@@ -98,6 +113,34 @@ func (s *Server) askLocked() {
 		case best.gate.yield <- struct{}{}:
 		default:
 		}
+	}
+}
+
+// nextAskableLocked takes from s.holders, oldest first, the first holder
+// that can be asked for its slot: still in the hold it was queued for,
+// gated, not asked yet and not stopping. The ones it passes cannot be
+// asked during that hold (a worker whose gate is set later is queued
+// again then, see setGate), so asking costs O(1) amortized, not a scan of
+// every worker. Callers hold s.mu.
+func (s *Server) nextAskableLocked() *worker {
+	for len(s.holders) > 0 {
+		h := s.holders[0]
+		s.holders[0] = holder{}
+		s.holders = s.holders[1:]
+		if w := h.w; w.holding && w.holds == h.holds && w.gate != nil && !w.asked && w.stopCause() == nil {
+			return w
+		}
+	}
+	return nil
+}
+
+// setGateLocked sets or clears w's gate. A gated holder becomes one that
+// may be asked for its slot, at once if a job waits. Callers hold s.mu.
+func (s *Server) setGateLocked(w *worker, g *gate) {
+	w.gate = g
+	if g != nil && w.holding {
+		s.queueHolderLocked(w)
+		s.askLocked()
 	}
 }
 

@@ -132,6 +132,15 @@ func TestSlots(t *testing.T) {
 			{"wait c", "a|b c|a", ""},
 			{"max 3", "a b c||a", ""},
 		}},
+		// A job takes its slot when accepted, before its replication
+		// (and gate) starts.
+		{"a holder gated after taking its slot is asked then", 1, []step{
+			{"hold- a", "a||", ""},
+			{"quiet b", "a||", ""},
+			{"wait b", "a|b|", ""},
+			{"gate a", "a|b|a", ""},
+			{"release a", "b||", ""},
+		}},
 		{"beyond max_jobs quiet jobs, the one quiet the longest parks", 2, []step{
 			{"hold a", "a||", ""},
 			{"hold b", "a b||", ""},
@@ -151,13 +160,15 @@ func TestSlots(t *testing.T) {
 			for i, st := range tt.steps {
 				op, name, _ := strings.Cut(st.do, " ")
 				switch op {
-				case "hold", "quiet":
+				case "hold", "hold-", "quiet":
 					w := &worker{s: s, job: &jobs.Job{ID: name}, exited: make(chan struct{}), continuous: true}
-					w.gate = &gate{s: s, w: w, yield: make(chan struct{}, 1)}
+					if op != "hold-" { // hold-: not gated yet
+						w.gate = &gate{s: s, w: w, yield: make(chan struct{}, 1)}
+					}
 					clock = clock.Add(time.Second)
 					s.mu.Lock()
 					s.workers[name] = w
-					if op == "hold" {
+					if op != "quiet" {
 						s.holdLocked(w)
 						w.heldSince = clock
 					} else {
@@ -176,6 +187,10 @@ func TestSlots(t *testing.T) {
 						defer s.mu.Unlock()
 						return ws[name].holding || slices.ContainsFunc(s.waiters, func(x *slotWaiter) bool { return x.w == ws[name] })
 					})
+				case "gate":
+					s.mu.Lock()
+					s.setGateLocked(ws[name], &gate{s: s, w: ws[name], yield: make(chan struct{}, 1)})
+					s.mu.Unlock()
 				case "release":
 					ws[name].gate.Release()
 				case "cancel":
@@ -317,5 +332,33 @@ func TestSlotWatch(t *testing.T) {
 	cfg.IdlePark = 0
 	if s.newGate(w, rep, cfg) != nil {
 		t.Error("idle_park_sec = 0: gated")
+	}
+}
+
+// TestSlotHoldersBounded: the queue of holders, read only while jobs
+// wait, does not grow with every slot taken when none ever waits.
+func TestSlotHoldersBounded(t *testing.T) {
+	s, _ := slotServer(t, 2)
+	var ws []*worker
+	for _, name := range []string{"a", "b"} {
+		w := &worker{s: s, job: &jobs.Job{ID: name}, exited: make(chan struct{}), continuous: true}
+		w.gate = &gate{s: s, w: w, yield: make(chan struct{}, 1)}
+		s.mu.Lock()
+		s.workers[name] = w
+		s.mu.Unlock()
+		ws = append(ws, w)
+	}
+	for range 10_000 {
+		for _, w := range ws {
+			s.mu.Lock()
+			s.holdLocked(w)
+			s.mu.Unlock()
+			w.gate.Release()
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n := len(s.holders); n > 2*len(s.workers)+64 {
+		t.Errorf("%d holders queued after 20,000 holds of 2 workers", n)
 	}
 }

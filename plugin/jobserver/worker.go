@@ -45,6 +45,7 @@ type worker struct {
 	needSlot   bool
 	gate       *gate
 	quietSince time.Time
+	holds      uint64 // slots taken so far
 
 	// resume is what the run left for the next one, set before settle
 	// (kept only if the job is parked).
@@ -457,11 +458,11 @@ func (w *worker) execute(rec *jobdata.Record, repID parse.RepID, cfg Config) {
 		idleAfter = cfg.IdlePark
 		defer g.watch.Close()
 		s.mu.Lock()
-		w.gate = g
+		s.setGateLocked(w, g)
 		s.mu.Unlock()
 		defer func() {
 			s.mu.Lock()
-			w.gate = nil
+			s.setGateLocked(w, nil)
 			s.mu.Unlock()
 		}()
 		slot = g

@@ -492,6 +492,9 @@ func (p *peer) writePhase(srcs []string, tgtOf func(src string) []string, feeds 
 		c0 = p.counters()
 	}
 	begin := time.Now()
+	// The plugin's goroutines halfway through, what its GC scans.
+	midGoroutines := make(chan float64, 1)
+	go func() { time.Sleep(d / 2); midGoroutines <- p.goroutines() }()
 	tick := time.NewTicker(time.Second / time.Duration(rate))
 	end := time.Now().Add(d)
 	for k := 0; time.Now().Before(end); k++ {
@@ -565,9 +568,9 @@ func (p *peer) writePhase(srcs []string, tgtOf func(src string) []string, feeds 
 	p.b.ReportMetric(ms(f.p99), "ms_write_to_target_p99")
 	p.b.ReportMetric(ms(worst), "ms_write_to_target_max")
 	p.b.ReportMetric(float64(missing), "writes_not_arrived")
-	p.b.Logf("%s: %d writes at %d/s: write to target p50 %v, p99 %v, max %v; %d arrivals awaited, %d not there %v after the last write (counted at their wait); CPU while writing %.0f%% of one core (server %v, plugin %v); p50/p99 by tenth of the phase: %s",
+	p.b.Logf("%s: %d writes at %d/s: write to target p50 %v, p99 %v, max %v; %d arrivals awaited, %d not there %v after the last write (counted at their wait); CPU while writing %.0f%% of one core (server %v, plugin %v), plugin goroutines halfway %.0f; p50/p99 by tenth of the phase: %s",
 		p.name, len(writes), rate, f.p50.Round(time.Millisecond), f.p99.Round(time.Millisecond), worst.Round(time.Millisecond), len(lat), missing, arrivalWait,
-		cpu, s1.cpu-s0.cpu, p1.cpu-p0.cpu, strings.Join(trend, " "))
+		cpu, s1.cpu-s0.cpu, p1.cpu-p0.cpu, <-midGoroutines, strings.Join(trend, " "))
 	return f
 }
 

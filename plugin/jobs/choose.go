@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"bytes"
 	"context"
 	"time"
 
@@ -182,16 +183,18 @@ func (q *Queue) readTags(scan scanFunc, typ string, first func(k []byte) error) 
 		return nil
 	}
 	n := 0
+	var same []byte // the key prefix of the last tag's entries
 	err = scan(base, kv.PrefixEnd(base), kv.RangeOptions{Limit: pickBatch, KeysOnly: true}, func(k, _ []byte) error {
 		n++
+		if same != nil && bytes.HasPrefix(k, same) {
+			return nil // decoding every entry cost a burst of accepts O(queue) each
+		}
 		tag, _, _, err := taggedEntry(base, k)
 		if err != nil {
 			return err
 		}
-		if len(tags) == 0 || tags[len(tags)-1] != tag {
-			return visit(tag, k)
-		}
-		return nil
+		same = l.taggedTag(typ, tag)
+		return visit(tag, k)
 	})
 	if err != nil || n < pickBatch {
 		return tags, false, err

@@ -391,7 +391,12 @@ func (s *Server) accept(rotating bool) {
 		cfg := s.config()
 		wait := 5*time.Second + rand.N(cfg.StartupJitter+1)
 		actx, cancel := context.WithTimeout(s.ctx, wait)
-		job, err := s.q.Accept(actx, jobdata.JobType, jobs.AcceptOptions{Choose: s.choose})
+		woken := false
+		job, err := s.q.Accept(actx, jobdata.JobType, jobs.AcceptOptions{Choose: func(c []jobs.Candidate) int {
+			i := s.choose(c)
+			woken = i >= 0 && i < len(c) && c[i].STime.Before(jobdata.AddedTime)
+			return i
+		}})
 		cancel()
 		if s.ctx.Err() != nil || errors.Is(err, jobs.ErrClosed) {
 			if job != nil {
@@ -443,6 +448,7 @@ func (s *Server) accept(rotating bool) {
 		s.churn++
 		w := newWorker(s, job)
 		w.needSlot = waitSlot
+		w.woken = woken
 		if !waitSlot {
 			s.holdLocked(w)
 		}
@@ -469,7 +475,34 @@ func (s *Server) accept(rotating bool) {
 			s.spawnAcceptors(0)
 		}()
 		s.spawnAcceptors(0)
+		if woken {
+			s.spawnWakeAcceptors()
+		}
 		return
+	}
+}
+
+// wakeAcceptors bounds the acceptors that woken jobs bring up. One write
+// to a source wakes every job parked on it, and max_acceptors (CouchDB's
+// 2) would start them two at a time, one queue commit each: 1,000 jobs of
+// a fan-out took a second to accept. A woken job accepted brings the
+// acceptors up to this bound, so that the others are accepted in shared
+// commits; the ones without a job leave after their wait, as any
+// acceptor beyond max_acceptors does.
+const wakeAcceptors = 32
+
+// spawnWakeAcceptors starts acceptors until wakeAcceptors wait, after a
+// woken job was accepted.
+func (s *Server) spawnWakeAcceptors() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for !s.stopping && s.ctx != nil && s.acceptors < wakeAcceptors {
+		s.acceptors++
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.accept(false)
+		}()
 	}
 }
 

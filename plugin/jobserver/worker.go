@@ -46,6 +46,7 @@ type worker struct {
 	gate       *gate
 	quietSince time.Time
 	holds      uint64 // slots taken so far
+	woken      bool   // accepted as woken from parking (see replicate.Options.Woken)
 
 	// resume is what the run left for the next one, set before settle
 	// (kept only if the job is parked).
@@ -475,6 +476,7 @@ func (w *worker) execute(rec *jobdata.Record, repID parse.RepID, cfg Config) {
 	go func() {
 		var left *replicate.Resume
 		res, err := replicate.Run(ctx, maxBackoffRep(rec), replicate.Options{
+			Woken:               w.woken,
 			Resume:              resume,
 			OnResume:            func(h *replicate.Resume) { left = h },
 			IdleAfter:           idleAfter,

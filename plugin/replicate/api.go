@@ -77,6 +77,13 @@ type Options struct {
 	// for, or whose write the target refused with 412 missing_stub
 	// (0 = 2 s, CouchDB's default).
 	MissingDocRetry time.Duration
+	// Woken tells a run with a Slot that it starts because its source
+	// changed while its job was parked: it reads its first changes in
+	// rounds, as if its slot had just been asked for, not on a continuous
+	// feed. The jobs parked on one source are woken by the same write:
+	// their first rounds share one read of the source (and reuse pooled
+	// connections) instead of opening a feed each.
+	Woken bool
 	// Resume, when set, is what an earlier run of the same replication
 	// left (OnResume): the run starts from it with one request if the
 	// source's checkpoint confirms it, else as without it.

@@ -304,6 +304,9 @@ func (r *run) loop(parent context.Context) (*Result, error) {
 		through: r.tracker.waitThrough, quiet: &r.quiet}
 	if r.rep.Continuous {
 		reader.slot = r.opts.Slot
+		if r.opts.Woken {
+			reader.askedAt = time.Now()
+		}
 	}
 	go func() {
 		if err := reader.run(readerCtx, r.startSeq); err != nil && readerCtx.Err() == nil {

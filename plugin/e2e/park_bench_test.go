@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -64,9 +65,11 @@ type peer struct {
 // scheduler defaults (max_jobs 500 …), unlike startCouch's fast test ones.
 // COUCHEPI_PARK_MAX_JOBS sets another max_jobs (a cheaper reproduction of
 // the full size: fewer dbs, proportionally fewer slots).
-func startMinicouchPeer(b *testing.B) *peer {
+func startMinicouchPeer(b *testing.B) *peer { return startMinicouchPeerWith(b, "") }
+
+// startMinicouchPeerWith is startMinicouchPeer with more [replicator] settings.
+func startMinicouchPeerWith(b *testing.B, extra string) *peer {
 	data := b.TempDir()
-	extra := ""
 	if v, err := strconv.Atoi(os.Getenv("COUCHEPI_PARK_MAX_JOBS")); err == nil && v >= 0 {
 		extra = fmt.Sprintf("max_jobs = %d\n", v)
 	}
@@ -694,4 +697,71 @@ func BenchmarkParkFanOut(b *testing.B) {
 		}
 		return parkResult{p.name, rest, lat}
 	})
+}
+
+// BenchmarkParkWakeBurst (issue 15): one source replicated continuously
+// into N targets (1,000 at full size), every job parked; one write to the
+// source wakes them all at once. Each burst is timed from the write until
+// every target has the doc (the replicator's docs_written counter has
+// grown by N), five times; idle_park_sec is 2 so that the jobs park again
+// between bursts. This is the first seconds of BenchmarkParkFanOut's write
+// phase, measured alone: the wake path (queue, start, first round) at its
+// heaviest.
+func BenchmarkParkWakeBurst(b *testing.B) {
+	n, _ := parkScale(100)
+	if os.Getenv("COUCHEPI_PARK_DBS") != "" {
+		n /= 10
+	}
+	p := startMinicouchPeerWith(b, "idle_park_sec = 2\n"+os.Getenv("COUCHEPI_BURST_EXTRA"))
+	defer p.stop()
+	source := p.prefix + "source"
+	p.createDBs([]string{source}, true)
+	tgts := make([]string, n)
+	docs := make([]string, n)
+	for k := range tgts {
+		tgts[k] = fmt.Sprintf("%stgt%05d", p.prefix, k)
+		docs[k] = p.repDoc(fmt.Sprintf("r%05d", k), source, tgts[k], "")
+	}
+	p.createDBs(tgts, false)
+	p.writeRepDocs(docs)
+	p.waitReplicated(tgts, n)
+	written := func() float64 { return p.counters()["couchepi_replicator_docs_written_total"] }
+	running := func() int {
+		var tasks []json.RawMessage
+		_, body := p.req("GET", "/_active_tasks", "")
+		json.Unmarshal([]byte(body), &tasks)
+		return len(tasks)
+	}
+	var bursts []time.Duration
+	b.ResetTimer()
+	for k := range 5 {
+		deadline := time.Now().Add(5 * time.Minute)
+		for running() > 0 {
+			if time.Now().After(deadline) {
+				b.Fatalf("%d jobs still running 5 minutes after burst %d", running(), k)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		c0 := p.counters()
+		w0 := c0["couchepi_replicator_docs_written_total"]
+		start := time.Now()
+		p.must("PUT", "/"+url.PathEscape(source)+fmt.Sprintf("/burst%d", k), `{"n":1}`, 201)
+		for written() < w0+float64(n) {
+			if time.Since(start) > 5*time.Minute {
+				b.Fatalf("burst %d: %v of %d targets written after 5 minutes", k, written()-w0, n)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		took := time.Since(start)
+		bursts = append(bursts, took)
+		c1 := p.counters()
+		delta := func(k string) float64 { return c1[k] - c0[k] }
+		b.Logf("burst %d: %d parked jobs woken and the write in every target after %v (wakes %.0f, starts %.0f, resumed starts %.0f, requests %.0f, connections created %.0f)",
+			k, n, took.Round(time.Millisecond), delta("couchepi_replicator_jobs_wakes_total"), delta("couchdb_couch_replicator_jobs_starts_total"),
+			delta("couchepi_replicator_jobs_resumes_total"), delta("couchdb_couch_replicator_requests_total"), delta("couchdb_couch_replicator_connection_creates_total"))
+	}
+	b.StopTimer()
+	slices.Sort(bursts)
+	b.ReportMetric(float64(bursts[len(bursts)/2])/float64(time.Millisecond), "ms_burst_p50")
+	b.ReportMetric(float64(bursts[len(bursts)-1])/float64(time.Millisecond), "ms_burst_max")
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -116,6 +119,61 @@ func TestResume(t *testing.T) {
 			}
 			if got := p.fetched(); got != 0 {
 				t.Errorf("a full start after the resumed run fetched %d revisions, want 0", got)
+			}
+		})
+	}
+}
+
+// idleSlot is a Slot never asked for, whose source never signals: a run
+// holding it reads on its continuous feed unless it reads in rounds.
+type idleSlot struct{ never chan struct{} }
+
+func (s idleSlot) Yield() <-chan struct{}            { return s.never }
+func (s idleSlot) Next() (<-chan struct{}, bool)     { return s.never, true }
+func (s idleSlot) Release()                          {}
+func (s idleSlot) Acquire(ctx context.Context) error { return nil }
+
+// TestWokenReadsRounds: a woken run reads its first changes with a normal
+// request (shareable with the runs of the same source woken by the same
+// write), not on a continuous feed of its own; an unwoken one opens its
+// feed at once.
+func TestWokenReadsRounds(t *testing.T) {
+	for _, woken := range []bool{true, false} {
+		t.Run(fmt.Sprint("woken=", woken), func(t *testing.T) {
+			s := startServer(t)
+			p := newFaultProxy(t, s)
+			ps := p.endpointServer(s)
+			src, tgt := s.newDB(t, "src"), s.newDB(t, "tgt")
+			addDocs(t, s, src, 0, 5)
+			rep := testRep(ps, src, tgt)
+			rep.Continuous = true
+			var mu sync.Mutex
+			var feeds []string
+			p.setFaults(func(n int, r *http.Request, body []byte) fault {
+				if strings.HasSuffix(r.URL.Path, "/_changes") {
+					mu.Lock()
+					feeds = append(feeds, r.URL.Query().Get("feed"))
+					mu.Unlock()
+				}
+				return passThrough
+			})
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() {
+				_, err := Run(ctx, rep, Options{ServerUUID: "0123456789abcdef0123456789abcdef", Slot: idleSlot{make(chan struct{})}, Woken: woken})
+				done <- err
+			}()
+			waitDocCount(t, s, tgt, 5)
+			cancel()
+			<-done
+			mu.Lock()
+			defer mu.Unlock()
+			want := "continuous"
+			if woken {
+				want = "normal"
+			}
+			if len(feeds) == 0 || feeds[0] != want {
+				t.Errorf("_changes feeds requested %v, want the first %s", feeds, want)
 			}
 		})
 	}

@@ -328,15 +328,12 @@ func (r *run) loop(parent context.Context) (*Result, error) {
 		return true
 	})
 	go r.batcher(readerCtx, changes, pool, batchSize, &reader.rounds)
-	workersDone := make(chan struct{})
-	go func() { pool.wait(); close(workersDone) }()
+	workersDone := pool.done
 
 	bgCtx, stopBg := context.WithCancel(context.Background())
 	var bg sync.WaitGroup
-	bg.Add(3)
-	go func() { defer bg.Done(); r.checkpointLoop(bgCtx, fail) }()
-	go func() { defer bg.Done(); r.statsLoop(bgCtx) }()
-	go func() { defer bg.Done(); r.idleLoop(bgCtx, changes, func() { cancelRun(ErrIdle) }) }()
+	bg.Add(1)
+	go func() { defer bg.Done(); r.timers(bgCtx, fail, changes, func() { cancelRun(ErrIdle) }) }()
 
 	stopped := false
 	select {
@@ -493,82 +490,9 @@ func (r *run) batcher(ctx context.Context, in <-chan change, pool *workerPool, s
 // of a round's changes before handing a batch on.
 const drainWait = 2 * time.Millisecond
 
-// idleNotice is how long a caught-up continuous run receives nothing
-// before OnIdle(true).
-const idleNotice = time.Second
-
-// idleLoop watches a continuous run for idleness: caught up (no batch
-// formed or in flight, nothing buffered) and no change received. It
-// reports transitions to OnIdle and calls park once the run has been idle
-// for IdleAfter.
-func (r *run) idleLoop(ctx context.Context, buffered chan change, park func()) {
-	after := r.opts.IdleAfter
-	if !r.rep.Continuous || after <= 0 && r.opts.OnIdle == nil {
-		return
-	}
-	notice := idleNotice
-	if after > 0 {
-		notice = min(notice, after)
-	}
-	tick := min(max(notice/4, 50*time.Millisecond), time.Second)
-	if r.opts.OnIdle == nil {
-		// Only parking to time: thousands of runs need not wake 4 times a second.
-		tick = min(max(after/16, 50*time.Millisecond), 5*time.Second)
-	}
-	t := time.NewTicker(tick)
-	defer t.Stop()
-	r.lastChange.Store(time.Now().UnixNano())
-	idle := false
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		quiet := time.Since(time.Unix(0, r.lastChange.Load()))
-		caught := len(buffered) == 0 && !r.tracker.busy()
-		if now := caught && quiet >= notice; now != idle {
-			idle = now
-			if r.opts.OnIdle != nil {
-				r.opts.OnIdle(idle)
-			}
-		}
-		if caught && after > 0 && quiet >= after {
-			park()
-			return
-		}
-	}
-}
-
 func (r *run) snapshot() Stats {
 	through, source := r.tracker.seqs()
 	return r.stats.snapshot(through, source)
-}
-
-// statsLoop reports changed stats at most once a second and refreshes changes_pending.
-func (r *run) statsLoop(ctx context.Context) {
-	t := time.NewTicker(statsMinInterval)
-	defer t.Stop()
-	lastSum := int64(-1)
-	lastPending := time.Time{}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		// A quiet run replicated all it read and reads nothing: no pending
-		// to ask its source for.
-		if time.Since(lastPending) >= pendingInterval && !r.quiet.Load() {
-			r.updatePending(ctx)
-			lastPending = time.Now()
-			lastSum = -1
-		}
-		if s := r.stats.sum(); s != lastSum && r.opts.OnStats != nil {
-			lastSum = s
-			r.opts.OnStats(r.snapshot())
-		}
-	}
 }
 
 // updatePending sets changes_pending: update_seq difference for numeric seqs,
@@ -601,30 +525,6 @@ func (r *run) updatePending(ctx context.Context) {
 		return
 	}
 	r.stats.setPending(v.Pending)
-}
-
-// checkpointLoop checkpoints every checkpoint_interval.
-func (r *run) checkpointLoop(ctx context.Context, fail func(error)) {
-	if !r.rep.UseCheckpoints {
-		return
-	}
-	iv := time.Duration(r.rep.CheckpointInterval) * time.Millisecond
-	if iv <= 0 {
-		iv = 30 * time.Second
-	}
-	t := time.NewTicker(iv)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := r.checkpoint(ctx); err != nil && ctx.Err() == nil {
-				fail(err)
-				return
-			}
-		}
-	}
 }
 
 // checkpoint records the through_seq on both endpoints, unless it has not moved.

@@ -17,8 +17,9 @@ const workerIdle = 10 * time.Second
 // garbage collector's time scanning them.
 //
 // Only the batcher offers batches and closes the pool, so workers start
-// only while it runs: wg counts it until close, and Wait returns once it
-// and every worker are done.
+// only while it runs: members counts it until close and every running
+// worker, and done is closed when none is left (a channel, not a
+// WaitGroup, so that the run waits on it without a goroutine of its own).
 type workerPool struct {
 	max     int
 	idle    time.Duration // how long a worker waits for a batch
@@ -28,13 +29,14 @@ type workerPool struct {
 
 	mu      sync.Mutex
 	running int
-	wg      sync.WaitGroup
+	members int
+	done    chan struct{}
 }
 
 func newWorkerPool(max int, idle time.Duration, process func(*batch) bool) *workerPool {
-	p := &workerPool{max: max, idle: idle, in: make(chan *batch), process: process, exited: make(chan struct{}, 1)}
-	p.wg.Add(1) // the batcher, until close
-	return p
+	return &workerPool{max: max, idle: idle, in: make(chan *batch), process: process, exited: make(chan struct{}, 1),
+		members: 1, // the batcher, until close
+		done:    make(chan struct{})}
 }
 
 // offer hands b to an idle worker, or to a new one while fewer than max
@@ -51,13 +53,12 @@ func (p *workerPool) offer(b *batch) bool {
 		return false
 	}
 	p.running++
-	p.wg.Add(1)
+	p.members++
 	go p.work(b)
 	return true
 }
 
 func (p *workerPool) work(b *batch) {
-	defer p.wg.Done()
 	idle := time.NewTimer(p.idle)
 	defer idle.Stop()
 	for {
@@ -84,17 +85,28 @@ func (p *workerPool) work(b *batch) {
 	}
 }
 
+// leave ends a worker.
 func (p *workerPool) leave() {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.running--
-	p.mu.Unlock()
+	p.dropLocked()
+}
+
+// dropLocked counts one member less, closing done after the last.
+func (p *workerPool) dropLocked() {
+	if p.members--; p.members == 0 {
+		close(p.done)
+	}
 }
 
 // close ends the workers once they are idle; the batcher calls it last.
 func (p *workerPool) close() {
 	close(p.in)
-	p.wg.Done()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.dropLocked()
 }
 
 // wait returns once the batcher closed the pool and every worker ended.
-func (p *workerPool) wait() { p.wg.Wait() }
+func (p *workerPool) wait() { <-p.done }

@@ -712,7 +712,7 @@ func BenchmarkParkWakeBurst(b *testing.B) {
 	if os.Getenv("COUCHEPI_PARK_DBS") != "" {
 		n /= 10
 	}
-	p := startMinicouchPeerWith(b, "idle_park_sec = 2\n"+os.Getenv("COUCHEPI_BURST_EXTRA"))
+	p := startMinicouchPeerWith(b, "idle_park_sec = 2\n")
 	defer p.stop()
 	source := p.prefix + "source"
 	p.createDBs([]string{source}, true)

@@ -651,34 +651,49 @@ func BenchmarkParkFanIn(b *testing.B) {
 	})
 }
 
+// fanOutScale is the fan-out benchmarks' number of targets (a tenth of
+// COUCHEPI_PARK_DBS when set) and phase length.
+func fanOutScale() (targets int, phase time.Duration) {
+	n, phase := parkScale(100)
+	if os.Getenv("COUCHEPI_PARK_DBS") != "" {
+		n /= 10
+	}
+	return n, phase
+}
+
+// fanOut creates a seeded source and n targets, each with a continuous
+// replication from the source, and waits until every target has the
+// seed doc.
+func (p *peer) fanOut(n int) (source string, targets []string) {
+	source = p.prefix + "source"
+	p.createDBs([]string{source}, true)
+	targets = make([]string, n)
+	docs := make([]string, n)
+	for k := range targets {
+		targets[k] = fmt.Sprintf("%stgt%05d", p.prefix, k)
+		docs[k] = p.repDoc(fmt.Sprintf("r%05d", k), source, targets[k], "")
+	}
+	// The targets exist before their jobs first run, so every one can be
+	// followed on a server that starts only max_jobs at a time.
+	p.createDBs(targets, false)
+	p.writeRepDocs(docs)
+	p.waitReplicated(targets, n)
+	return source, targets
+}
+
 // BenchmarkParkFanOut (issue 15): one source db replicated continuously
 // into N targets (1,000 at full size), default scheduler settings; the
 // latency is measured on 20 of the targets, at 10 writes per second
 // (COUCHEPI_PARK_FANOUT_RATE; each write is work for every one of the N
 // jobs).
 func BenchmarkParkFanOut(b *testing.B) {
-	n, phase := parkScale(100)
-	if os.Getenv("COUCHEPI_PARK_DBS") != "" {
-		n /= 10
-	}
+	n, phase := fanOutScale()
 	rate := 10
 	if v, err := strconv.Atoi(os.Getenv("COUCHEPI_PARK_FANOUT_RATE")); err == nil && v > 0 {
 		rate = v
 	}
 	runPeers(b, func(b *testing.B, p *peer) parkResult {
-		source := p.prefix + "source"
-		p.createDBs([]string{source}, true)
-		tgts := make([]string, n)
-		docs := make([]string, n)
-		for k := range tgts {
-			tgts[k] = fmt.Sprintf("%stgt%05d", p.prefix, k)
-			docs[k] = p.repDoc(fmt.Sprintf("r%05d", k), source, tgts[k], "")
-		}
-		// The targets exist before their jobs first run, so every one can
-		// be followed on a server that starts only max_jobs at a time.
-		p.createDBs(tgts, false)
-		p.writeRepDocs(docs)
-		p.waitReplicated(tgts, n)
+		source, tgts := p.fanOut(n)
 		time.Sleep(70 * time.Second)
 		rest := p.idlePhase(n, phase)
 		feeds := map[string]*arrivals{}
@@ -708,23 +723,10 @@ func BenchmarkParkFanOut(b *testing.B) {
 // phase, measured alone: the wake path (queue, start, first round) at its
 // heaviest.
 func BenchmarkParkWakeBurst(b *testing.B) {
-	n, _ := parkScale(100)
-	if os.Getenv("COUCHEPI_PARK_DBS") != "" {
-		n /= 10
-	}
+	n, _ := fanOutScale()
 	p := startMinicouchPeerWith(b, "idle_park_sec = 2\n")
 	defer p.stop()
-	source := p.prefix + "source"
-	p.createDBs([]string{source}, true)
-	tgts := make([]string, n)
-	docs := make([]string, n)
-	for k := range tgts {
-		tgts[k] = fmt.Sprintf("%stgt%05d", p.prefix, k)
-		docs[k] = p.repDoc(fmt.Sprintf("r%05d", k), source, tgts[k], "")
-	}
-	p.createDBs(tgts, false)
-	p.writeRepDocs(docs)
-	p.waitReplicated(tgts, n)
+	source, _ := p.fanOut(n)
 	written := func() float64 { return p.counters()["couchepi_replicator_docs_written_total"] }
 	running := func() int {
 		var tasks []json.RawMessage

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/couchepi/couchepi/parse"
 )
 
 // waitDocCount polls db until it holds n docs (doc_count) or the test times out.
@@ -33,6 +35,20 @@ func addDocs(t *testing.T, s *testServer, db string, from, to int) {
 		docs = append(docs, map[string]any{"_id": fmt.Sprintf("c%04d", i), "n": i})
 	}
 	s.bulk(t, db, true, docs...)
+}
+
+// continuousThroughProxy starts a server with a source of n docs and an
+// empty target, and returns a continuous replication between them through
+// a fault proxy (which counts the requests).
+func continuousThroughProxy(t *testing.T, n int) (s *testServer, p *faultProxy, rep *parse.Rep, src, tgt string) {
+	s = startServer(t)
+	p = newFaultProxy(t, s)
+	ps := p.endpointServer(s)
+	src, tgt = s.newDB(t, "src"), s.newDB(t, "tgt")
+	addDocs(t, s, src, 0, n)
+	rep = testRep(ps, src, tgt)
+	rep.Continuous = true
+	return s, p, rep, src, tgt
 }
 
 // TestContinuousResume runs a continuous replication, stops it, adds docs
@@ -87,13 +103,7 @@ func TestContinuousResume(t *testing.T) {
 // ends with ErrIdle once caught up and quiet, and has checkpointed all it
 // wrote, so a later run resumes without re-fetching anything.
 func TestContinuousIdle(t *testing.T) {
-	s := startServer(t)
-	p := newFaultProxy(t, s)
-	ps := p.endpointServer(s)
-	src, tgt := s.newDB(t, "src"), s.newDB(t, "tgt")
-	addDocs(t, s, src, 0, 50)
-	rep := testRep(ps, src, tgt)
-	rep.Continuous = true
+	s, p, rep, src, tgt := continuousThroughProxy(t, 50)
 	var mu sync.Mutex
 	var events []bool
 	var last Stats

@@ -61,13 +61,7 @@ func TestResume(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s := startServer(t)
-			p := newFaultProxy(t, s)
-			ps := p.endpointServer(s)
-			src, tgt := s.newDB(t, "src"), s.newDB(t, "tgt")
-			addDocs(t, s, src, 0, 50)
-			rep := testRep(ps, src, tgt)
-			rep.Continuous = true
+			s, p, rep, src, tgt := continuousThroughProxy(t, 50)
 			id, err := ComputeRepID(context.Background(), rep, uuid, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -140,13 +134,7 @@ func (s idleSlot) Acquire(ctx context.Context) error { return nil }
 func TestWokenReadsRounds(t *testing.T) {
 	for _, woken := range []bool{true, false} {
 		t.Run(fmt.Sprint("woken=", woken), func(t *testing.T) {
-			s := startServer(t)
-			p := newFaultProxy(t, s)
-			ps := p.endpointServer(s)
-			src, tgt := s.newDB(t, "src"), s.newDB(t, "tgt")
-			addDocs(t, s, src, 0, 5)
-			rep := testRep(ps, src, tgt)
-			rep.Continuous = true
+			s, p, rep, _, tgt := continuousThroughProxy(t, 5)
 			var mu sync.Mutex
 			var feeds []string
 			p.setFaults(func(n int, r *http.Request, body []byte) fault {

@@ -2,6 +2,7 @@ package replicate
 
 import (
 	"context"
+	"math/rand/v2"
 	"time"
 )
 
@@ -32,7 +33,11 @@ func (r *run) timers(ctx context.Context, fail func(error), buffered chan change
 	t := time.NewTicker(step)
 	defer t.Stop()
 	start := time.Now()
-	nextCheckpoint, nextStats := start.Add(cpEvery), start.Add(statsMinInterval)
+	// The first checkpoint comes after half the interval to a whole one,
+	// at random: the jobs woken together by one write (a fan-out of
+	// thousands) would otherwise write their checkpoints, four requests
+	// each, all at once every interval.
+	nextCheckpoint, nextStats := start.Add(cpEvery/2+rand.N(cpEvery/2+1)), start.Add(statsMinInterval)
 	var lastPending time.Time
 	lastSum := int64(-1)
 	for {

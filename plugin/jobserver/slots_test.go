@@ -362,3 +362,48 @@ func TestSlotHoldersBounded(t *testing.T) {
 		t.Errorf("%d holders queued after 20,000 holds of 2 workers", n)
 	}
 }
+
+// TestWokenJobsBringAcceptors: accepting a job woken from parking (due at
+// WokenTime) brings the acceptors up to wakeAcceptors, so that the other
+// jobs the same write woke are accepted together; a new job does not.
+func TestWokenJobsBringAcceptors(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		stime time.Time
+		want  int
+	}{
+		{"woken", jobdata.WokenTime, wakeAcceptors},
+		{"added", jobdata.AddedTime, DefaultConfig().MaxAcceptors},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := slotServer(t, 100)
+			ctx := context.Background()
+			if err := s.Start(ctx, false); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Stop(ctx) })
+			// Undecodable: its worker finishes it at once.
+			if err := s.q.Add(ctx, jobdata.JobType, "j1", []byte("{"), tc.stime); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, func() bool {
+				st, err := s.q.GetState(ctx, jobdata.JobType, "j1")
+				return err != nil || st == jobs.Finished
+			})
+			// Acceptors beyond max_acceptors leave only after waiting
+			// 5 s for a job: look for 200 ms.
+			acceptors := func() int {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				return s.acceptors
+			}
+			for end := time.Now().Add(200 * time.Millisecond); time.Now().Before(end) && acceptors() != tc.want; {
+				time.Sleep(5 * time.Millisecond)
+			}
+			time.Sleep(50 * time.Millisecond)
+			if got := acceptors(); got != tc.want {
+				t.Errorf("%d acceptors after the job was accepted, want %d", got, tc.want)
+			}
+		})
+	}
+}

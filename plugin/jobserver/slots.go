@@ -120,7 +120,7 @@ func (s *Server) askLocked() {
 // that can be asked for its slot: still in the hold it was queued for,
 // gated, not asked yet and not stopping. The ones it passes cannot be
 // asked during that hold (a worker whose gate is set later is queued
-// again then, see setGate), so asking costs O(1) amortized, not a scan of
+// again then, see setGateLocked), so asking costs O(1) amortized, not a scan of
 // every worker. Callers hold s.mu.
 func (s *Server) nextAskableLocked() *worker {
 	for len(s.holders) > 0 {

@@ -391,13 +391,13 @@ func TestWokenJobsBringAcceptors(t *testing.T) {
 				return err != nil || st == jobs.Finished
 			})
 			// Acceptors beyond max_acceptors leave only after waiting
-			// 5 s for a job: look for 200 ms.
+			// 5 s for a job.
 			acceptors := func() int {
 				s.mu.Lock()
 				defer s.mu.Unlock()
 				return s.acceptors
 			}
-			for end := time.Now().Add(200 * time.Millisecond); time.Now().Before(end) && acceptors() != tc.want; {
+			for end := time.Now().Add(2 * time.Second); time.Now().Before(end) && acceptors() != tc.want; {
 				time.Sleep(5 * time.Millisecond)
 			}
 			time.Sleep(50 * time.Millisecond)

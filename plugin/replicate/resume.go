@@ -45,19 +45,20 @@ func (r *run) resume() *Resume {
 }
 
 // startResumed starts the run from opts.Resume: the source's checkpoint
-// doc is read to confirm it. It reports false (and the doc read, to spare
-// the full start reading it again) when the hint does not hold.
-func (r *run) startResumed(ctx context.Context) (ok bool, src *localDoc, err error) {
+// doc is read to confirm it. It reports false when the hint does not
+// hold, with read set when the source's checkpoint was read (src, nil if
+// missing), so that the full start does not read it again.
+func (r *run) startResumed(ctx context.Context) (ok bool, src *localDoc, read bool, err error) {
 	h := r.opts.Resume
 	if h == nil || !r.rep.UseCheckpoints || r.opts.RepID == nil || h.repID != *r.opts.RepID {
-		return false, nil, nil
+		return false, nil, false, nil
 	}
 	src, err = readCheckpoint(ctx, r.src, h.repID.Base)
 	if err != nil {
-		return false, nil, asError(err)
+		return false, nil, false, asError(err)
 	}
 	if src == nil || src.Rev != h.srcRev || seqString(src.Body.SourceLastSeq) != seqString(h.seq) {
-		return false, src, nil
+		return false, src, true, nil
 	}
 	r.repID = h.repID
 	r.srcInfo, r.tgtInfo = h.srcInfo, h.tgtInfo
@@ -65,5 +66,5 @@ func (r *run) startResumed(ctx context.Context) (ok bool, src *localDoc, err err
 	r.existing = src.Body
 	r.history = src.Body.History
 	r.startSeq = h.seq
-	return true, src, nil
+	return true, src, true, nil
 }

@@ -85,6 +85,7 @@ func TestResume(t *testing.T) {
 			}
 
 			p.resetCounts()
+			resumes := ReadTotals().Resumes
 			var again *Resume
 			if err := run(context.Background(), Options{IdleAfter: 500 * time.Millisecond, Resume: hint, OnResume: func(h *Resume) { again = h }}); !errors.Is(err, ErrIdle) {
 				t.Fatalf("resumed run: %v, want ErrIdle", err)
@@ -92,11 +93,15 @@ func TestResume(t *testing.T) {
 			waitDocCount(t, s, tgt, tc.want)
 			p.mu.Lock()
 			counts := fmt.Sprint(p.counts)
-			opened := p.counts["GET "+src] + p.counts["GET "+tgt]
-			read := p.counts["GET "+id.Base]
+			read := p.counts["GET "+id.Base] // the checkpoint docs
 			p.mu.Unlock()
-			if got := opened == 0 && read == 1; got != tc.resumed {
-				t.Errorf("resumed = %v, want %v (requests %s)", got, tc.resumed, counts)
+			if got := ReadTotals().Resumes - resumes; got != map[bool]int64{true: 1, false: 0}[tc.resumed] {
+				t.Errorf("%d resumed starts, want resumed %v (requests %s)", got, tc.resumed, counts)
+			}
+			// Resumed: the source's checkpoint only; else both, the
+			// source's read once.
+			if want := map[bool]int{true: 1, false: 2}[tc.resumed]; read != want {
+				t.Errorf("%d checkpoint reads, want %d (requests %s)", read, want, counts)
 			}
 			if got := p.fetched(); got != tc.fetched {
 				t.Errorf("fetched %d revisions from the source, want %d (requests %s)", got, tc.fetched, counts)

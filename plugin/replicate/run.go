@@ -112,7 +112,7 @@ func Run(ctx context.Context, rep *parse.Rep, opts Options) (*Result, error) {
 // start opens both endpoints, computes the id and reads the checkpoints,
 // or resumes from Options.Resume.
 func (r *run) start(ctx context.Context) error {
-	resumed, srcDoc, err := r.startResumed(ctx)
+	resumed, srcDoc, srcRead, err := r.startResumed(ctx)
 	if err != nil {
 		return err
 	}
@@ -142,7 +142,7 @@ func (r *run) start(ctx context.Context) error {
 	var sp startPoint
 	if r.rep.UseCheckpoints {
 		s := srcDoc
-		if s == nil {
+		if !srcRead {
 			if s, err = readCheckpoint(ctx, r.src, r.repID.Base); err != nil {
 				return asError(err)
 			}
@@ -502,8 +502,8 @@ func (r *run) updatePending(ctx context.Context) {
 	defer cancel()
 	_, source := r.tracker.seqs()
 	if n, err := strconv.ParseInt(string(source), 10, 64); err == nil {
-		if info, err := openDB(ctx, r.src); err == nil {
-			if u, err := strconv.ParseInt(string(info.UpdateSeq), 10, 64); err == nil {
+		if seq, err := r.sourceUpdateSeq(ctx); err == nil {
+			if u, err := strconv.ParseInt(string(seq), 10, 64); err == nil {
 				p := max(0, u-n)
 				r.stats.setPending(&p)
 				return

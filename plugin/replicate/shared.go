@@ -2,9 +2,11 @@ package replicate
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"sync"
+	"time"
 
 	"github.com/couchepi/couchepi/parse"
 )
@@ -229,4 +231,52 @@ func shareDoc(key string, doc json.RawMessage) {
 	sr.order = append(sr.order, key)
 	sr.docs[key] = doc
 	sr.bytes += len(doc)
+}
+
+// Runs of one source share its update_seq, which changes_pending is
+// computed from: each run asks for it every pendingInterval, and the
+// thousand runs of a fan-out asked the one source 200 times a second.
+// A value read less than updateSeqShare ago is used instead; pending is
+// an estimate, CouchDB's included.
+const updateSeqShare = time.Second
+
+var sharedUpdateSeqs = struct {
+	mu sync.Mutex
+	m  map[string]updateSeqRead // by endpointKey
+}{m: map[string]updateSeqRead{}}
+
+type updateSeqRead struct {
+	seq json.RawMessage
+	at  time.Time // when the request was sent
+}
+
+// sourceUpdateSeq returns the source's update_seq, as this or another run
+// of the same source (and user) read it less than updateSeqShare ago, or
+// read now.
+func (r *run) sourceUpdateSeq(ctx context.Context) (json.RawMessage, error) {
+	s := &sharedUpdateSeqs
+	now := time.Now()
+	s.mu.Lock()
+	e, ok := s.m[r.srcKey]
+	s.mu.Unlock()
+	if ok && r.srcKey != "" && now.Sub(e.at) < updateSeqShare {
+		return e.seq, nil
+	}
+	info, err := openDB(ctx, r.src)
+	if err != nil {
+		return nil, err
+	}
+	if r.srcKey != "" {
+		s.mu.Lock()
+		if len(s.m) >= 4096 {
+			for k, old := range s.m {
+				if now.Sub(old.at) >= updateSeqShare {
+					delete(s.m, k)
+				}
+			}
+		}
+		s.m[r.srcKey] = updateSeqRead{info.UpdateSeq, now}
+		s.mu.Unlock()
+	}
+	return info.UpdateSeq, nil
 }

@@ -1,10 +1,14 @@
 package replicate
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/couchepi/couchepi/plugin/couchclient"
 )
 
 // TestSharedWindow: a source's window of recent changes serves any run
@@ -123,4 +127,48 @@ func TestSharedWindowsBounded(t *testing.T) {
 	if _, _, ok := sharedGet(keep, json.RawMessage("0"), open, 1000); !ok {
 		t.Fatal("a current window was dropped before the stale ones")
 	}
+}
+
+// TestSharedUpdateSeq: runs of one source share its update_seq for
+// changes_pending for a second; after that it is read again.
+func TestSharedUpdateSeq(t *testing.T) {
+	s, p, rep, src, _ := continuousThroughProxy(t, 3)
+	pool := couchclient.NewPool(couchclient.PoolOptions{})
+	t.Cleanup(func() { pool.Close() })
+	newRun := func() *run { return &run{rep: rep, src: pool.Endpoint(rep.Source, rep), srcKey: endpointKey(rep)} }
+	a, b := newRun(), newRun()
+	reads := func() int {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.counts["GET "] // GET {db}/: the last path segment is empty
+	}
+	ctx := context.Background()
+	p.resetCounts()
+	var seqs []string
+	for _, r := range []*run{a, a, b} {
+		seq, err := r.sourceUpdateSeq(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, seqNumber(seq))
+	}
+	if n := reads(); n != 1 || seqs[0] != "3" || seqs[1] != "3" || seqs[2] != "3" {
+		t.Fatalf("three asks within a second: %d reads of the source, seqs %v; want 1 read, 3 each time (%v)", n, seqs, p.counts)
+	}
+	addDocs(t, s, src, 3, 5)
+	time.Sleep(updateSeqShare)
+	seq, err := b.sourceUpdateSeq(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := reads(); n != 2 || seqNumber(seq) != "5" {
+		t.Errorf("an ask a second later: %d reads, seq %s; want 2 reads, seq 5", n, seq)
+	}
+}
+
+// seqNumber is a seq's number: all of a numeric one, the part before the
+// dash of an opaque one ("5-g1AAA").
+func seqNumber(seq json.RawMessage) string {
+	n, _, _ := strings.Cut(seqString(seq), "-")
+	return n
 }

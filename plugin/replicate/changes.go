@@ -68,8 +68,8 @@ type changesReader struct {
 	record  *[]change
 	// rounds is set while the reader reads in rounds (see run.batcher).
 	rounds atomic.Bool
-	// key is sharedKey's, once computed.
-	key string
+	// srcKey is the run's endpointKey of the source (see sharedKey).
+	srcKey string
 }
 
 // roundLinger is how long after its slot was last asked for a run keeps

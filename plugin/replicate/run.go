@@ -301,7 +301,7 @@ func (r *run) loop(parent context.Context) (*Result, error) {
 	changes := make(chan change, buffer)
 	reader := &changesReader{src: r.src, rep: r.rep, log: r.log, out: changes, wait: 250 * time.Millisecond,
 		maxIDLen: r.opts.MaxDocumentIDLength, onIDTooLong: func() { r.stats.docWriteFailures.Add(1) },
-		through: r.tracker.waitThrough, quiet: &r.quiet}
+		through: r.tracker.waitThrough, quiet: &r.quiet, srcKey: r.srcKey}
 	if r.rep.Continuous {
 		reader.slot = r.opts.Slot
 		if r.opts.Woken {

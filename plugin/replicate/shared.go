@@ -49,20 +49,18 @@ var sharedChanges = struct {
 }{windows: map[string]*window{}}
 
 // sharedKey names what the reader reads, for sharing: the source endpoint
-// (with its credentials, hashed: runs of different users do not share)
-// and the feed style. "" when the reader's reads are not shareable
-// (filtered ones).
+// (srcKey: with its credentials, hashed, so runs of different users do
+// not share) and the feed style. "" when the reader's reads are not
+// shareable (filtered ones).
 func (r *changesReader) sharedKey() string {
 	rep := r.rep
-	if r.clientFilter || rep.DocIDs != nil || len(rep.Selector) > 0 || rep.Filter != "" {
+	if r.clientFilter || rep.DocIDs != nil || len(rep.Selector) > 0 || rep.Filter != "" || r.srcKey == "" {
 		return ""
 	}
-	// Computed once: hashing the endpoint on every round was 2 % of the
-	// plugin's CPU in a fan-out of 1,000.
-	if r.key == "" {
-		r.key = endpointKey(rep) + "\x00" + map[bool]string{true: "main_only", false: "all_docs"}[rep.WinningRevsOnly]
+	if rep.WinningRevsOnly {
+		return r.srcKey + "\x00main_only"
 	}
-	return r.key
+	return r.srcKey + "\x00all_docs"
 }
 
 // endpointKey names a replication's source endpoint, credentials

@@ -1,8 +1,6 @@
 package jobserver
 
 import (
-	"bytes"
-	"encoding/json"
 	"sync"
 
 	"github.com/couchepi/couchepi/plugin/replicate"
@@ -46,14 +44,8 @@ func (r *resumes) take(id string, checkpointed []byte) *replicate.Resume {
 	h := r.m[id]
 	delete(r.m, id)
 	r.mu.Unlock()
-	if h == nil || !sameJSON(h.Seq(), checkpointed) {
+	if h == nil || !h.At(checkpointed) {
 		return nil
 	}
 	return h
-}
-
-// sameJSON reports whether a and b are the same JSON text but for spaces.
-func sameJSON(a, b []byte) bool {
-	var ca, cb bytes.Buffer
-	return json.Compact(&ca, a) == nil && json.Compact(&cb, b) == nil && bytes.Equal(ca.Bytes(), cb.Bytes())
 }

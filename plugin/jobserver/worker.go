@@ -48,8 +48,8 @@ type worker struct {
 	holds      uint64 // slots taken so far
 	woken      bool   // accepted as woken from parking (see replicate.Options.Woken)
 
-	// resume is what the run left for the next one, set before settle
-	// (kept only if the job is parked).
+	// resume is what the run left for the next one (OnResume, before
+	// Run returns; kept only if the job is parked).
 	resume *replicate.Resume
 }
 
@@ -438,9 +438,8 @@ func (w *worker) execute(rec *jobdata.Record, repID parse.RepID, cfg Config) {
 	latest := rec.Stats
 	checkpoints := make(chan struct{}, 1)
 	type outcome struct {
-		res    *replicate.Result
-		err    error
-		resume *replicate.Resume
+		res *replicate.Result
+		err error
 	}
 	done := make(chan outcome, 1)
 	id := repID
@@ -474,11 +473,10 @@ func (w *worker) execute(rec *jobdata.Record, repID parse.RepID, cfg Config) {
 		resume = s.resumes.take(w.job.ID, rec.Stats.CheckpointedSourceSeq)
 	}
 	go func() {
-		var left *replicate.Resume
 		res, err := replicate.Run(ctx, maxBackoffRep(rec), replicate.Options{
 			Woken:               w.woken,
 			Resume:              resume,
-			OnResume:            func(h *replicate.Resume) { left = h },
+			OnResume:            func(h *replicate.Resume) { w.resume = h },
 			IdleAfter:           idleAfter,
 			Slot:                slot,
 			Logger:              s.log.Named("replicate").With("rep_id", repID.String()),
@@ -503,7 +501,7 @@ func (w *worker) execute(rec *jobdata.Record, repID parse.RepID, cfg Config) {
 				}
 			},
 		})
-		done <- outcome{res, err, left}
+		done <- outcome{res, err}
 	}()
 	// Renewal rule (see package jobs): the job's record is updated at
 	// least every ActivityTimeout/8; if no update has succeeded for
@@ -590,7 +588,6 @@ func (w *worker) execute(rec *jobdata.Record, repID parse.RepID, cfg Config) {
 			statsMu.Lock()
 			rec.Stats = latest
 			statsMu.Unlock()
-			w.resume = out.resume
 			w.settle(rec, ctx, out.res, out.err)
 			return
 		}

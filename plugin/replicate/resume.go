@@ -32,6 +32,9 @@ type Resume struct {
 // Seq is the checkpointed source seq a resumed run starts from.
 func (r *Resume) Seq() json.RawMessage { return r.seq }
 
+// At reports whether the hint was left at the checkpointed source seq seq.
+func (r *Resume) At(seq json.RawMessage) bool { return seqString(r.seq) == seqString(seq) }
+
 // resume returns the run's Resume, nil when it has no checkpoint on both
 // endpoints to resume from. Call it once the run has stopped.
 func (r *run) resume() *Resume {
@@ -44,9 +47,10 @@ func (r *run) resume() *Resume {
 		srcInfo: r.srcInfo, tgtInfo: r.tgtInfo}
 }
 
-// startResumed starts the run from opts.Resume: the source's checkpoint
-// doc is read to confirm it. It reports false when the hint does not
-// hold, with read set when the source's checkpoint was read (src, nil if
+// startResumed takes the endpoints' info and the checkpoint revisions from
+// opts.Resume once the source's checkpoint doc (src) confirms it; the run
+// then starts from the hint's seq with src's history. It reports false
+// when the hint does not hold, with read set when the source's checkpoint was read (src, nil if
 // missing), so that the full start does not read it again.
 func (r *run) startResumed(ctx context.Context) (ok bool, src *localDoc, read bool, err error) {
 	h := r.opts.Resume
@@ -57,14 +61,12 @@ func (r *run) startResumed(ctx context.Context) (ok bool, src *localDoc, read bo
 	if err != nil {
 		return false, nil, false, asError(err)
 	}
-	if src == nil || src.Rev != h.srcRev || seqString(src.Body.SourceLastSeq) != seqString(h.seq) {
+	if src == nil || src.Rev != h.srcRev || !h.At(src.Body.SourceLastSeq) {
 		return false, src, true, nil
 	}
 	r.repID = h.repID
 	r.srcInfo, r.tgtInfo = h.srcInfo, h.tgtInfo
 	r.srcRev, r.tgtRev = h.srcRev, h.tgtRev
 	r.existing = src.Body
-	r.history = src.Body.History
-	r.startSeq = h.seq
 	return true, src, true, nil
 }

@@ -119,7 +119,7 @@ func (r *run) start(ctx context.Context) error {
 	if resumed {
 		totals.resumes.Add(1)
 		r.log = r.log.With("replication_id", r.repID.String())
-		r.startFrom(startPoint{seq: r.startSeq, history: r.history})
+		r.startFrom(startPoint{seq: r.opts.Resume.Seq(), history: srcDoc.Body.History})
 		return nil
 	}
 	if r.srcInfo, err = openDB(ctx, r.src); err != nil {

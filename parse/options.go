@@ -83,6 +83,11 @@ func OptionsFromConfig(replicatorSection map[string]string) (Options, error) {
 	infinityKey("max_document_id_length", &o.MaxDocumentIDLength)
 	infinityKey("request_timeout", &o.RequestTimeout)
 	intKey("missing_doc_retry_msec", &o.MissingDocRetryMsec, 1)
+	if replicatorSection["max_batches_per_host"] == "infinity" {
+		o.MaxBatchesPerHost = -1 // 0 is the default here
+	} else {
+		infinityKey("max_batches_per_host", &o.MaxBatchesPerHost)
+	}
 	boolKey("verify_ssl_certificates", &o.VerifySSLCertificates)
 	depth := -1
 	intKey("ssl_certificate_max_depth", &depth, 0)
@@ -93,6 +98,9 @@ func OptionsFromConfig(replicatorSection map[string]string) (Options, error) {
 	// config spelling out the defaults equal DefaultOptions.
 	if o.MissingDocRetryMsec == DefaultMissingDocRetryMsec {
 		o.MissingDocRetryMsec = 0
+	}
+	if o.MaxBatchesPerHost == DefaultMaxBatchesPerHost {
+		o.MaxBatchesPerHost = 0
 	}
 	o.SSLTrustedCertificatesFile = replicatorSection["ssl_trusted_certificates_file"]
 	o.CertFile = replicatorSection["cert_file"]

@@ -12,11 +12,11 @@ import (
 // and keeps the default.
 func TestOptionsFromConfigGapKeys(t *testing.T) {
 	type want struct {
-		maxIDLen, requestTimeout, missingRetry, depth int
-		verify                                        bool
-		caFile, certFile, keyFile, password           string
+		maxIDLen, requestTimeout, missingRetry, depth, batches int
+		verify                                                 bool
+		caFile, certFile, keyFile, password                    string
 	}
-	defaults := want{missingRetry: 2000, depth: 3, verify: true}
+	defaults := want{missingRetry: 2000, depth: 3, batches: 64, verify: true}
 	with := func(f func(*want)) want { w := defaults; f(&w); return w }
 	tests := []struct {
 		name    string
@@ -27,6 +27,10 @@ func TestOptionsFromConfigGapKeys(t *testing.T) {
 		{"absent keys are defaults", map[string]string{}, defaults, nil},
 		{"empty values are defaults", map[string]string{"max_document_id_length": "", "request_timeout": "", "missing_doc_retry_msec": "", "ssl_certificate_max_depth": ""}, defaults, nil},
 		{"infinity", map[string]string{"max_document_id_length": "infinity", "request_timeout": "infinity"}, defaults, nil},
+		{"max_batches_per_host infinity", map[string]string{"max_batches_per_host": "infinity"}, with(func(w *want) { w.batches = 0 }), nil},
+		{"max_batches_per_host", map[string]string{"max_batches_per_host": "8"}, with(func(w *want) { w.batches = 8 }), nil},
+		{"bad max_batches_per_host", map[string]string{"max_batches_per_host": "0"}, defaults,
+			[]string{"[replicator] `max_batches_per_host` must be a positive integer or `infinity`"}},
 		{"numbers", map[string]string{"max_document_id_length": "64", "request_timeout": "5000", "missing_doc_retry_msec": "150"},
 			with(func(w *want) { w.maxIDLen, w.requestTimeout, w.missingRetry = 64, 5000, 150 }), nil},
 		{"TLS keys", map[string]string{"verify_ssl_certificates": "true", "ssl_trusted_certificates_file": "/etc/ca.pem",
@@ -36,7 +40,7 @@ func TestOptionsFromConfigGapKeys(t *testing.T) {
 			}), nil},
 		{"depth 0 is a depth, not unset", map[string]string{"ssl_certificate_max_depth": "0"},
 			with(func(w *want) { w.depth = 0 }), nil},
-		{"defaults spelled out", map[string]string{"missing_doc_retry_msec": "2000", "ssl_certificate_max_depth": "3"}, defaults, nil},
+		{"defaults spelled out", map[string]string{"missing_doc_retry_msec": "2000", "ssl_certificate_max_depth": "3", "max_batches_per_host": "64"}, defaults, nil},
 		{"verify false", map[string]string{"verify_ssl_certificates": "false"}, with(func(w *want) { w.verify = false }), nil},
 		{"bad max_document_id_length", map[string]string{"max_document_id_length": "0"}, defaults,
 			[]string{"[replicator] `max_document_id_length` must be a positive integer or `infinity`"}},
@@ -57,7 +61,7 @@ func TestOptionsFromConfigGapKeys(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			o, err := OptionsFromConfig(tc.section)
-			got := want{o.MaxDocumentIDLength, o.RequestTimeout, o.MissingDocRetry(), o.CertificateMaxDepth(),
+			got := want{o.MaxDocumentIDLength, o.RequestTimeout, o.MissingDocRetry(), o.CertificateMaxDepth(), o.BatchesPerHost(),
 				o.VerifySSLCertificates, o.SSLTrustedCertificatesFile, o.CertFile, o.KeyFile, o.Password}
 			if got != tc.want {
 				t.Errorf("got %+v, want %+v", got, tc.want)
@@ -81,7 +85,7 @@ func TestOptionsFromConfigGapKeys(t *testing.T) {
 // of the new keys reads as DefaultOptions (docs/replicator_test.go relies on it).
 func TestOptionsFromConfigDefaultsEqual(t *testing.T) {
 	o, err := OptionsFromConfig(map[string]string{"max_document_id_length": "infinity", "request_timeout": "infinity",
-		"missing_doc_retry_msec": "2000", "verify_ssl_certificates": "true", "ssl_certificate_max_depth": "3",
+		"missing_doc_retry_msec": "2000", "verify_ssl_certificates": "true", "ssl_certificate_max_depth": "3", "max_batches_per_host": "64",
 		"ssl_trusted_certificates_file": "", "cert_file": "", "key_file": "", "password": ""})
 	if err != nil {
 		t.Fatal(err)

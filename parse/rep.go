@@ -230,6 +230,12 @@ type Options struct {
 	// revision the source or target unexpectedly lacks is fetched again;
 	// 0 is the default, 2000.
 	MissingDocRetryMsec int
+	// MaxBatchesPerHost is max_batches_per_host (couchepi's): the most
+	// batch writes (_revs_diff, _bulk_docs) the node's replications send
+	// one target server at once, the others waiting their turn; 0 is the
+	// default, 64, and -1 is "infinity" (no bound). Read it with
+	// BatchesPerHost.
+	MaxBatchesPerHost int
 
 	// VerifySSLCertificates is verify_ssl_certificates, default true: https
 	// peers are verified unless it is false (CouchDB 3.x's default is false;
@@ -288,7 +294,21 @@ const (
 	DefaultMissingDocRetryMsec = 2000
 	// DefaultSSLCertificateMaxDepth is ssl_certificate_max_depth's default.
 	DefaultSSLCertificateMaxDepth = 3
+	// DefaultMaxBatchesPerHost is max_batches_per_host's default.
+	DefaultMaxBatchesPerHost = 64
 )
+
+// BatchesPerHost is max_batches_per_host, the default when unset; 0 means
+// no bound.
+func (o Options) BatchesPerHost() int {
+	switch {
+	case o.MaxBatchesPerHost > 0:
+		return o.MaxBatchesPerHost
+	case o.MaxBatchesPerHost < 0:
+		return 0
+	}
+	return DefaultMaxBatchesPerHost
+}
 
 // MissingDocRetry is missing_doc_retry_msec in ms, the default when unset.
 func (o Options) MissingDocRetry() int {

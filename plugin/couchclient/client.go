@@ -38,6 +38,7 @@ type Client struct {
 	hcs     atomic.Pointer[clientTransport]
 	auth    *session
 	log     hclog.Logger
+	turns   *hostTurns // of the endpoint's server (Request.Turn)
 }
 
 // clientTransport is a client's HTTP client on the pool's transport of one
@@ -86,6 +87,7 @@ func (p *Pool) Endpoint(ep parse.Endpoint, rep *parse.Rep) *Client {
 		if _, err := c.httpClient(); err != nil {
 			c.baseErr = err
 		}
+		c.turns = p.turnsOf(c.base.Scheme + "://" + c.base.Host)
 	}
 	c.auth = newSession(c)
 	return c
@@ -155,6 +157,11 @@ type Request struct {
 	// Feed marks a long-lived _changes feed request: request_timeout does
 	// not apply to it (connection_timeout still does).
 	Feed bool
+	// Turn makes the request, retries included, wait its turn among the
+	// batch writes (_revs_diff, _bulk_docs) to the endpoint's server:
+	// `[replicator] max_batches_per_host` at once (see turns.go). For
+	// Buffer requests, whose answer is read before Do returns.
+	Turn bool
 }
 
 // Do sends r with CouchDB's replicator rules: rate limiter wait, auth, retries
@@ -166,6 +173,13 @@ type Request struct {
 func (c *Client) Do(ctx context.Context, r *Request) (*http.Response, error) {
 	if c.baseErr != nil {
 		return nil, &Error{Kind: "http_request_failed", Method: r.Method, URL: c.redBase + r.Path, Reason: c.baseErr.Error()}
+	}
+	if r.Turn {
+		done, err := c.takeTurn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer done()
 	}
 	key := RateKey{URL: c.ep.URL, Method: r.Method}
 	wait := c.pool.opts.RetryWait

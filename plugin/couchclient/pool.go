@@ -58,7 +58,8 @@ type Pool struct {
 
 	mu         sync.Mutex
 	transports map[transportKey]*http.Transport
-	gen        atomic.Uint64 // bumped when the transports' TLS config changes
+	turns      map[string]*hostTurns // by target server (turns.go)
+	gen        atomic.Uint64         // bumped when the transports' TLS config changes
 	stop       chan struct{}
 	closeOnce  sync.Once
 }
@@ -97,6 +98,7 @@ func NewPool(opts PoolOptions) *Pool {
 		log:        opts.Logger,
 		limiter:    NewRateLimiter(opts.Now),
 		transports: map[transportKey]*http.Transport{},
+		turns:      map[string]*hostTurns{},
 		stop:       make(chan struct{}),
 	}
 	p.settings.Store(&poolSettings{opts: parse.DefaultOptions(), tls: opts.TLSConfig})

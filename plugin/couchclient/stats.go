@@ -21,12 +21,15 @@ type PoolStats struct {
 	// ConnectionsCreated counts connections dialled (proxies included):
 	// couch_replicator.connection.creates.
 	ConnectionsCreated uint64
+	// BatchWaits counts batches that waited for their turn to be written
+	// to their target server (max_batches_per_host, see Client.BatchTurn).
+	BatchWaits uint64
 }
 
 // poolStats are the live counters behind PoolStats.
 type poolStats struct {
 	requests, responsesSuccess, responsesFailure, tooManyRequests, backoffs, retries, maxBackoffs atomic.Uint64
-	connectionsCreated                                                                            atomic.Uint64
+	connectionsCreated, batchWaits                                                                atomic.Uint64
 }
 
 // Stats returns the pool's counters so far.
@@ -41,6 +44,7 @@ func (p *Pool) Stats() PoolStats {
 		Retries:            s.retries.Load(),
 		MaxBackoffs:        s.maxBackoffs.Load(),
 		ConnectionsCreated: s.connectionsCreated.Load(),
+		BatchWaits:         s.batchWaits.Load(),
 	}
 }
 

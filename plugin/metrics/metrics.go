@@ -84,6 +84,7 @@ var (
 	resumes          = desc("couchepi_replicator_jobs_resumes_total", "Woken jobs started from what their parked run left, with one request instead of four.")
 	sharedReads      = desc("couchepi_replicator_shared_changes_reads_total", "Reads of a source's changes served by another replication's read of it.")
 	sharedDocs       = desc("couchepi_replicator_shared_docs_total", "Revisions served from another replication's fetch of the same source.")
+	batchWaits       = desc("couchepi_replicator_batch_waits_total", "Batches that waited for their turn to be written to their target server (max_batches_per_host).")
 )
 
 var allDescs = []*prometheus.Desc{
@@ -92,7 +93,7 @@ var allDescs = []*prometheus.Desc{
 	jobsAdds, jobsDuplicateAdds, jobsRemoves, jobsStarts, jobsStops, jobsCrashes, failedStarts,
 	changesReadFailures, workersStarted, dbScans, completedUpdates, failedUpdates, connectionCreates,
 	jobsByState, docsRead, docsWritten, docWriteFailures, revsChecked, missingFound, changesRead,
-	tooManyRequests, backoffs, maxBackoffs, retries, parks, wakes, handoffs, resumes, sharedReads, sharedDocs,
+	tooManyRequests, backoffs, maxBackoffs, retries, parks, wakes, handoffs, resumes, sharedReads, sharedDocs, batchWaits,
 }
 
 // Collector is a prometheus.Collector of the replicator's metrics.
@@ -208,6 +209,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(maxBackoffs, float64(s.MaxBackoffs))
 		counter(retries, float64(s.Retries))
 		counter(connectionCreates, float64(s.ConnectionsCreated))
+		counter(batchWaits, float64(s.BatchWaits))
 	}
 	if src.Records.Q != nil {
 		states, err := c.countStates(src.Records)

@@ -45,7 +45,7 @@ func (w *bulkWriter) flush(ctx context.Context) error {
 func (w *bulkWriter) write(ctx context.Context, docs []json.RawMessage) error {
 	body := &docsBody{docs: docs}
 	tgt := w.r.tgt
-	resp, err := tgt.Do(ctx, &couchclient.Request{Buffer: true,
+	resp, err := tgt.Do(ctx, &couchclient.Request{Buffer: true, Turn: true,
 		Method: http.MethodPost, Path: "_bulk_docs", GetBody: body.open, ContentLength: body.size(),
 		Header: http.Header{"Content-Type": {"application/json"}, "X-Couch-Full-Commit": {"false"}},
 	})

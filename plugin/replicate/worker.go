@@ -137,7 +137,7 @@ func (r *run) findMissing(ctx context.Context, order []string, revs map[string][
 		return out, nil
 	}
 	body, _ := json.Marshal(revs)
-	resp, err := r.tgt.Do(ctx, &couchclient.Request{Buffer: true,
+	resp, err := r.tgt.Do(ctx, &couchclient.Request{Buffer: true, Turn: true,
 		Method: http.MethodPost, Path: "_revs_diff", Body: body,
 		Header: http.Header{"Content-Type": {"application/json"}},
 	})

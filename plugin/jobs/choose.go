@@ -145,14 +145,22 @@ func (tx *Tx) tagCandidates(scan scanFunc, typ string, maxS int64) (cands []Cand
 		if err != nil {
 			return nil, nil, err
 		}
+		found := false
 		for _, k := range picks {
 			if k != nil {
+				found = true
 				if err := add(k); err != nil {
 					return nil, nil, err
 				}
 			}
 		}
-		if len(cands) > 0 {
+		// A pick is its tag's earliest entry (or an always-due one), so
+		// when none is due no listed tag has a due job; the jobs of a tag
+		// come up since are offered by choose's scan of the due entries.
+		// Listing the tags again would read pickBatch entries in every
+		// accept that finds nothing (a wake's extra acceptors: 6 % of the
+		// plugin in the 10,000-db fan-in).
+		if len(cands) > 0 || found {
 			return cands, keys, nil
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -211,5 +212,71 @@ func TestRelistTags(t *testing.T) {
 		if fmt.Sprint(got) != c.want {
 			t.Errorf("relist from %v: got %v, want %s", c.old, got, c.want)
 		}
+	}
+}
+
+// rangeCounter is a kv.Store counting the keys its transactions' ranges visit.
+type rangeCounter struct {
+	kv.Store
+	keys atomic.Int64
+}
+
+func (s *rangeCounter) Update(ctx context.Context, fn func(kv.Tx) error) error {
+	return s.Store.Update(ctx, func(tx kv.Tx) error { return fn(countingTx{tx, &s.keys}) })
+}
+
+type countingTx struct {
+	kv.Tx
+	keys *atomic.Int64
+}
+
+func (t countingTx) Range(begin, end []byte, opt kv.RangeOptions, fn func(k, v []byte) error) error {
+	return t.Tx.Range(begin, end, opt, func(k, v []byte) error { t.keys.Add(1); return fn(k, v) })
+}
+
+// TestChooseNothingDue: in a big tagged queue of jobs scheduled later (as
+// parked ones are), an accept that finds nothing due reads a few keys,
+// not the tag index again; and a due job of a tag the listing has not
+// seen is still taken at once.
+func TestChooseNothingDue(t *testing.T) {
+	ctx := context.Background()
+	clock := newTestClock()
+	s := &rangeCounter{Store: kv.NewMemory()}
+	defer s.Close()
+	q := newQueue(t, s, Options{Now: clock.Now, Tag: func(_, _ string, data []byte) string { return string(data) }})
+	later := clock.Now().Add(time.Hour)
+	for from := 0; from < 3*pickBatch; from += 256 {
+		err := q.Transact(ctx, func(tx *Tx) error {
+			for i := from; i < from+256; i++ {
+				if err := tx.Add(typ, benchID(i), []byte("parked"), later); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	none := AcceptOptions{NoWait: true, Choose: func([]Candidate) int { return 0 }}
+	if _, err := q.Accept(ctx, typ, none); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("first accept: %v, want ErrNotFound", err)
+	}
+	if tags, _ := q.windows.listedTags(typ, clock.Now()); tags == nil {
+		t.Fatal("the big tagged queue's tags were not listed")
+	}
+	s.keys.Store(0)
+	if _, err := q.Accept(ctx, typ, none); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("second accept: %v, want ErrNotFound", err)
+	}
+	if n := s.keys.Load(); n > 16 {
+		t.Errorf("an accept with nothing due read %d keys, want a few", n)
+	}
+	if err := q.Transact(ctx, func(tx *Tx) error { return tx.Add(typ, benchID(3*pickBatch), []byte("new"), time.Time{}) }); err != nil {
+		t.Fatal(err)
+	}
+	j, err := q.Accept(ctx, typ, none)
+	if err != nil || string(j.Data) != "new" {
+		t.Fatalf("accept with a due job of an unlisted tag: %v, %v", j, err)
 	}
 }

@@ -437,7 +437,7 @@ func (s *Server) accept(rotating bool) {
 		}
 		// With every slot held, the job waits for one if a gated job
 		// holds one: asked for it, that one hands it on after a round.
-		waitSlot := full && victim == nil && !s.stopping && s.gatedLocked() > 0
+		waitSlot := full && victim == nil && !s.stopping && s.anyGatedLocked()
 		if s.stopping || full && victim == nil && !waitSlot {
 			s.acceptors--
 			s.mu.Unlock()

@@ -226,6 +226,19 @@ func (s *Server) boundQuietLocked() {
 	}
 }
 
+// anyGatedLocked reports whether a gated worker holds a slot (gatedLocked
+// > 0), stopping at the first: accepts ask it while every slot is held,
+// and nearly every holder is gated when thousands of jobs run. Callers
+// hold s.mu.
+func (s *Server) anyGatedLocked() bool {
+	for _, w := range s.workers {
+		if w.holding && w.gate != nil && w.stopCause() == nil {
+			return true
+		}
+	}
+	return false
+}
+
 // gatedLocked counts the gated workers holding a slot: the ones that hand
 // it on once caught up when a job waits. Callers hold s.mu.
 func (s *Server) gatedLocked() int {

@@ -172,6 +172,12 @@ func newBoltTx(tx *bolt.Tx, version *groupVersion, order uint16) *boltTx {
 	return &boltTx{boltReadTx: boltReadTx{tx.Bucket(dataBucket)}, meta: tx.Bucket(metaBucket), version: version, order: order}
 }
 
+// wrote reports whether the Update changed anything (a versionstamp taken
+// bumps the stored counter).
+func (t *boltTx) wrote() bool {
+	return len(t.writes.keys) > 0 || len(t.writes.ranges) > 0 || t.vs != nil
+}
+
 func (t *boltTx) fail(err error) {
 	if err != nil && t.err == nil {
 		t.err = err

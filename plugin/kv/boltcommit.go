@@ -23,7 +23,8 @@ const maxGroup = 128
 // Invariant: when any function of a group fails, the group's transaction is
 // rolled back and every function is run again in a transaction of its own,
 // so one failing (or conflicting) Update never fails or delays the others
-// beyond one extra commit.
+// beyond one extra commit. A group (or lone Update) that wrote nothing is
+// rolled back instead of committed: it has no effect to make durable.
 type groupCommit struct {
 	db      *bolt.DB
 	watches *watchRegistry
@@ -118,6 +119,7 @@ func (g *groupCommit) commit(group []*update) {
 	txs := make([]*boltTx, len(group))
 	err := g.db.Update(func(tx *bolt.Tx) error {
 		version := &groupVersion{}
+		wrote := false
 		for i, u := range group {
 			t := newBoltTx(tx, version, uint16(i))
 			if err := u.fn(t); err != nil {
@@ -127,9 +129,16 @@ func (g *groupCommit) commit(group []*update) {
 				return t.err
 			}
 			txs[i] = t
+			wrote = wrote || t.wrote()
+		}
+		if !wrote {
+			return errNothingWritten
 		}
 		return nil
 	})
+	if errors.Is(err, errNothingWritten) {
+		err = nil
+	}
 	if err != nil {
 		for _, u := range group {
 			u.err <- g.solo(u.fn)
@@ -142,6 +151,11 @@ func (g *groupCommit) commit(group []*update) {
 	}
 }
 
+// errNothingWritten rolls back a transaction none of whose Updates wrote:
+// committing it would only rewrite the meta page and fsync (an accept
+// finding nothing due, many times per woken job, is such an Update).
+var errNothingWritten = errors.New("kv: nothing written")
+
 // solo runs fn in a transaction of its own, retrying on ErrConflict.
 func (g *groupCommit) solo(fn func(Tx) error) error {
 	for attempt := 0; ; attempt++ {
@@ -151,8 +165,14 @@ func (g *groupCommit) solo(fn func(Tx) error) error {
 			if err := fn(t); err != nil {
 				return err
 			}
+			if t.err == nil && !t.wrote() {
+				return errNothingWritten
+			}
 			return t.err
 		})
+		if errors.Is(err, errNothingWritten) {
+			err = nil
+		}
 		if err != nil {
 			if errors.Is(err, ErrConflict) && attempt < maxRetries {
 				continue

@@ -42,10 +42,10 @@ func (p *Pool) turnsOf(key string) *hostTurns {
 	return t
 }
 
-// take waits for a turn (limit 0: none is waited for).
-func (t *hostTurns) take(ctx context.Context, limit int, waited func()) error {
+// take waits for a turn; limit gives the bound in force (0: none).
+func (t *hostTurns) take(ctx context.Context, limit func() int, waited func()) error {
 	t.mu.Lock()
-	if limit <= 0 || t.taken < limit && len(t.waiting) == 0 {
+	if n := limit(); n <= 0 || t.taken < n && len(t.waiting) == 0 {
 		t.taken++
 		t.mu.Unlock()
 		return nil
@@ -74,11 +74,12 @@ func (t *hostTurns) take(ctx context.Context, limit int, waited func()) error {
 }
 
 // give returns a turn and hands free turns to the oldest waiters.
-func (t *hostTurns) give(limit int) {
+func (t *hostTurns) give(limit func() int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.taken--
-	for len(t.waiting) > 0 && (limit <= 0 || t.taken < limit) {
+	n := limit()
+	for len(t.waiting) > 0 && (n <= 0 || t.taken < n) {
 		close(t.waiting[0])
 		t.waiting[0] = nil
 		t.waiting = t.waiting[1:]
@@ -91,10 +92,10 @@ func (t *hostTurns) give(limit int) {
 // is ctx's.
 func (c *Client) takeTurn(ctx context.Context) (done func(), err error) {
 	t := c.turns
-	limit := c.pool.settings.Load().opts.BatchesPerHost()
+	limit := func() int { return c.pool.settings.Load().opts.BatchesPerHost() }
 	if err := t.take(ctx, limit, func() { c.pool.stats.batchWaits.Add(1) }); err != nil {
 		return nil, err
 	}
 	var once sync.Once
-	return func() { once.Do(func() { t.give(c.pool.settings.Load().opts.BatchesPerHost()) }) }, nil
+	return func() { once.Do(func() { t.give(limit) }) }, nil
 }

@@ -17,8 +17,9 @@ import (
 
 // TestBatchTurns: replications into one server send it at most
 // max_batches_per_host batch writes (_revs_diff, _bulk_docs) at once, and
-// everything still arrives. The target's requests go through a proxy that slows them so
-// that unbounded batches overlap, and counts how many are in flight.
+// everything still arrives. The target's requests go through a proxy
+// that slows them, so that unbounded writes overlap, and counts how many
+// are in flight.
 func TestBatchTurns(t *testing.T) {
 	s := startServer(t)
 	src := s.newDB(t, "src")

@@ -50,8 +50,9 @@ func (r *run) resume() *Resume {
 // startResumed takes the endpoints' info and the checkpoint revisions from
 // opts.Resume once the source's checkpoint doc (src) confirms it; the run
 // then starts from the hint's seq with src's history. It reports false
-// when the hint does not hold, with read set when the source's checkpoint was read (src, nil if
-// missing), so that the full start does not read it again.
+// when the hint does not hold, with read set when the source's checkpoint
+// was read (src, nil if missing), so that the full start does not read
+// it again.
 func (r *run) startResumed(ctx context.Context) (ok bool, src *localDoc, read bool, err error) {
 	h := r.opts.Resume
 	if h == nil || !r.rep.UseCheckpoints || r.opts.RepID == nil || h.repID != *r.opts.RepID {

@@ -238,6 +238,11 @@ func shareDoc(key string, doc json.RawMessage) {
 // an estimate, CouchDB's included.
 const updateSeqShare = time.Second
 
+// sharedUpdateSeqsSweep is the size at which the shared update_seqs drop
+// their entries older than updateSeqShare (unused ones: a source read
+// more than a second ago is read again anyway).
+const sharedUpdateSeqsSweep = 4096
+
 var sharedUpdateSeqs = struct {
 	mu sync.Mutex
 	m  map[string]updateSeqRead // by endpointKey
@@ -266,7 +271,7 @@ func (r *run) sourceUpdateSeq(ctx context.Context) (json.RawMessage, error) {
 	}
 	if r.srcKey != "" {
 		s.mu.Lock()
-		if len(s.m) >= 4096 {
+		if len(s.m) >= sharedUpdateSeqsSweep {
 			for k, old := range s.m {
 				if now.Sub(old.at) >= updateSeqShare {
 					delete(s.m, k)

@@ -323,7 +323,10 @@ func taggedEntry(base, k []byte) (tag string, stime int64, id string, err error)
 // has none.
 func (q *Queue) tagPick(scan scanFunc, typ, tag string) ([]byte, error) {
 	picks, err := q.tagPicks(oneByOne(scan), typ, []string{tag})
-	return picks[0], err
+	if err != nil {
+		return nil, err
+	}
+	return picks[0], nil
 }
 
 // tagPicks is tagPick for each of tags, the reads of every tag made at

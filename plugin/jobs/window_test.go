@@ -280,3 +280,27 @@ func TestChooseNothingDue(t *testing.T) {
 		t.Fatalf("accept with a due job of an unlisted tag: %v, %v", j, err)
 	}
 }
+
+// TestRelistTagsReadError: a failed read while relisting (the store down,
+// the queue closing) is returned, not a panic of the refresh goroutine.
+func TestRelistTagsReadError(t *testing.T) {
+	s := kv.NewMemory()
+	defer s.Close()
+	q := newQueue(t, s, Options{Tag: prefixTag})
+	addMany(t, q, seq("a", 3), time.Time{})
+	boom := errors.New("store unavailable")
+	err := s.View(context.Background(), func(tx kv.ReadTx) error {
+		// The gaps' reads (one key each) pass; a listed tag's window fails.
+		scan := func(begin, end []byte, opt kv.RangeOptions, fn func(k, v []byte) error) error {
+			if opt.Limit == pickBatch {
+				return boom
+			}
+			return tx.Range(begin, end, opt, fn)
+		}
+		_, err := q.relistTags(scan, typ, []string{"a"})
+		return err
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("relist with a failing window read: %v, want %v", err, boom)
+	}
+}

@@ -200,14 +200,20 @@ func (tx *Tx) accept(typ string, maxS int64, opt AcceptOptions) (*Job, int64, er
 		}
 	}
 	if tagKey != nil {
-		// Picked through the tag index: the entry may be stale (its job
-		// was removed by a queue that does not tag); drop it and retry.
+		// Picked through the tag index: the job may have been taken
+		// since a cached pick was read (picks.go), or the index entry may
+		// be stale (its job removed by a queue that does not tag: drop
+		// it). Either way, pick again.
 		v, err := tx.t.Get(key)
 		if err != nil {
 			return nil, -1, err
 		}
 		if v == nil {
-			tx.t.Clear(tagKey)
+			if tv, err := tx.t.Get(tagKey); err != nil {
+				return nil, -1, err
+			} else if tv != nil {
+				tx.t.Clear(tagKey)
+			}
 			return tx.accept(typ, maxS, opt)
 		}
 		tx.t.Clear(tagKey)

@@ -87,12 +87,18 @@ func (tx *Tx) clearPending(typ string, stime int64, id string) error {
 func (tx *Tx) choose(scan scanFunc, typ string, maxS int64, fn func([]Candidate) int) (key, tagKey []byte, err error) {
 	l := tx.q.l
 	if tx.q.opts.Tag != nil {
-		cands, keys, err := tx.tagCandidates(scan, typ, maxS)
-		if err != nil {
-			return nil, nil, err
-		}
-		if len(cands) > 0 {
+		for claims := 0; ; claims++ {
+			cands, keys, cached, err := tx.tagCandidates(scan, typ, maxS)
+			if err != nil {
+				return nil, nil, err
+			}
+			if len(cands) == 0 {
+				break
+			}
 			i := pickIndex(fn, cands)
+			if cached[i] && !tx.q.picks.claim(typ, cands[i].Tag, keys[i]) && claims < maxClaims {
+				continue // another acceptor of this queue picked it first
+			}
 			return l.pending(typ, ms(cands[i].STime), cands[i].ID), keys[i], nil
 		}
 	}
@@ -115,17 +121,24 @@ func (tx *Tx) choose(scan scanFunc, typ string, maxS int64, fn func([]Candidate)
 	return keys[pickIndex(fn, cands)], nil, nil
 }
 
+// maxClaims bounds how many times one accept picks again because another
+// acceptor of the queue claimed its cached pick first; past it the pick
+// is read anyway (its transaction decides who takes the job).
+const maxClaims = 8
+
 // tagCandidates returns one due job of each tag (up to maxTags tags) and
 // their tag index keys: the earliest of each tag, or, in a big queue whose
 // tags were listed before, a random always-due job of each from a window
-// of its id space (see window.go), which is the earliest too as long as
-// the tag has always-due jobs, since those sort first. A list older than
-// tagsTTL is still used while a new one is read in the background: on
-// etcd, listing the tags of a big queue costs a count of the whole index.
-func (tx *Tx) tagCandidates(scan scanFunc, typ string, maxS int64) (cands []Candidate, keys [][]byte, err error) {
+// of its id space (see window.go) or the cache of such picks (picks.go),
+// which is the earliest too as long as the tag has always-due jobs, since
+// those sort first; cached[i] tells keys[i] came from the cache. A list
+// older than tagsTTL is still used while a new one is read in the
+// background: on etcd, listing the tags of a big queue costs a count of
+// the whole index.
+func (tx *Tx) tagCandidates(scan scanFunc, typ string, maxS int64) (cands []Candidate, keys [][]byte, cached []bool, err error) {
 	l := tx.q.l
 	base := l.taggedType(typ)
-	add := func(k []byte) error {
+	add := func(k []byte, fromCache bool) error {
 		tag, stime, id, err := taggedEntry(base, k)
 		if err != nil {
 			return err
@@ -133,6 +146,7 @@ func (tx *Tx) tagCandidates(scan scanFunc, typ string, maxS int64) (cands []Cand
 		if stime <= maxS {
 			cands = append(cands, Candidate{ID: id, STime: fromMS(stime), Tag: tag})
 			keys = append(keys, append([]byte(nil), k...))
+			cached = append(cached, fromCache)
 		}
 		return nil
 	}
@@ -141,16 +155,16 @@ func (tx *Tx) tagCandidates(scan scanFunc, typ string, maxS int64) (cands []Cand
 		if !fresh {
 			tx.q.refreshTags(typ)
 		}
-		picks, err := tx.q.tagPicks(tx.scanMany(scan), typ, tags)
+		picks, fromCache, err := tx.q.cachedTagPicks(tx.scanMany(scan), typ, tags, now)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		found := false
-		for _, k := range picks {
+		for i, k := range picks {
 			if k != nil {
 				found = true
-				if err := add(k); err != nil {
-					return nil, nil, err
+				if err := add(k, fromCache[i]); err != nil {
+					return nil, nil, nil, err
 				}
 			}
 		}
@@ -161,18 +175,18 @@ func (tx *Tx) tagCandidates(scan scanFunc, typ string, maxS int64) (cands []Cand
 		// accept that finds nothing (a wake's extra acceptors: 6 % of the
 		// plugin in the 10,000-db fan-in).
 		if len(cands) > 0 || found {
-			return cands, keys, nil
+			return cands, keys, cached, nil
 		}
 	}
-	tags, big, err := tx.q.readTags(scan, typ, add)
+	tags, big, err := tx.q.readTags(scan, typ, func(k []byte) error { return add(k, false) })
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if !big {
 		tags = nil
 	}
 	tx.q.windows.listTags(typ, tags, now)
-	return cands, keys, nil
+	return cands, keys, cached, nil
 }
 
 // readTags lists the tags of typ's tag index (up to maxTags), calling
@@ -332,31 +346,82 @@ func (q *Queue) tagPick(scan scanFunc, typ, tag string) ([]byte, error) {
 // tagPicks is tagPick for each of tags, the reads of every tag made at
 // once where the store can (kv.BatchSnapshotTx).
 func (q *Queue) tagPicks(scan scanManyFunc, typ string, tags []string) ([][]byte, error) {
+	samples, picks, err := q.tagSamples(scan, typ, tags, 1)
+	if err != nil {
+		return nil, err
+	}
+	for i, s := range samples {
+		if len(s) > 0 {
+			picks[i] = s[0]
+		}
+	}
+	return picks, nil
+}
+
+// cachedTagPicks is tagPicks taking cached picks first (picks.go): only
+// the tags with none cached are read, and their windows' samples cached.
+// cached[i] tells picks[i] is a cached key, to be claimed if picked.
+func (q *Queue) cachedTagPicks(scan scanManyFunc, typ string, tags []string, now time.Time) (picks [][]byte, cached []bool, err error) {
+	picks = make([][]byte, len(tags))
+	cached = make([]bool, len(tags))
+	var missing []string
+	var at []int // missing[j] is tags[at[j]]
+	for i, tag := range tags {
+		if k := q.picks.next(typ, tag, now); k != nil {
+			picks[i], cached[i] = k, true
+			continue
+		}
+		missing = append(missing, tag)
+		at = append(at, i)
+	}
+	if len(missing) == 0 {
+		return picks, cached, nil
+	}
+	samples, earliest, err := q.tagSamples(scan, typ, missing, picksKept)
+	if err != nil {
+		return nil, nil, err
+	}
+	for j, i := range at {
+		if s := samples[j]; len(s) > 0 {
+			q.picks.keep(typ, missing[j], s, now)
+			picks[i], cached[i] = s[len(s)-1], true // the key next offers
+		} else {
+			picks[i] = earliest[j]
+		}
+	}
+	return picks, cached, nil
+}
+
+// tagSamples returns, for each of tags, up to n random always-due entries
+// from windows of its id space, or, for a tag whose windows hold none,
+// its earliest entry instead (earliest[i]; nil when it has none).
+func (q *Queue) tagSamples(scan scanManyFunc, typ string, tags []string, n int) (samples [][][]byte, earliest [][]byte, err error) {
 	keyAts := make([]func(id string) []byte, len(tags))
 	for i, tag := range tags {
 		keyAts[i] = func(id string) []byte { return q.l.tagged(typ, tag, 0, id) }
 	}
-	picks, err := windowPicks(scan, keyAts)
+	samples, err = windowSamples(scan, keyAts, n)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	earliest = make([][]byte, len(tags))
 	var left []int // the tags no window found a job of
 	var rs []kv.RangeRequest
 	for i := range tags {
-		if picks[i] == nil {
+		if len(samples[i]) == 0 {
 			begin := q.l.taggedTag(typ, tags[i])
 			left = append(left, i)
 			rs = append(rs, kv.RangeRequest{Begin: begin, End: kv.PrefixEnd(begin), Opt: kv.RangeOptions{Limit: 1, KeysOnly: true}})
 		}
 	}
 	if len(rs) == 0 {
-		return picks, nil
+		return samples, earliest, nil
 	}
 	err = scan(rs, func(j int, k, _ []byte) error {
-		picks[left[j]] = append([]byte(nil), k...)
+		earliest[left[j]] = append([]byte(nil), k...)
 		return nil
 	})
-	return picks, err
+	return samples, earliest, err
 }
 
 // scanManyFunc reads several ranges (kv.BatchSnapshotTx's SnapshotRanges).

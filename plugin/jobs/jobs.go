@@ -112,6 +112,7 @@ type Queue struct {
 	once   sync.Once
 
 	windows windowModes // per type: pick from windows of the queue?
+	picks   pickCache   // window picks of big tagged types not taken yet
 
 	mu        sync.Mutex
 	notifiers map[string]*notifier

@@ -140,14 +140,18 @@ func window(width int, keyAt func(id string) []byte) (begin, end []byte) {
 // [keyAt(lo), keyAt(hi)) for hex ids lo < hi; nil when the windows tried
 // are empty.
 func windowPick(scan scanFunc, keyAt func(id string) []byte) ([]byte, error) {
-	picks, err := windowPicks(oneByOne(scan), []func(id string) []byte{keyAt})
-	return picks[0], err
+	picks, err := windowSamples(oneByOne(scan), []func(id string) []byte{keyAt}, 1)
+	if err != nil || len(picks[0]) == 0 {
+		return nil, err
+	}
+	return picks[0][0], nil
 }
 
-// windowPicks is windowPick for several id spaces at once: each window
-// size is read for every space still without a pick in one scan.
-func windowPicks(scan scanManyFunc, keyAts []func(id string) []byte) ([][]byte, error) {
-	picks := make([][]byte, len(keyAts))
+// windowSamples picks up to n keys at random, in random order, from a
+// random window of each of several id spaces at once: each window size is
+// read for every space still without a pick in one scan.
+func windowSamples(scan scanManyFunc, keyAts []func(id string) []byte, n int) ([][][]byte, error) {
+	picks := make([][][]byte, len(keyAts))
 	left := make([]int, len(keyAts)) // the spaces not picked from yet
 	for i := range left {
 		left[i] = i
@@ -163,9 +167,13 @@ func windowPicks(scan scanManyFunc, keyAts []func(id string) []byte) ([][]byte, 
 		}
 		seen := make([]int, len(left))
 		err := scan(rs, func(j int, k, _ []byte) error {
+			// Reservoir sampling, copying only the keys kept.
 			seen[j]++
-			if seen[j] == 1 || mrand.IntN(seen[j]) == 0 {
-				picks[left[j]] = append(picks[left[j]][:0], k...)
+			p := &picks[left[j]]
+			if seen[j] <= n {
+				*p = append(*p, append([]byte(nil), k...))
+			} else if r := mrand.IntN(seen[j]); r < n {
+				(*p)[r] = append((*p)[r][:0], k...)
 			}
 			return nil
 		})
@@ -179,6 +187,9 @@ func windowPicks(scan scanManyFunc, keyAts []func(id string) []byte) ([][]byte, 
 			}
 		}
 		left = rest
+	}
+	for _, p := range picks {
+		mrand.Shuffle(len(p), func(i, j int) { p[i], p[j] = p[j], p[i] })
 	}
 	return picks, nil
 }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/couchepi/couchepi/examples/minicouch/minicouchtest"
+	"github.com/couchepi/couchepi/internal/childproc"
 	"github.com/couchepi/couchepi/parse"
 )
 
@@ -152,7 +153,7 @@ func startPouchDBServer(t testing.TB) (*testServer, error) {
 	s.cmd = exec.Command(bin, "--in-memory", "-p", fmt.Sprint(port), "-o", "127.0.0.1", "-n")
 	s.cmd.Dir = dir
 	s.cmd.Stdout, s.cmd.Stderr = io.Discard, io.Discard
-	dieWithParent(s.cmd)
+	childproc.DieWithParent(s.cmd)
 	if err := s.cmd.Start(); err != nil {
 		return nil, err
 	}

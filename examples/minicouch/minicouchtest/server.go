@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/couchepi/couchepi/internal/childproc"
 )
 
 // readyLine is what minicouch prints once it accepts requests.
@@ -260,7 +262,7 @@ func (s *Server) start() error {
 		return err
 	}
 	cmd.Stderr = s.log
-	dieWithParent(cmd)
+	childproc.DieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/couchepi/couchepi/internal/childproc"
 	"go.etcd.io/etcd/server/v3/embed"
 )
 
@@ -137,7 +138,7 @@ func StartProcessCluster(t testing.TB, n int) *Cluster {
 		cmd := exec.Command(self, "-test.run=^$")
 		cmd.Env = append(os.Environ(), memberEnv+"="+string(arg))
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		dieWithParent(cmd)
+		childproc.DieWithParent(cmd)
 		if err := cmd.Start(); err != nil {
 			t.Fatalf("etcdtest: start member %s: %v", m.Name, err)
 		}
@@ -242,7 +243,7 @@ func StartBinary(t testing.TB) *Binary {
 		"--listen-client-urls", client, "--advertise-client-urls", client,
 		"--initial-cluster", "bin0="+peer, "--log-level", "error")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	dieWithParent(cmd)
+	childproc.DieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("etcdtest: start %s: %v", bin, err)
 	}

@@ -1,8 +1,0 @@
-//go:build !linux
-
-package minicouchtest
-
-import "os/exec"
-
-// dieWithParent does nothing where the OS has no parent-death signal.
-func dieWithParent(cmd *exec.Cmd) {}

@@ -67,9 +67,11 @@ func TestChoose(t *testing.T) {
 // changes the acceptors' pick at once.
 func TestServerChooseFollowsConfig(t *testing.T) {
 	s := New(Options{}, DefaultConfig())
-	s.workers["a1"] = &worker{key: "a/_replicator", holding: true}
-	s.workers["a2"] = &worker{key: "a/_replicator", holding: true}
-	s.workers["b1"] = &worker{key: "b/_replicator", holding: true}
+	for _, w := range []struct{ id, key string }{{"a1", "a/_replicator"}, {"a2", "a/_replicator"}, {"b1", "b/_replicator"}, {"b0", "b/_replicator"}} {
+		s.workers[w.id] = &worker{key: w.key}
+		s.holdLocked(s.workers[w.id])
+	}
+	s.releaseLocked(s.workers["b0"]) // held and given back: counts no more
 	cands := []jobs.Candidate{{ID: "a3", Tag: "a/_replicator"}, {ID: "b2", Tag: "b/_replicator"}}
 	if got := s.choose(cands); got != 1 {
 		t.Fatalf("equal shares: picked %d, want 1 (b runs fewer jobs)", got)

@@ -86,7 +86,8 @@ type Server struct {
 
 	mu        sync.Mutex
 	workers   map[string]*worker
-	active    int // workers holding a slot (at most max_jobs)
+	active    int            // workers holding a slot (at most max_jobs)
+	heldByKey map[string]int // of those, per fair-share key (what Choose counts)
 	waiters   []*slotWaiter
 	asked     int // holders asked for their slot (see slots.go)
 	acceptors int
@@ -111,12 +112,13 @@ func New(opts Options, cfg Config) *Server {
 		opts.RepID = computeRepID(opts)
 	}
 	s := &Server{
-		opts:    opts,
-		q:       opts.Queue,
-		recs:    jobdata.Records{Q: opts.Queue},
-		log:     opts.Logger.Named("jobserver"),
-		workers: map[string]*worker{},
-		share:   NewShare(),
+		opts:      opts,
+		q:         opts.Queue,
+		recs:      jobdata.Records{Q: opts.Queue},
+		log:       opts.Logger.Named("jobserver"),
+		workers:   map[string]*worker{},
+		heldByKey: map[string]int{},
+		share:     NewShare(),
 	}
 	s.cfg.Store(&cfg)
 	return s

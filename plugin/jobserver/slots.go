@@ -49,6 +49,7 @@ func (s *Server) holdLocked(w *worker) {
 	w.heldSince = time.Now()
 	w.holds++
 	s.active++
+	s.heldByKey[w.key]++
 	s.queueHolderLocked(w)
 }
 
@@ -81,6 +82,9 @@ func (s *Server) releaseLocked(w *worker) {
 	}
 	w.quietSince = time.Now()
 	s.active--
+	if s.heldByKey[w.key]--; s.heldByKey[w.key] <= 0 {
+		delete(s.heldByKey, w.key)
+	}
 	s.grantLocked()
 }
 

@@ -27,8 +27,10 @@ type AcceptOptions struct {
 	// each tag, up to 1024 tags; otherwise, or when no tagged job is due,
 	// up to 1024 due jobs in stime order) and returns the index of the one
 	// to take (an index out of range takes the first). It runs inside the
-	// accept transaction, which may be retried, so it must be quick and
-	// must not use the queue. Ignored with NoSchedule.
+	// accept transaction, which may be retried, and may be asked again
+	// within one attempt (its pick taken meanwhile by another acceptor),
+	// so it must be quick and must not use the queue. Ignored with
+	// NoSchedule.
 	Choose func(candidates []Candidate) int
 }
 

@@ -336,30 +336,20 @@ func taggedEntry(base, k []byte) (tag string, stime int64, id string, err error)
 // only) its earliest, counting only this tag's entries; nil when the tag
 // has none.
 func (q *Queue) tagPick(scan scanFunc, typ, tag string) ([]byte, error) {
-	picks, err := q.tagPicks(oneByOne(scan), typ, []string{tag})
+	samples, earliest, err := q.tagSamples(oneByOne(scan), typ, []string{tag}, 1)
 	if err != nil {
 		return nil, err
 	}
-	return picks[0], nil
+	if len(samples[0]) > 0 {
+		return samples[0][0], nil
+	}
+	return earliest[0], nil
 }
 
-// tagPicks is tagPick for each of tags, the reads of every tag made at
-// once where the store can (kv.BatchSnapshotTx).
-func (q *Queue) tagPicks(scan scanManyFunc, typ string, tags []string) ([][]byte, error) {
-	samples, picks, err := q.tagSamples(scan, typ, tags, 1)
-	if err != nil {
-		return nil, err
-	}
-	for i, s := range samples {
-		if len(s) > 0 {
-			picks[i] = s[0]
-		}
-	}
-	return picks, nil
-}
-
-// cachedTagPicks is tagPicks taking cached picks first (picks.go): only
-// the tags with none cached are read, and their windows' samples cached.
+// cachedTagPicks returns a pick of each of tags, as tagPick does, taking
+// cached picks first (picks.go): only the tags with none cached are read,
+// all at once where the store can (kv.BatchSnapshotTx), and their
+// windows' samples cached.
 // cached[i] tells picks[i] is a cached key, to be claimed if picked.
 func (q *Queue) cachedTagPicks(scan scanManyFunc, typ string, tags []string, now time.Time) (picks [][]byte, cached []bool, err error) {
 	picks = make([][]byte, len(tags))

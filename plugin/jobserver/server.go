@@ -279,12 +279,7 @@ func (s *Server) Cycle(ctx context.Context) {
 	var list []Worker
 	// Only the workers holding a slot run: quiet ones neither use their
 	// share nor count toward max_jobs.
-	count := map[string]int{}
-	for _, w := range s.workers {
-		if w.holding {
-			count[w.key]++
-		}
-	}
+	count := s.heldByKey
 	for id, w := range s.workers {
 		if w.holding {
 			ran := now.Sub(later(w.started, s.lastCycle))
@@ -572,12 +567,7 @@ func (s *Server) busy() int {
 // would stop first (a continuous job past min_run_time, highest fair-share
 // priority first), or nil when none may be stopped. Callers hold s.mu.
 func (s *Server) rotationVictim(cfg Config, now time.Time) *worker {
-	count := map[string]int{}
-	for _, w := range s.workers {
-		if w.holding {
-			count[w.key]++
-		}
-	}
+	count := s.heldByKey
 	var list []Worker
 	for id, w := range s.workers {
 		if !w.holding || w.stopCause() != nil {

@@ -32,6 +32,11 @@ type AcceptOptions struct {
 	// so it must be quick and must not use the queue. Ignored with
 	// NoSchedule.
 	Choose func(candidates []Candidate) int
+	// Lease, when set, holds the accepted job under this lease instead of
+	// by activity: the job needs no Update to stay the caller's, and is
+	// re-enqueued when the lease expires. Accept fails with ErrLeaseLost
+	// once the lease is no longer valid.
+	Lease *Lease
 }
 
 // pickBatch is how many due pending jobs Accept reads to pick one at random.
@@ -240,9 +245,21 @@ func (tx *Tx) accept(typ string, maxS int64, opt AcceptOptions) (*Job, int64, er
 	r.state = rowRunning
 	r.resubmit = false
 	r.lock = newLock()
-	tx.heartbeat(typ, id, r)
+	if l := opt.Lease; l != nil {
+		if l.Valid() != nil {
+			return nil, -1, ErrLeaseLost
+		}
+		if err := tx.leaseAlive(l); err != nil {
+			return nil, -1, ErrLeaseLost
+		}
+		tx.hold(l, typ, id)
+		r.seq = kv.Versionstamp{}
+		tx.logEvent(typ, id, Running)
+	} else {
+		tx.heartbeat(typ, id, r)
+	}
 	tx.writeRow(typ, id, r)
-	return &Job{Type: typ, ID: id, Data: data, lock: r.lock}, -1, nil
+	return &Job{Type: typ, ID: id, Data: data, lock: r.lock, lease: opt.Lease}, -1, nil
 }
 
 // scanFunc is a range read: the transaction's, or its snapshot one.

@@ -9,16 +9,15 @@
 //
 // # Timing rule: a job never runs on two runners at once
 //
-// Let T be the type's activity timeout. The monitor re-enqueues a running
-// job only after a whole T without an Update (and at most T + T/4 +
-// Options.MonitorTick after its last one). A
-// runner must therefore Update at least every T/8, and stop writing for a
-// job whose last successful Update is T/2 old (it may have been cut off
-// from the store); stopping must then take well under T/2 - T/8. The
-// replicator's worker does exactly this (jobserver: it abandons the job,
-// cancelling in-flight requests and skipping the final checkpoint). A
-// runner that reconnects after its job was re-enqueued gets ErrHalt from
-// its next Update, since the lock moved on.
+// A runner holds its jobs either under a lease (Lease, AcceptOptions.Lease:
+// one renewal per runner, see lease.go for the rule) or by activity. For a
+// job held by activity, let T be the type's activity timeout. The monitor
+// re-enqueues a running job only after a whole T without an Update (and at
+// most T + T/4 + Options.MonitorTick after its last one). A runner must
+// therefore Update at least every T/8, and stop writing for a job whose
+// last successful Update is T/2 old (it may have been cut off from the
+// store). Either way, a runner that reconnects after its job was
+// re-enqueued gets ErrHalt from its next Update, since the lock moved on.
 package jobs
 
 import (
@@ -26,6 +25,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/couchepi/couchepi/plugin/kv"
@@ -60,8 +60,9 @@ var (
 )
 
 // Job is a job accepted by a runner. Data is the job's data when accepted
-// (or as last written by this runner). The unexported lock proves ownership
-// to Update, Finish and Resubmit.
+// (or as last written by this runner). The unexported lock (and lease, for
+// a job accepted under one) proves ownership to Update, Finish and
+// Resubmit.
 type Job struct {
 	Type string
 	ID   string
@@ -70,6 +71,7 @@ type Job struct {
 	// then put it back in the pending queue instead of finishing it.
 	Resubmit bool
 	lock     [16]byte
+	lease    *Lease // the lease it was accepted under, nil if none
 }
 
 // Options configures a Queue.
@@ -113,6 +115,8 @@ type Queue struct {
 
 	windows windowModes // per type: pick from windows of the queue?
 	picks   pickCache   // window picks of big tagged types not taken yet
+
+	liveLeases atomic.Pointer[[]LeaseInfo] // as RunMonitors last saw them
 
 	mu        sync.Mutex
 	notifiers map[string]*notifier

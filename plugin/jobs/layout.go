@@ -16,9 +16,14 @@ import (
 //	P,5,Type              int64 timeout (ms)      activity timeout; its presence means the type exists
 //	P,6,Type,VS,JobID     ''                      activity index of running jobs (VS = last update)
 //	P,7,Type,JobID,N      data chunk N ≥ 1        job data beyond the first chunk
-//	P,8                   monitor lease           holder id and expiry
+//	P,8                   monitor lease           holder id and expiry (one process runs the activity monitor)
 //	P,9,Type,VS,N         JobID, state, time      transition log read by notifiers, trimmed by the monitor
 //	P,10,Type,Tag,STime,JobID ''                  pending queue grouped by tag (Options.Tag), for AcceptOptions.Choose
+//	P,11,LeaseID          lease identity          node, host, pid, ttl (ms), state (alive or expired); see lease.go
+//	P,12,LeaseID,Type,JobID ''                    the running jobs held under a lease
+//	P,13,LeaseID          lease heartbeat         renewal counter, running jobs, capacity
+//	P,14,Type,JobID       LeaseID                 the lease a running job is held under (absent: held by activity, P,6)
+//	P,15,LeaseID,Type,JobID lock                  jobs taken from a lease's holder (removed), read by its next renewal
 const (
 	spaceJob       = 1
 	spacePending   = 2
@@ -27,9 +32,14 @@ const (
 	spaceTimeout   = 5
 	spaceActivity  = 6
 	spaceChunk     = 7
-	spaceLease     = 8
+	spaceMonitor   = 8
 	spaceLog       = 9
 	spaceTagged    = 10
+	spaceLease     = 11
+	spaceLeaseJobs = 12
+	spaceHeartbeat = 13
+	spaceHolder    = 14
+	spaceHalted    = 15
 )
 
 type layout struct{ prefix []byte }
@@ -63,8 +73,21 @@ func (l layout) tagged(typ, tag string, stime int64, id string) []byte {
 }
 func (l layout) taggedType(typ string) []byte     { return l.key(spaceTagged, typ) }
 func (l layout) taggedTag(typ, tag string) []byte { return l.key(spaceTagged, typ, tag) }
-func (l layout) lease() []byte                    { return l.key(spaceLease) }
-func (l layout) logType(typ string) []byte        { return l.key(spaceLog, typ) }
+func (l layout) monitorLease() []byte             { return l.key(spaceMonitor) }
+func (l layout) leases() []byte                   { return l.key(spaceLease) }
+func (l layout) lease(id string) []byte           { return l.key(spaceLease, id) }
+func (l layout) heartbeats() []byte               { return l.key(spaceHeartbeat) }
+func (l layout) heartbeat(id string) []byte       { return l.key(spaceHeartbeat, id) }
+func (l layout) leaseJobs(id string) []byte       { return l.key(spaceLeaseJobs, id) }
+func (l layout) leaseJob(id, typ, job string) []byte {
+	return l.key(spaceLeaseJobs, id, typ, job)
+}
+func (l layout) holder(typ, job string) []byte { return l.key(spaceHolder, typ, job) }
+func (l layout) halted(id string) []byte       { return l.key(spaceHalted, id) }
+func (l layout) haltedJob(id, typ, job string) []byte {
+	return l.key(spaceHalted, id, typ, job)
+}
+func (l layout) logType(typ string) []byte { return l.key(spaceLog, typ) }
 func (l layout) logAt(typ string, vs kv.Versionstamp) []byte {
 	return l.key(spaceLog, typ, vsElem(vs))
 }

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/couchepi/couchepi/internal/repeatlog"
 	"github.com/couchepi/couchepi/plugin/kv"
 )
 
@@ -27,9 +28,11 @@ type watermark struct {
 	vs kv.Versionstamp
 }
 
-// RunMonitors runs the activity monitor for every job type until ctx ends
-// (call it in its own goroutine). Every process sharing the store may run
-// it; a lease key in the store (renewed every Options.MonitorTick, expiring
+// RunMonitors runs the activity monitor for every job type, and watches
+// runner leases (see Lease), until ctx ends (call it in its own
+// goroutine). Every process sharing the store may run it; any of them
+// expires a lease it has seen unrenewed for its TTL. For the activity
+// monitor, a lease key in the store (renewed every Options.MonitorTick, expiring
 // after Options.MonitorLease) makes exactly one of them act. For each type
 // with timeout T, every T/4 (+ up to T/16 jitter) the monitor records the
 // type's update watermark and re-enqueues, at their stime, the running jobs
@@ -45,13 +48,29 @@ func (q *Queue) RunMonitors(ctx context.Context) {
 	}
 	holder := hex.EncodeToString(id[:])
 	types := map[string]*monitorType{}
+	seen := map[string]*leaseSeen{}
+	var leaseFailures, monitorFailures repeatlog.Failures
 	leader := false
 	tick := time.NewTicker(q.opts.MonitorTick)
 	defer tick.Stop()
 	for {
+		// Every process watches the runner leases: a dead runner's jobs
+		// are re-enqueued by whichever process sees its lease expire
+		// first, without waiting for the monitor lease to move.
+		if err := q.watchLeases(ctx, seen); err != nil && ctx.Err() == nil {
+			if log, n, lasted := leaseFailures.Fail(q.opts.Now()); log {
+				q.log.Warn("lease watch failed; retrying", "error", err, "failures", n, "lasted", lasted.Round(time.Millisecond).String())
+			}
+		} else if err == nil {
+			leaseFailures.Recover(q.opts.Now())
+		}
 		ok, err := q.lease(ctx, holder)
 		if err != nil && ctx.Err() == nil {
-			q.log.Warn("monitor lease failed", "error", err)
+			if log, n, lasted := monitorFailures.Fail(q.opts.Now()); log {
+				q.log.Warn("monitor lease failed; retrying", "error", err, "failures", n, "lasted", lasted.Round(time.Millisecond).String())
+			}
+		} else if err == nil {
+			monitorFailures.Recover(q.opts.Now())
 		}
 		if ok != leader {
 			q.log.Debug("monitor leadership changed", "leader", ok, "holder", holder)
@@ -60,7 +79,9 @@ func (q *Queue) RunMonitors(ctx context.Context) {
 		}
 		if leader {
 			if err := q.monitorOnce(ctx, types); err != nil && ctx.Err() == nil {
-				q.log.Warn("activity monitor failed", "error", err)
+				if log, n, lasted := monitorFailures.Fail(q.opts.Now()); log {
+					q.log.Warn("activity monitor failed; retrying", "error", err, "failures", n, "lasted", lasted.Round(time.Millisecond).String())
+				}
 			}
 		}
 		select {
@@ -81,21 +102,31 @@ func (q *Queue) lease(ctx context.Context, holder string) (bool, error) {
 	err := q.store.Update(ctx, func(t kv.Tx) error {
 		ok = false
 		now := q.opts.Now().UnixMilli()
-		v, err := t.Get(q.l.lease())
+		v, err := t.Get(q.l.monitorLease())
 		if err != nil {
 			return err
 		}
 		if v != nil {
-			el, err := unpack(v)
-			if err == nil && len(el) == 2 && el[0].(string) != holder && el[1].(int64) > now {
+			if h, until, ok := decodeMonitorLease(v); ok && h != holder && until > now {
 				return nil
 			}
 		}
-		t.Set(q.l.lease(), pack(nil, holder, now+q.opts.MonitorLease.Milliseconds()))
+		t.Set(q.l.monitorLease(), pack(nil, holder, now+q.opts.MonitorLease.Milliseconds()))
 		ok = true
 		return nil
 	})
 	return ok, err
+}
+
+// decodeMonitorLease reads the monitor lease's holder and expiry (ms).
+func decodeMonitorLease(v []byte) (holder string, until int64, ok bool) {
+	el, err := unpack(v)
+	if err != nil || len(el) != 2 {
+		return "", 0, false
+	}
+	holder, ok1 := el[0].(string)
+	until, ok2 := el[1].(int64)
+	return holder, until, ok1 && ok2
 }
 
 // releaseLease gives the lease up at shutdown so another process takes over
@@ -104,12 +135,12 @@ func (q *Queue) releaseLease(holder string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	_ = q.store.Update(ctx, func(t kv.Tx) error {
-		v, err := t.Get(q.l.lease())
+		v, err := t.Get(q.l.monitorLease())
 		if err != nil || v == nil {
 			return err
 		}
-		if el, err := unpack(v); err == nil && len(el) == 2 && el[0].(string) == holder {
-			t.Clear(q.l.lease())
+		if h, _, ok := decodeMonitorLease(v); ok && h == holder {
+			t.Clear(q.l.monitorLease())
 		}
 		return nil
 	})

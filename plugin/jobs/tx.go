@@ -165,16 +165,58 @@ func (tx *Tx) heartbeat(typ, id string, r *row) {
 	tx.logEvent(typ, id, Running)
 }
 
-// owned returns the row of a job the caller holds the lock of, or ErrHalt.
-func (tx *Tx) owned(j *Job) (*row, error) {
-	r, err := tx.q.readRow(tx.t, j.Type, j.ID)
+// owned returns the row of a job the caller holds the lock of, or ErrHalt;
+// held reports whether the job is held under a lease (which must then be
+// the caller's, live in the store and valid) rather than by activity.
+func (tx *Tx) owned(j *Job) (r *row, held bool, err error) {
+	r, err = tx.q.readRow(tx.t, j.Type, j.ID)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if r == nil || r.state != rowRunning || !bytes.Equal(r.lock[:], j.lock[:]) {
-		return nil, ErrHalt
+		return nil, false, ErrHalt
 	}
-	return r, nil
+	if j.lease == nil {
+		return r, false, nil
+	}
+	h, err := tx.t.Get(tx.q.l.holder(j.Type, j.ID))
+	if err != nil {
+		return nil, false, err
+	}
+	if string(h) != j.lease.id || j.lease.Valid() != nil {
+		return nil, false, ErrHalt
+	}
+	if err := tx.leaseAlive(j.lease); err != nil {
+		return nil, false, err
+	}
+	return r, true, nil
+}
+
+// leaseAlive returns ErrHalt unless lease l is live in the store.
+func (tx *Tx) leaseAlive(l *Lease) error {
+	v, err := tx.t.Get(tx.q.l.lease(l.id))
+	if err != nil {
+		return err
+	}
+	if v == nil {
+		return ErrHalt
+	}
+	if _, expired, err := decodeLease(l.id, v); err != nil || expired {
+		return ErrHalt
+	}
+	return nil
+}
+
+// hold records that running job typ/id is held under lease l.
+func (tx *Tx) hold(l *Lease, typ, id string) {
+	tx.t.Set(tx.q.l.holder(typ, id), []byte(l.id))
+	tx.t.Set(tx.q.l.leaseJob(l.id, typ, id), nil)
+}
+
+// unhold drops the record of running job typ/id being held under lease id.
+func (tx *Tx) unhold(lease, typ, id string) {
+	tx.t.Clear(tx.q.l.holder(typ, id))
+	tx.t.Clear(tx.q.l.leaseJob(lease, typ, id))
 }
 
 // Add adds job typ/id with data, scheduled at stime (zero = as soon as
@@ -254,7 +296,18 @@ func (tx *Tx) Remove(typ, id string) error {
 			return err
 		}
 	case rowRunning:
-		tx.stopRunning(typ, id, r)
+		h, err := tx.t.Get(tx.q.l.holder(typ, id))
+		if err != nil {
+			return err
+		}
+		if h != nil {
+			// Tell the holder at its next renewal, so it stops at once
+			// rather than at its next write for the job.
+			tx.unhold(string(h), typ, id)
+			tx.t.Set(tx.q.l.haltedJob(string(h), typ, id), r.lock[:])
+		} else {
+			tx.stopRunning(typ, id, r)
+		}
 	}
 	if r.total > len(r.inline) {
 		begin := tx.q.l.chunks(typ, id)
@@ -266,32 +319,44 @@ func (tx *Tx) Remove(typ, id string) error {
 }
 
 // release checks that j's runner still holds the job, replaces its data
-// unless data is nil, and drops its activity entry; the caller decides
-// what the job becomes (heartbeat, finished, pending) and writes the row.
-func (tx *Tx) release(j *Job, data []byte) (*row, error) {
-	r, err := tx.owned(j)
+// unless data is nil, and, unless keep is set, drops the job's record of
+// being running (activity entry or lease hold); the caller decides what
+// the job becomes (heartbeat, finished, pending) and writes the row.
+func (tx *Tx) release(j *Job, data []byte, keep bool) (*row, bool, error) {
+	r, held, err := tx.owned(j)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if data != nil {
 		if err := tx.setData(j.Type, j.ID, r, data); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
-	tx.stopRunning(j.Type, j.ID, r)
-	return r, nil
+	switch {
+	case held && !keep:
+		tx.unhold(j.lease.id, j.Type, j.ID)
+	case !held:
+		tx.stopRunning(j.Type, j.ID, r)
+	}
+	return r, held, nil
 }
 
 // Update is the runner's heartbeat: it proves the runner is alive (the
 // activity monitor leaves the job alone for another type timeout) and
 // replaces the data unless data is nil. ErrHalt when the lock was lost.
-// j.Resubmit reports whether the job was re-added meanwhile.
+// j.Resubmit reports whether the job was re-added meanwhile. For a job
+// held under a lease, it proves the lease still holds the job (the lease
+// keeps it alive); only progress worth recording needs an Update.
 func (tx *Tx) Update(j *Job, data []byte) error {
-	r, err := tx.release(j, data)
+	r, held, err := tx.release(j, data, true)
 	if err != nil {
 		return err
 	}
-	tx.heartbeat(j.Type, j.ID, r)
+	if held {
+		tx.logEvent(j.Type, j.ID, Running)
+	} else {
+		tx.heartbeat(j.Type, j.ID, r)
+	}
 	tx.writeRow(j.Type, j.ID, r)
 	j.Resubmit = r.resubmit
 	if data != nil {
@@ -304,7 +369,7 @@ func (tx *Tx) Update(j *Job, data []byte) error {
 // the stime of the re-add) if it was re-added while running. data replaces
 // the job's data unless nil. ErrHalt when the lock was lost.
 func (tx *Tx) Finish(j *Job, data []byte) error {
-	r, err := tx.release(j, data)
+	r, _, err := tx.release(j, data, false)
 	if err != nil {
 		return err
 	}
@@ -329,7 +394,7 @@ func (tx *Tx) Finish(j *Job, data []byte) error {
 // soon as possible) and releases it; data replaces the job's data unless
 // nil. ErrHalt when the lock was lost.
 func (tx *Tx) Resubmit(j *Job, stime time.Time, data []byte) error {
-	r, err := tx.release(j, data)
+	r, _, err := tx.release(j, data, false)
 	if err != nil {
 		return err
 	}

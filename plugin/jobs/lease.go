@@ -1,0 +1,636 @@
+package jobs
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"errors"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/couchepi/couchepi/internal/repeatlog"
+	"github.com/couchepi/couchepi/plugin/kv"
+)
+
+// Runner leases: one hold on the queue per runner process, renewed as a
+// whole, so the cost of staying alive grows with runners, not with jobs.
+// Jobs accepted under a lease (AcceptOptions.Lease) need no heartbeat of
+// their own: they are re-enqueued when their lease expires.
+//
+// # Timing rule: a job never runs on two runners at once
+//
+// A lease has a TTL. Its holder renews it every LeaseOptions.Renew; a
+// renewal that commits proves the lease had not been expired when it
+// committed. The holder is valid (Lease.Valid) until TTL/2 after the start
+// of its last successful renewal, on its monotonic clock, and checks
+// Valid before every write it makes for a job held under the lease. Any
+// process running RunMonitors watches every lease's heartbeat and expires
+// a lease whose heartbeat it has seen unchanged for a whole TTL of its own
+// monotonic clock, counted from the first time it saw that value: after
+// the renewal committed, hence after it started. So a lease expires at
+// least TTL after the start of its last renewal, when its holder has not
+// been valid for TTL/2. A holder paused past that point (GC, SIGSTOP, a
+// frozen VM) finds itself invalid when it resumes, before its first write.
+// A lease that was once invalid is never renewed again: it is lost, and
+// its holder grants itself a new one.
+
+// DefaultLeaseTTL is the TTL of a lease granted with LeaseOptions.TTL 0.
+const DefaultLeaseTTL = 10 * time.Second
+
+var (
+	// ErrLeaseLost: the lease expired (not renewed in time, or expired by
+	// another process) or was revoked; its holder must stop writing for
+	// every job held under it.
+	ErrLeaseLost = errors.New("jobs: lease lost")
+	// errLeaseGone is the renewal's view of ErrLeaseLost: the lease's
+	// identity is gone or marked expired in the store.
+	errLeaseGone = errors.New("jobs: lease expired in the store")
+)
+
+// LeaseOptions configure a lease.
+type LeaseOptions struct {
+	// Node names the runner in LeaseInfo and logs.
+	Node string
+	// Host and PID identify the process; zero means this process
+	// (os.Hostname, os.Getpid).
+	Host string
+	PID  int
+	// TTL is how long the lease lives without renewal; 0 means
+	// DefaultLeaseTTL. The holder stops being valid after TTL/2.
+	TTL time.Duration
+	// Renew is how often the lease is renewed; 0 means TTL/10.
+	Renew time.Duration
+	// Replaces, when set, is asked at Grant about every other live lease:
+	// true means its holder is surely dead (say this node's previous
+	// process, killed), so it is expired at once and its jobs re-enqueued,
+	// instead of after its TTL.
+	Replaces func(LeaseInfo) bool
+	// Halted, when set, is called from the renewal goroutine with each
+	// job that was taken from the lease's holder (removed, or replaced
+	// by a fresh job) since the last renewal: the holder should stop its
+	// work on it.
+	Halted func(HaltedJob)
+}
+
+// HaltedJob is a job taken from its runner (LeaseOptions.Halted).
+type HaltedJob struct {
+	Type, ID string
+	lock     [16]byte
+}
+
+// Is reports whether j is the accepted job that was taken (and not a
+// later acceptance of the same job).
+func (h HaltedJob) Is(j *Job) bool {
+	return j != nil && j.Type == h.Type && j.ID == h.ID && j.lock == h.lock
+}
+
+// LeaseInfo describes a live lease as the store holds it.
+type LeaseInfo struct {
+	ID   string
+	Node string
+	Host string
+	PID  int
+	TTL  time.Duration
+	// Running and Capacity are what the holder last published
+	// (Lease.SetLoad): the jobs it runs and how many it may run.
+	Running, Capacity int
+}
+
+// Lease is a runner's hold on the queue. It is safe for concurrent use.
+type Lease struct {
+	q     *Queue
+	id    string
+	info  LeaseInfo
+	opts  LeaseOptions
+	ttl   time.Duration
+	renew time.Duration
+
+	// base anchors validity on the monotonic clock; until is the end of
+	// validity in nanoseconds since base.
+	base  time.Time
+	until atomic.Int64
+
+	running, capacity atomic.Int64
+	count             int64 // renewals so far (the renewal goroutine's)
+
+	lost     chan struct{}
+	lostOnce sync.Once
+	lostErr  atomic.Pointer[error]
+
+	stop    context.CancelFunc
+	stopped chan struct{}
+}
+
+// Grant creates a lease and starts renewing it until it is lost or
+// revoked. Leases that opts.Replaces names are expired first.
+func (q *Queue) Grant(ctx context.Context, opts LeaseOptions) (*Lease, error) {
+	if opts.TTL <= 0 {
+		opts.TTL = DefaultLeaseTTL
+	}
+	if opts.Renew <= 0 {
+		opts.Renew = opts.TTL / 10
+	}
+	if opts.Host == "" {
+		opts.Host, _ = os.Hostname()
+	}
+	if opts.PID == 0 {
+		opts.PID = os.Getpid()
+	}
+	raw := newLock()
+	l := &Lease{
+		q:       q,
+		id:      hex.EncodeToString(raw[:]),
+		opts:    opts,
+		ttl:     opts.TTL,
+		renew:   opts.Renew,
+		lost:    make(chan struct{}),
+		stopped: make(chan struct{}),
+	}
+	l.info = LeaseInfo{ID: l.id, Node: opts.Node, Host: opts.Host, PID: opts.PID, TTL: opts.TTL}
+	start := q.opts.Now()
+	l.base = start
+	err := q.store.Update(ctx, func(t kv.Tx) error {
+		t.Set(q.l.lease(l.id), encodeLease(l.info, false))
+		t.Set(q.l.heartbeat(l.id), l.heartbeatValue(0))
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	l.until.Store(int64(l.ttl / 2))
+	if opts.Replaces != nil {
+		if err := q.expireReplaced(ctx, l); err != nil {
+			q.log.Warn("could not expire the leases this one replaces; they expire after their TTL", "error", err)
+		}
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	l.stop = cancel
+	q.wg.Add(1)
+	go func() {
+		defer q.wg.Done()
+		defer close(l.stopped)
+		l.run(rctx)
+	}()
+	q.log.Debug("lease granted", "lease", l.id, "node", opts.Node, "ttl", l.ttl.String())
+	return l, nil
+}
+
+// ID returns the lease's id.
+func (l *Lease) ID() string { return l.id }
+
+// TTL returns the lease's TTL.
+func (l *Lease) TTL() time.Duration { return l.ttl }
+
+// Valid returns nil while the holder surely holds the lease, ErrLeaseLost
+// once it may not: check it before every write for a job held under it.
+func (l *Lease) Valid() error {
+	select {
+	case <-l.lost:
+		return ErrLeaseLost
+	default:
+	}
+	if l.q.opts.Now().Sub(l.base) >= time.Duration(l.until.Load()) {
+		return ErrLeaseLost
+	}
+	return nil
+}
+
+// Done is closed when the lease is lost or revoked.
+func (l *Lease) Done() <-chan struct{} { return l.lost }
+
+// Err returns why the lease was lost, nil while it is held.
+func (l *Lease) Err() error {
+	if p := l.lostErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// SetLoad publishes, with the next renewal, how many jobs the holder runs
+// and how many it may run (LeaseInfo.Running, Capacity).
+func (l *Lease) SetLoad(running, capacity int) {
+	l.running.Store(int64(running))
+	l.capacity.Store(int64(capacity))
+}
+
+// Revoke stops renewing the lease, re-enqueues the jobs still held under
+// it and removes it from the store. Its holder must have stopped writing
+// for them. A lost lease may be revoked too, to re-enqueue its jobs at
+// once instead of after its TTL.
+func (l *Lease) Revoke(ctx context.Context) error {
+	l.lose(ErrLeaseLost, "revoked")
+	l.stop()
+	<-l.stopped
+	_, err := l.q.expireLease(ctx, l.id, nil, "revoked by its holder")
+	return err
+}
+
+// lose marks the lease lost, once.
+func (l *Lease) lose(err error, why string) {
+	l.lostOnce.Do(func() {
+		l.lostErr.Store(&err)
+		close(l.lost)
+		if why != "revoked" {
+			l.q.log.Warn("lease on the job queue lost; its jobs must stop", "lease", l.id, "node", l.opts.Node, "reason", why)
+		}
+	})
+}
+
+// run renews the lease every l.renew until it is lost or ctx ends.
+func (l *Lease) run(ctx context.Context) {
+	t := time.NewTicker(l.renew)
+	defer t.Stop()
+	failing := repeatlog.Failures{Every: 10 * time.Second}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.lost:
+			return
+		case <-l.q.closed:
+			return
+		case <-t.C:
+		}
+		err := l.renewOnce(ctx)
+		switch {
+		case err == nil:
+			if n, lasted := failing.Recover(l.q.opts.Now()); n > 0 {
+				l.q.log.Info("lease renewed again", "lease", l.id, "failures", n, "lasted", lasted.Round(time.Millisecond).String())
+			}
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, ErrLeaseLost):
+			return
+		default:
+			if log, n, lasted := failing.Fail(l.q.opts.Now()); log {
+				l.q.log.Warn("lease renewal failed; retrying", "lease", l.id, "failures", n, "lasted", lasted.Round(time.Millisecond).String(), "error", err)
+			}
+		}
+	}
+}
+
+// renewOnce renews the lease once and hands the halted jobs it read to
+// opts.Halted. A lease no longer valid, or gone from the store, is lost.
+func (l *Lease) renewOnce(ctx context.Context) error {
+	if err := l.Valid(); err != nil {
+		l.lose(err, "not renewed within half its TTL")
+		return err
+	}
+	start := l.q.opts.Now()
+	next := l.count + 1
+	var halted []HaltedJob
+	rctx, cancel := context.WithTimeout(ctx, l.ttl/4)
+	defer cancel()
+	err := l.q.store.Update(rctx, func(t kv.Tx) error {
+		halted = halted[:0]
+		v, err := t.Get(l.q.l.lease(l.id))
+		if err != nil {
+			return err
+		}
+		if _, expired, err := decodeLease(l.id, v); v == nil || err != nil || expired {
+			return errLeaseGone
+		}
+		begin := l.q.l.halted(l.id)
+		var last []byte
+		err = t.Range(begin, kv.PrefixEnd(begin), kv.RangeOptions{Limit: reenqueueBatch}, func(k, v []byte) error {
+			el, err := unpackAfter(begin, k)
+			if err != nil || len(el) != 2 {
+				return errBadKey
+			}
+			typ, ok1 := el[0].(string)
+			id, ok2 := el[1].(string)
+			if !ok1 || !ok2 || len(v) != 16 {
+				return errBadKey
+			}
+			h := HaltedJob{Type: typ, ID: id}
+			copy(h.lock[:], v)
+			halted = append(halted, h)
+			last = append(last[:0], k...)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if last != nil {
+			t.ClearRange(begin, append(last, 0))
+		}
+		t.Set(l.q.l.heartbeat(l.id), l.heartbeatValue(next))
+		return nil
+	})
+	if errors.Is(err, errLeaseGone) {
+		l.lose(ErrLeaseLost, "expired by another process")
+		return ErrLeaseLost
+	}
+	if err != nil {
+		if verr := l.Valid(); verr != nil {
+			l.lose(verr, "not renewed within half its TTL")
+			return verr
+		}
+		return err
+	}
+	l.count = next
+	if until := int64(start.Sub(l.base) + l.ttl/2); until > l.until.Load() {
+		l.until.Store(until)
+	}
+	if l.opts.Halted != nil {
+		for _, h := range halted {
+			l.opts.Halted(h)
+		}
+	}
+	return nil
+}
+
+func (l *Lease) heartbeatValue(count int64) []byte {
+	return pack(nil, count, l.running.Load(), l.capacity.Load())
+}
+
+// encodeLease is a lease identity's value.
+func encodeLease(info LeaseInfo, expired bool) []byte {
+	state := int64(0)
+	if expired {
+		state = 1
+	}
+	return pack(nil, info.Node, info.Host, int64(info.PID), info.TTL.Milliseconds(), state)
+}
+
+func decodeLease(id string, v []byte) (LeaseInfo, bool, error) {
+	el, err := unpack(v)
+	if err != nil || len(el) != 5 {
+		return LeaseInfo{}, false, errBadKey
+	}
+	node, ok1 := el[0].(string)
+	host, ok2 := el[1].(string)
+	pid, ok3 := el[2].(int64)
+	ttl, ok4 := el[3].(int64)
+	state, ok5 := el[4].(int64)
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 {
+		return LeaseInfo{}, false, errBadKey
+	}
+	return LeaseInfo{ID: id, Node: node, Host: host, PID: int(pid), TTL: time.Duration(ttl) * time.Millisecond}, state != 0, nil
+}
+
+// decodeHeartbeat reads the load a heartbeat publishes into info.
+func decodeHeartbeat(v []byte, info *LeaseInfo) {
+	el, err := unpack(v)
+	if err != nil || len(el) != 3 {
+		return
+	}
+	if n, ok := el[1].(int64); ok {
+		info.Running = int(n)
+	}
+	if n, ok := el[2].(int64); ok {
+		info.Capacity = int(n)
+	}
+}
+
+// leaseRow is a lease as read from the store.
+type leaseRow struct {
+	info      LeaseInfo
+	expired   bool
+	heartbeat []byte
+}
+
+// readLeases reads every lease with its heartbeat.
+func (q *Queue) readLeases(ctx context.Context) (map[string]*leaseRow, error) {
+	rows := map[string]*leaseRow{}
+	err := q.store.View(ctx, func(t kv.ReadTx) error {
+		clear(rows)
+		begin := q.l.leases()
+		err := t.Range(begin, kv.PrefixEnd(begin), kv.RangeOptions{}, func(k, v []byte) error {
+			el, err := unpackAfter(begin, k)
+			if err != nil || len(el) != 1 {
+				return errBadKey
+			}
+			id, ok := el[0].(string)
+			if !ok {
+				return errBadKey
+			}
+			info, expired, err := decodeLease(id, v)
+			if err != nil {
+				q.log.Warn("undecodable lease; ignored", "lease", id)
+				return nil
+			}
+			rows[id] = &leaseRow{info: info, expired: expired}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		begin = q.l.heartbeats()
+		return t.Range(begin, kv.PrefixEnd(begin), kv.RangeOptions{}, func(k, v []byte) error {
+			el, err := unpackAfter(begin, k)
+			if err != nil || len(el) != 1 {
+				return errBadKey
+			}
+			id, ok := el[0].(string)
+			if !ok {
+				return errBadKey
+			}
+			if r := rows[id]; r != nil {
+				r.heartbeat = append([]byte(nil), v...)
+				decodeHeartbeat(v, &r.info)
+			}
+			return nil
+		})
+	})
+	return rows, err
+}
+
+// expireReplaced expires at once the leases l's options say it replaces.
+func (q *Queue) expireReplaced(ctx context.Context, l *Lease) error {
+	rows, err := q.readLeases(ctx)
+	if err != nil {
+		return err
+	}
+	for id, r := range rows {
+		if id == l.id || r.expired || !l.opts.Replaces(r.info) {
+			continue
+		}
+		if _, err := q.expireLease(ctx, id, nil, "replaced by a new process of its node"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// leaseSeen is what a lease watcher last saw of one lease's heartbeat,
+// and since when (the watcher's clock).
+type leaseSeen struct {
+	heartbeat []byte
+	since     time.Time
+}
+
+// watchLeases is one look at every lease (RunMonitors, every tick, in
+// every process): it expires the leases whose heartbeat it has seen
+// unchanged for their TTL, finishes the expiry of leases marked expired,
+// and records the live ones for Leases.
+func (q *Queue) watchLeases(ctx context.Context, seen map[string]*leaseSeen) error {
+	rows, err := q.readLeases(ctx)
+	if err != nil {
+		return err
+	}
+	now := q.opts.Now()
+	live := make([]LeaseInfo, 0, len(rows))
+	for id := range seen {
+		if rows[id] == nil {
+			delete(seen, id)
+		}
+	}
+	var firstErr error
+	for id, r := range rows {
+		if r.expired {
+			if _, err := q.expireLease(ctx, id, nil, "expiry resumed"); err != nil && firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		s := seen[id]
+		if s == nil || !bytes.Equal(s.heartbeat, r.heartbeat) {
+			seen[id] = &leaseSeen{heartbeat: r.heartbeat, since: now}
+		} else if now.Sub(s.since) >= r.info.TTL {
+			why := "not renewed for " + now.Sub(s.since).Round(time.Millisecond).String()
+			done, err := q.expireLease(ctx, id, r.heartbeat, why)
+			if err != nil && firstErr == nil {
+				firstErr = err
+			}
+			if done || err != nil {
+				continue
+			}
+		}
+		live = append(live, r.info)
+	}
+	q.liveLeases.Store(&live)
+	return firstErr
+}
+
+// Leases returns the live leases as this process's RunMonitors last saw
+// them (nil before its first look).
+func (q *Queue) Leases() []LeaseInfo {
+	if p := q.liveLeases.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// expireLease expires lease id and re-enqueues the jobs held under it.
+// With heartbeat set, it does so only if the lease's heartbeat still is
+// heartbeat (a renewal since proves the holder alive: it reports false).
+func (q *Queue) expireLease(ctx context.Context, id string, heartbeat []byte, why string) (bool, error) {
+	var info LeaseInfo
+	gone := false
+	err := q.store.Update(ctx, func(t kv.Tx) error {
+		gone = false
+		if heartbeat != nil {
+			hb, err := t.Get(q.l.heartbeat(id))
+			if err != nil {
+				return err
+			}
+			if !bytes.Equal(hb, heartbeat) {
+				return errStop
+			}
+		}
+		v, err := t.Get(q.l.lease(id))
+		if err != nil {
+			return err
+		}
+		if v == nil {
+			gone = true
+			return nil
+		}
+		i, expired, err := decodeLease(id, v)
+		if err != nil {
+			i = LeaseInfo{ID: id}
+		}
+		info = i
+		if !expired {
+			t.Set(q.l.lease(id), encodeLease(i, true))
+		}
+		return nil
+	})
+	if errors.Is(err, errStop) {
+		return false, nil
+	}
+	if err != nil || gone {
+		return gone, err
+	}
+	n, err := q.releaseLeaseJobs(ctx, id)
+	if n > 0 || why != "revoked by its holder" {
+		q.log.Info("lease expired; its jobs were re-enqueued", "lease", id, "node", info.Node, "host", info.Host, "pid", info.PID, "jobs", n, "reason", why)
+	}
+	return true, err
+}
+
+// releaseLeaseJobs re-enqueues the running jobs held under an expired
+// lease, a batch per transaction, then removes the lease.
+func (q *Queue) releaseLeaseJobs(ctx context.Context, id string) (int, error) {
+	total := 0
+	begin := q.l.leaseJobs(id)
+	for {
+		n, more := 0, false
+		err := q.Transact(ctx, func(tx *Tx) error {
+			n, more = 0, false
+			type held struct {
+				key     []byte
+				typ, id string
+			}
+			var found []held
+			err := tx.t.Range(begin, kv.PrefixEnd(begin), kv.RangeOptions{Limit: reenqueueBatch, KeysOnly: true}, func(k, _ []byte) error {
+				el, err := unpackAfter(begin, k)
+				if err != nil || len(el) != 2 {
+					return errBadKey
+				}
+				typ, ok1 := el[0].(string)
+				job, ok2 := el[1].(string)
+				if !ok1 || !ok2 {
+					return errBadKey
+				}
+				found = append(found, held{key: append([]byte(nil), k...), typ: typ, id: job})
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			for _, h := range found {
+				tx.t.Clear(h.key)
+				hv, err := tx.t.Get(q.l.holder(h.typ, h.id))
+				if err != nil {
+					return err
+				}
+				if string(hv) != id {
+					continue // released, or held under another lease since
+				}
+				tx.t.Clear(q.l.holder(h.typ, h.id))
+				r, err := q.readRow(tx.t, h.typ, h.id)
+				if err != nil {
+					return err
+				}
+				if r == nil || r.state != rowRunning {
+					continue
+				}
+				if err := tx.enqueue(h.typ, h.id, r, r.stime, nil); err != nil {
+					return err
+				}
+				tx.writeRow(h.typ, h.id, r)
+				n++
+			}
+			if len(found) == reenqueueBatch {
+				more = true
+				return nil
+			}
+			tx.t.Clear(q.l.lease(id))
+			tx.t.Clear(q.l.heartbeat(id))
+			hb := q.l.halted(id)
+			tx.t.ClearRange(hb, kv.PrefixEnd(hb))
+			return nil
+		})
+		if err != nil {
+			return total, err
+		}
+		total += n
+		if !more {
+			return total, nil
+		}
+	}
+}

@@ -228,6 +228,9 @@ func (c *Client) Do(ctx context.Context, r *Request) (*http.Response, error) {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
+			if errors.Is(err, ErrFenced) {
+				return nil, &Error{Kind: "http_request_failed", Method: r.Method, URL: redURL, Reason: err.Error(), Err: err}
+			}
 			// A peer certificate that fails verification fails the same way
 			// on every retry: say so at once rather than after the backoff.
 			var certErr *tls.CertificateVerificationError
@@ -277,6 +280,10 @@ func (c *Client) Do(ctx context.Context, r *Request) (*http.Response, error) {
 // once sends one attempt; the returned body releases the connection slot and
 // stops the inactivity watchdog on Close.
 func (c *Client) once(ctx context.Context, r *Request, rawURL string) (*http.Response, error) {
+	fence := fenceOf(ctx)
+	if err := fence.check(); err != nil {
+		return nil, err
+	}
 	select {
 	case c.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -316,6 +323,9 @@ func (c *Client) once(ctx context.Context, r *Request, rawURL string) (*http.Res
 	case r.Body != nil:
 		body, length = bytes.NewReader(r.Body), int64(len(r.Body))
 	}
+	if body != nil && fence != nil {
+		body = &fencedReader{r: body, fence: fence}
+	}
 	req, err := http.NewRequestWithContext(rctx, r.Method, rawURL, body)
 	if err != nil {
 		if rc, ok := body.(io.Closer); ok {
@@ -327,6 +337,11 @@ func (c *Client) once(ctx context.Context, r *Request, rawURL string) (*http.Res
 		req.ContentLength = length
 		if length == 0 && r.Body != nil {
 			req.Body = http.NoBody
+		} else if r.Body != nil && fence != nil {
+			// What NewRequest does for a *bytes.Reader, which the fence hides.
+			req.GetBody = func() (io.ReadCloser, error) {
+				return &fencedReader{r: bytes.NewReader(r.Body), fence: fence}, nil
+			}
 		}
 	}
 	for k, v := range c.headers {

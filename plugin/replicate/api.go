@@ -92,7 +92,22 @@ type Options struct {
 	// checkpoints returns ErrIdle or ErrStopped with its final checkpoint
 	// written, with what the next run can start from (Options.Resume).
 	OnResume func(*Resume)
+	// Fence, when set, is checked before every request the run sends and
+	// every piece of a request body (couchclient.WithFence): once it
+	// fails, the run writes nothing more, on either endpoint. A runner
+	// that may lose its job (a lease on a shared queue) sets it.
+	Fence couchclient.Fence
+	// BeforeCheckpoint, when set, is called right before each checkpoint
+	// is written, with the stats it records: the runner proves there that
+	// it still owns the job. ErrSkipCheckpoint leaves this checkpoint out
+	// (the next one is tried at the next interval); any other error fails
+	// the run.
+	BeforeCheckpoint func(ctx context.Context, s Stats) error
 }
+
+// ErrSkipCheckpoint, from Options.BeforeCheckpoint, leaves a checkpoint out
+// without failing the run.
+var ErrSkipCheckpoint = errors.New("checkpoint left out: the runner could not prove it owns the job")
 
 // Slot is a continuous run's claim on one of the job server's slots.
 type Slot interface {

@@ -100,6 +100,9 @@ func Run(ctx context.Context, rep *parse.Rep, opts Options) (*Result, error) {
 	if opts.MissingDocRetry > 0 {
 		r.missingDocRetry = opts.MissingDocRetry
 	}
+	if opts.Fence != nil {
+		ctx = couchclient.WithFence(ctx, opts.Fence)
+	}
 	if err := r.start(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil, ErrStopped
@@ -282,7 +285,7 @@ func (r *run) loop(parent context.Context) (*Result, error) {
 	batchSize := max(1, r.rep.WorkerBatchSize)
 	readerCtx, cancelReader := context.WithCancel(ctx)
 	defer cancelReader()
-	workCtx, cancelWork := context.WithCancel(context.Background())
+	workCtx, cancelWork := context.WithCancel(r.detached())
 	defer cancelWork()
 	fail := func(err error) {
 		r.setErr(err)
@@ -330,7 +333,7 @@ func (r *run) loop(parent context.Context) (*Result, error) {
 	go r.batcher(readerCtx, changes, pool, batchSize, &reader.rounds)
 	workersDone := pool.done
 
-	bgCtx, stopBg := context.WithCancel(context.Background())
+	bgCtx, stopBg := context.WithCancel(r.detached())
 	var bg sync.WaitGroup
 	bg.Add(1)
 	go func() { defer bg.Done(); r.timers(bgCtx, fail, changes, func() { cancelRun(ErrIdle) }) }()
@@ -361,13 +364,13 @@ func (r *run) loop(parent context.Context) (*Result, error) {
 
 	runErr := r.err()
 	if r.rep.UseCheckpoints && !errors.Is(context.Cause(ctx), ErrAbandoned) {
-		cctx, cancel := context.WithTimeout(context.Background(), finalCheckpoint)
+		cctx, cancel := context.WithTimeout(r.detached(), finalCheckpoint)
 		if err := r.checkpoint(cctx); err != nil && runErr == nil {
 			runErr = err
 		}
 		cancel()
 	}
-	r.updatePending(context.Background())
+	r.updatePending(r.detached())
 	stats := r.snapshot()
 	if r.opts.OnStats != nil {
 		r.opts.OnStats(stats)
@@ -527,6 +530,15 @@ func (r *run) updatePending(ctx context.Context) {
 	r.stats.setPending(v.Pending)
 }
 
+// detached returns a context that outlives the run's (for work that
+// must finish after a stop) but keeps its fence.
+func (r *run) detached() context.Context {
+	if r.opts.Fence != nil {
+		return couchclient.WithFence(context.Background(), r.opts.Fence)
+	}
+	return context.Background()
+}
+
 // checkpoint records the through_seq on both endpoints, unless it has not moved.
 func (r *run) checkpoint(ctx context.Context) (err error) {
 	r.cpMu.Lock()
@@ -535,7 +547,12 @@ func (r *run) checkpoint(ctx context.Context) (err error) {
 	if bytes.Equal(through, r.committed) {
 		return nil
 	}
-	defer func() { tallyCheckpoint(err) }()
+	defer func() {
+		tallyCheckpoint(err)
+		if errors.Is(err, ErrSkipCheckpoint) {
+			err = nil
+		}
+	}()
 	tgtIST, err := ensureFullCommit(ctx, r.tgt)
 	if err != nil {
 		return checkpointFailure("target", asError(err).Reason)
@@ -551,6 +568,17 @@ func (r *run) checkpoint(ctx context.Context) (err error) {
 		return newError("checkpoint_commit_failure", "instance_start_time on target database has changed since last checkpoint.", false)
 	}
 	stats := r.snapshot()
+	if r.opts.BeforeCheckpoint != nil {
+		// The runner proves it still owns the job right before the writes
+		// (they are fenced too: see Options.Fence).
+		if err := r.opts.BeforeCheckpoint(ctx, stats); err != nil {
+			if errors.Is(err, ErrSkipCheckpoint) {
+				r.log.Debug("checkpoint left out", "seq", string(through), "reason", err.Error())
+				return err // neither counted nor a failure of the run (see the defer)
+			}
+			return err
+		}
+	}
 	body := r.checkpointBody(through, stats)
 	srcRev, err := writeCheckpoint(ctx, r.src, "source", r.repID.Base, r.srcRev, body)
 	if err != nil {

@@ -92,7 +92,7 @@ func tallyCheckpoint(err error) {
 	switch {
 	case err == nil:
 		totals.checkpointsSuccess.Add(1)
-	case errors.Is(err, context.Canceled):
+	case errors.Is(err, context.Canceled), errors.Is(err, ErrSkipCheckpoint):
 	default:
 		totals.checkpointsFailure.Add(1)
 	}

@@ -18,11 +18,45 @@ type Records struct {
 	Q *jobs.Queue
 }
 
+// shownState is the state a record in queue state st shows: a record
+// still saying running while the queue has the job pending was left by a
+// runner that lost it (its node's lease expired, or it stopped without
+// settling): it is pending until a runner takes it again.
+func shownState(recState string, st jobs.State) string {
+	if recState == Running && st == jobs.Pending {
+		return Pending
+	}
+	return recState
+}
+
+// decodeShown decodes a record as Records shows it (see shownState).
+func decodeShown(data []byte, st jobs.State) (*Record, error) {
+	rec, err := Decode(data)
+	if err != nil {
+		return nil, err
+	}
+	rec.State = shownState(rec.State, st)
+	return rec, nil
+}
+
+// getShown reads job jobID's record in tx as Records shows it.
+func getShown(tx *jobs.Tx, jobID string) (*Record, error) {
+	st, err := tx.GetState(JobType, jobID)
+	if err != nil {
+		return nil, err
+	}
+	data, err := tx.GetData(JobType, jobID)
+	if err != nil {
+		return nil, err
+	}
+	return decodeShown(data, st)
+}
+
 // Fold calls fn for every replication job record (records that do not
 // decode are skipped: they cannot be shown or run).
 func (r Records) Fold(ctx context.Context, fn func(jobID string, rec *Record) error) error {
 	return r.Q.Fold(ctx, JobType, func(id string, st jobs.State, data []byte) error {
-		rec, err := Decode(data)
+		rec, err := decodeShown(data, st)
 		if err != nil {
 			return nil
 		}
@@ -35,9 +69,9 @@ func (r Records) Fold(ctx context.Context, fn func(jobID string, rec *Record) er
 // records; records without a readable state are skipped, as Fold skips them.
 func (r Records) CountStates(ctx context.Context) (map[string]int, error) {
 	counts := make(map[string]int, len(States))
-	err := r.Q.Fold(ctx, JobType, func(_ string, _ jobs.State, data []byte) error {
+	err := r.Q.Fold(ctx, JobType, func(_ string, qst jobs.State, data []byte) error {
 		if st, ok := StateOf(data); ok {
-			counts[st]++
+			counts[shownState(st, qst)]++
 		}
 		return nil
 	})
@@ -48,22 +82,25 @@ func (r Records) CountStates(ctx context.Context) (map[string]int, error) {
 // decoding no record (records without a readable state are skipped, as
 // Fold skips records that do not decode).
 func (r Records) FoldSummaries(ctx context.Context, fn func(jobID string, s Summary) error) error {
-	return r.Q.Fold(ctx, JobType, func(id string, _ jobs.State, data []byte) error {
+	return r.Q.Fold(ctx, JobType, func(id string, st jobs.State, data []byte) error {
 		s, ok := Summarize(data)
 		if !ok {
 			return nil
 		}
+		s.State = shownState(s.State, st)
 		return fn(id, s)
 	})
 }
 
 // Get returns one job's record.
 func (r Records) Get(ctx context.Context, jobID string) (*Record, error) {
-	data, err := r.Q.GetData(ctx, JobType, jobID)
-	if err != nil {
-		return nil, err
-	}
-	return Decode(data)
+	var rec *Record
+	err := r.Q.Transact(ctx, func(tx *jobs.Tx) error {
+		var err error
+		rec, err = getShown(tx, jobID)
+		return err
+	})
+	return rec, err
 }
 
 // GetMany returns the records of jobIDs read in one transaction, so that
@@ -73,16 +110,14 @@ func (r Records) GetMany(ctx context.Context, jobIDs []string) ([]*Record, error
 	err := r.Q.Transact(ctx, func(tx *jobs.Tx) error {
 		for i, id := range jobIDs {
 			out[i] = nil
-			data, err := tx.GetData(JobType, id)
+			rec, err := getShown(tx, id)
 			if errors.Is(err, jobs.ErrNotFound) {
 				continue
 			}
 			if err != nil {
 				return err
 			}
-			if out[i], err = Decode(data); err != nil {
-				return err
-			}
+			out[i] = rec
 		}
 		return nil
 	})
@@ -102,7 +137,7 @@ func (r Records) Lookup(ctx context.Context, id string) (*Record, error) {
 // Doc returns the job of a replication doc, found through the db's
 // current instance uuid (recorded with its seq); ErrNotFound if none.
 func (r Records) Doc(ctx context.Context, db, docID string) (*Record, error) {
-	var data []byte
+	var rec *Record
 	err := r.Q.Transact(ctx, func(tx *jobs.Tx) error {
 		pos, err := GetDBSeq(tx.KV(), db)
 		if err != nil {
@@ -111,13 +146,10 @@ func (r Records) Doc(ctx context.Context, db, docID string) (*Record, error) {
 		if pos.UUID == "" {
 			return ErrNotFound
 		}
-		data, err = tx.GetData(JobType, parse.PersistentJobID(pos.UUID, docID))
+		rec, err = getShown(tx, parse.PersistentJobID(pos.UUID, docID))
 		return err
 	})
-	if err != nil {
-		return nil, err
-	}
-	return Decode(data)
+	return rec, err
 }
 
 // Resolve maps a replication id or job id to a job id (ErrNotFound if neither).

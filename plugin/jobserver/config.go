@@ -7,6 +7,8 @@ package jobserver
 
 import (
 	"fmt"
+
+	"github.com/couchepi/couchepi/plugin/jobs"
 	"sort"
 	"strconv"
 	"strings"
@@ -34,6 +36,12 @@ type Config struct {
 	// 61 s): a running job not renewed for this long is re-enqueued by the
 	// queue's monitor, and its runner abandons it after half of it.
 	ActivityTimeout time.Duration
+	// NodeLease is node_lease_sec (couchepi's): a replication node's
+	// lease on the job queue lives this long without renewal; then any
+	// node re-enqueues the node's jobs. The node renews it every tenth
+	// of it and stops writing for its jobs after half of it without a
+	// renewal (see package jobs, Lease).
+	NodeLease time.Duration
 	// IdlePark is idle_park_sec (couchepi's; 0 = never): a continuous job
 	// caught up and idle this long is parked until its source changes,
 	// giving up its slot and its changes feed (see package park).
@@ -62,6 +70,7 @@ func DefaultConfig() Config {
 		TransientMaxAge: 86400 * time.Second,
 		StatsUpdate:     10 * time.Second,
 		ActivityTimeout: TypeTimeout,
+		NodeLease:       jobs.DefaultLeaseTTL,
 		IdlePark:        60 * time.Second,
 		UsageCoeff:      0.5,
 		PriorityCoeff:   0.98,
@@ -125,6 +134,7 @@ func ParseConfig(replicator, shares map[string]string) (Config, error) {
 	durKey(&c.TransientMaxAge, "transient_job_max_age_sec", time.Second, 0)
 	durKey(&c.StatsUpdate, "stats_update_interval_sec", time.Second, 1)
 	durKey(&c.ActivityTimeout, "activity_timeout_sec", time.Second, 2)
+	durKey(&c.NodeLease, "node_lease_sec", time.Second, 2)
 	durKey(&c.IdlePark, "idle_park_sec", time.Second, 0)
 	floatKey(&c.UsageCoeff, "usage_coeff")
 	floatKey(&c.PriorityCoeff, "priority_coeff")

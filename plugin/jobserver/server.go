@@ -55,6 +55,10 @@ type Options struct {
 	// node sharing the queue with others, the doc may live on another
 	// server, whose api_frontend writes them (frontend.WriteDocStates).
 	SkipDocStates bool
+	// Replaces, when set, names the leases of processes known dead (this
+	// node's previous plugin process): their jobs are re-enqueued as soon
+	// as this server holds its lease (jobs.LeaseOptions.Replaces).
+	Replaces func(jobs.LeaseInfo) bool
 }
 
 // Parker parks jobs and wakes them when their source changes (package
@@ -101,6 +105,11 @@ type Server struct {
 	holders []holder
 
 	resumes resumes // hints for the next runs of the jobs parked here
+
+	// lease is the node's hold on the queue (nil while it has none);
+	// leased is closed once it has one (see lease.go).
+	lease  *jobs.Lease
+	leased chan struct{}
 }
 
 // New returns a job server; Start runs it.
@@ -119,6 +128,7 @@ func New(opts Options, cfg Config) *Server {
 		workers:   map[string]*worker{},
 		heldByKey: map[string]int{},
 		share:     NewShare(),
+		leased:    make(chan struct{}),
 	}
 	s.cfg.Store(&cfg)
 	return s
@@ -164,10 +174,14 @@ func (s *Server) Start(ctx context.Context, reclaim bool) error {
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.lastCycle = time.Now()
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go func() {
 		defer s.wg.Done()
 		s.loop()
+	}()
+	go func() {
+		defer s.wg.Done()
+		s.holdLease()
 	}()
 	s.spawnAcceptors(0)
 	return nil
@@ -239,16 +253,19 @@ func (s *Server) Stop(ctx context.Context) error {
 	}
 	select {
 	case <-done:
+		s.revokeLease(ctx)
 		s.log.Info("job server stopped", "jobs_stopped", len(ws))
 		return nil
 	case <-time.After(max(wait, 0)):
 	}
 	forced := 0
 	for _, w := range ws {
-		if !w.isDone() && s.settled("re-enqueue unfinished", w.job, s.q.Resubmit(context.Background(), w.job, time.Time{}, nil)) {
+		if !w.isDone() {
+			w.abandon(errShutdown) // writes nothing more, so its job can move on
 			forced++
 		}
 	}
+	s.revokeLease(ctx) // re-enqueues the jobs of those workers
 	s.log.Warn("job server stop timed out; re-enqueued unfinished jobs", "jobs", forced)
 	return nil
 }
@@ -299,6 +316,14 @@ func (s *Server) Cycle(ctx context.Context) {
 		s.workers[id].stop(errRotated)
 	}
 	s.churn += len(stop)
+	shed := s.shedLocked(cfg.MaxChurn - s.churn)
+	for _, w := range shed {
+		w.stop(errRebalanced)
+	}
+	s.churn += len(shed)
+	if len(shed) > 0 {
+		s.log.Info("handing jobs on to less loaded nodes", "jobs", len(shed))
+	}
 	slots := ChurnSlots(cfg.MaxJobs, cfg.MaxChurn, s.churn, s.acceptors, s.active-len(stop))
 	acceptors, workers, churn := s.acceptors, s.active-len(stop), s.churn
 	s.mu.Unlock()
@@ -315,6 +340,7 @@ func (s *Server) Cycle(ctx context.Context) {
 	s.mu.Lock()
 	s.churn = 0
 	s.mu.Unlock()
+	s.publishLoad()
 }
 
 // later returns the later of two times.
@@ -388,8 +414,18 @@ func (s *Server) accept(rotating bool) {
 		cfg := s.config()
 		wait := 5*time.Second + rand.N(cfg.StartupJitter+1)
 		actx, cancel := context.WithTimeout(s.ctx, wait)
+		lease := s.currentLease(actx)
+		if lease == nil {
+			cancel()
+			if s.ctx.Err() != nil {
+				leave()
+				return
+			}
+			continue
+		}
+		s.awaitBalance(actx)
 		woken := false
-		job, err := s.q.Accept(actx, jobdata.JobType, jobs.AcceptOptions{Choose: func(c []jobs.Candidate) int {
+		job, err := s.q.Accept(actx, jobdata.JobType, jobs.AcceptOptions{Lease: lease, Choose: func(c []jobs.Candidate) int {
 			i := s.choose(c)
 			woken = i >= 0 && i < len(c) && c[i].STime.Before(jobdata.AddedTime)
 			return i
@@ -412,9 +448,12 @@ func (s *Server) accept(rotating bool) {
 			if surplus {
 				return
 			}
-			if !errors.Is(err, context.DeadlineExceeded) {
+			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, jobs.ErrLeaseLost) {
 				s.log.Warn("accept failed", "error", err)
-				time.Sleep(rand.N(cfg.StartupJitter + time.Millisecond))
+				select {
+				case <-s.ctx.Done():
+				case <-time.After(rand.N(cfg.StartupJitter + time.Millisecond)):
+				}
 			}
 			continue
 		}
@@ -443,7 +482,7 @@ func (s *Server) accept(rotating bool) {
 		}
 		s.acceptors--
 		s.churn++
-		w := newWorker(s, job)
+		w := newWorker(s, job, lease)
 		w.needSlot = waitSlot
 		w.woken = woken
 		if !waitSlot {
@@ -463,15 +502,19 @@ func (s *Server) accept(rotating bool) {
 			w.run()
 			s.mu.Lock()
 			s.releaseLocked(w)
-			delete(s.workers, job.ID)
+			if s.workers[job.ID] == w { // not a later acceptance of the same job
+				delete(s.workers, job.ID)
+			}
 			rest := len(s.workers) == 0 && !s.stopping
 			s.mu.Unlock()
+			s.publishLoad()
 			if rest {
 				s.returnMemory()
 			}
 			s.spawnAcceptors(0)
 		}()
 		s.spawnAcceptors(0)
+		s.publishLoad()
 		if woken {
 			s.spawnWakeAcceptors()
 		}

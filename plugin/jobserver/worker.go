@@ -1,6 +1,7 @@
 package jobserver
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -25,6 +26,7 @@ func computeRepID(o Options) func(context.Context, *parse.Rep) (parse.RepID, err
 type worker struct {
 	s          *Server
 	job        *jobs.Job
+	lease      *jobs.Lease // the node's lease the job was accepted under
 	started    time.Time
 	continuous bool
 	key        string // fair-share key
@@ -33,6 +35,7 @@ type worker struct {
 	cancel context.CancelCauseFunc
 	cause  error // set by stop before the replication started
 	done   atomic.Bool
+	idle   atomic.Bool   // a continuous run caught up with nothing coming (replicate.Options.OnIdle)
 	exited chan struct{} // closed when run has returned (final checkpoint written)
 
 	// Slot state (see slots.go), under s.mu: holding a slot since
@@ -53,8 +56,8 @@ type worker struct {
 	resume *replicate.Resume
 }
 
-func newWorker(s *Server, job *jobs.Job) *worker {
-	w := &worker{s: s, job: job, started: time.Now(), exited: make(chan struct{})}
+func newWorker(s *Server, job *jobs.Job, lease *jobs.Lease) *worker {
+	w := &worker{s: s, job: job, lease: lease, started: time.Now(), exited: make(chan struct{})}
 	if rec, err := jobdata.Decode(job.Data); err == nil {
 		w.continuous = rec.Continuous()
 		w.key = rec.ShareKey()
@@ -73,6 +76,10 @@ func (w *worker) stop(cause error) {
 		w.cancel(cause)
 	}
 }
+
+// abandon stops the worker at once, writing nothing more (no final
+// checkpoint, no record): the job may no longer be this node's.
+func (w *worker) abandon(why error) { w.stop(errors.Join(replicate.ErrAbandoned, why)) }
 
 func (w *worker) isDone() bool { return w.done.Load() }
 
@@ -131,7 +138,7 @@ func (w *worker) run() {
 		}
 	}
 	if cause := w.stopCause(); cause != nil {
-		if !errors.Is(cause, errRemoved) {
+		if !errors.Is(cause, errRemoved) && !errors.Is(cause, replicate.ErrAbandoned) {
 			w.requeue(rec, cause)
 		}
 		return
@@ -486,6 +493,9 @@ func (w *worker) execute(rec *jobdata.Record, repID parse.RepID, cfg Config) {
 			StartStats:          replicate.Stats(rec.Stats),
 			MaxDocumentIDLength: maxIDLen,
 			MissingDocRetry:     missingRetry,
+			Fence:               fence(w.lease),
+			OnIdle:              w.idle.Store,
+			BeforeCheckpoint:    w.beforeCheckpoint(rec, &statsMu, cfg),
 			OnStats: func(st replicate.Stats) {
 				statsMu.Lock()
 				latest = jobdata.Stats(st)
@@ -503,40 +513,22 @@ func (w *worker) execute(rec *jobdata.Record, repID parse.RepID, cfg Config) {
 		})
 		done <- outcome{res, err}
 	}()
-	// Renewal rule (see package jobs): the job's record is updated at
-	// least every ActivityTimeout/8; if no update has succeeded for
-	// ActivityTimeout/2 (the queue unreachable, say a partition), the
-	// worker abandons the job: it stops at once, without a final
-	// checkpoint, long before the monitor can give the job to another
-	// node (after a whole ActivityTimeout without renewal).
-	tick := time.NewTicker(min(cfg.StatsUpdate, cfg.ActivityTimeout/8))
+	// The node's lease keeps the job ours (see lease.go); the record is
+	// written when there is progress to record: before each checkpoint,
+	// which is written only once that write has proved the job still ours,
+	// and every stats_update_interval while the stats change.
+	tick := time.NewTicker(cfg.StatsUpdate)
 	defer tick.Stop()
-	halted := false
-	lastRenew := time.Now()
+	var pushed jobdata.Stats
+	pushedOnce := false
 	push := func() {
 		statsMu.Lock()
-		rec.Stats = latest
-		statsMu.Unlock()
-		now := time.Now()
-		rec.StatsUpdated = now.Unix()
-		if rec.ErrorCount > 0 && Heal(rec.ErrorCount, unix(rec.LastStart), now, cfg.HealthThreshold) == 0 {
-			rec.ErrorCount, rec.LastError, rec.ErrorKind = 0, "", ""
+		defer statsMu.Unlock()
+		if pushedOnce && statsEqual(latest, pushed) {
+			return // nothing new to record
 		}
-		uctx, cancelU := context.WithTimeout(context.Background(), cfg.ActivityTimeout/8)
-		err := s.q.Update(uctx, w.job, rec.Encode())
-		cancelU()
-		switch {
-		case err == nil:
-			lastRenew = now
-		case errors.Is(err, jobs.ErrHalt):
-			halted = true
-			cancel(errLockLost)
-		case time.Since(lastRenew) >= cfg.ActivityTimeout/2:
-			s.log.Warn("job lock not renewed; abandoning the job", "job", w.job.ID, "since", time.Since(lastRenew).Round(time.Millisecond).String(), "error", err)
-			halted = true
-			cancel(replicate.ErrAbandoned)
-		default:
-			s.log.Warn("job lock renewal failed; retrying", "job", w.job.ID, "error", err)
+		if err := w.record(ctx, rec, latest, cfg); err == nil {
+			pushed, pushedOnce = latest, true
 		}
 	}
 	// A user filter's code is part of the id: re-check it after each
@@ -560,30 +552,34 @@ func (w *worker) execute(rec *jobdata.Record, repID parse.RepID, cfg Config) {
 			recheck = false
 		}
 	}
+	abandoned := func() bool { return errors.Is(context.Cause(ctx), replicate.ErrAbandoned) }
 	for {
 		select {
 		case <-tick.C:
-			if !halted {
-				push()
-			}
-			if isUserFilter(rec.Rep.Filter) && time.Since(lastCheck) >= filterRecheck {
-				recheck = true
-			}
-			if recheck && !halted {
-				checkFilter()
-			}
-		case <-checkpoints:
-			if halted {
+			if abandoned() {
 				continue
 			}
 			push()
+			if isUserFilter(rec.Rep.Filter) && time.Since(lastCheck) >= filterRecheck {
+				recheck = true
+			}
+			if recheck {
+				checkFilter()
+			}
+		case <-checkpoints:
+			if abandoned() {
+				continue
+			}
+			statsMu.Lock()
+			pushed, pushedOnce = latest, true // recorded by BeforeCheckpoint
+			statsMu.Unlock()
 			if isUserFilter(rec.Rep.Filter) {
 				recheck = true
 				checkFilter()
 			}
 		case out := <-done:
-			if halted || errors.Is(context.Cause(ctx), errLockLost) || errors.Is(context.Cause(ctx), errRemoved) || errors.Is(context.Cause(ctx), replicate.ErrAbandoned) {
-				return // the job is gone or someone else's: leave its record alone
+			if abandoned() || w.lease.Valid() != nil {
+				return // the job is gone or may be someone else's: leave its record alone
 			}
 			statsMu.Lock()
 			rec.Stats = latest
@@ -592,6 +588,78 @@ func (w *worker) execute(rec *jobdata.Record, repID parse.RepID, cfg Config) {
 			return
 		}
 	}
+}
+
+// gone reports whether job id surely no longer exists in the queue.
+func (s *Server) gone(ctx context.Context, id string) bool {
+	_, err := s.q.GetState(ctx, jobdata.JobType, id)
+	return errors.Is(err, jobs.ErrNotFound)
+}
+
+// record writes the job's record with stats st (callers hold the run's
+// stats lock, which guards rec), proving the job is still
+// this worker's (the update compares its lock, in the same transaction).
+// A job no longer ours abandons the run; other errors (the queue
+// unreachable) are returned, to be retried at the next chance.
+func (w *worker) record(ctx context.Context, rec *jobdata.Record, st jobdata.Stats, cfg Config) error {
+	s := w.s
+	if err := w.lease.Valid(); err != nil {
+		w.abandon(errLeaseLost)
+		return err
+	}
+	next := *rec
+	next.Stats = st
+	now := time.Now()
+	next.StatsUpdated = now.Unix()
+	if next.ErrorCount > 0 && Heal(next.ErrorCount, unix(next.LastStart), now, cfg.HealthThreshold) == 0 {
+		next.ErrorCount, next.LastError, next.ErrorKind = 0, "", ""
+	}
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.NodeLease/4)
+	err := s.q.Update(uctx, w.job, next.Encode())
+	cancel()
+	switch {
+	case err == nil:
+		*rec = next
+		return nil
+	case errors.Is(err, jobs.ErrHalt):
+		w.abandon(errLockLost)
+	default:
+		s.log.Warn("could not record a job's progress; retrying later", "job", w.job.ID, "error", err)
+	}
+	return err
+}
+
+// beforeCheckpoint is the run's replicate.Options.BeforeCheckpoint: the
+// checkpoint is written only once the job's record, with the stats the
+// checkpoint records, was written under its lock.
+func (w *worker) beforeCheckpoint(rec *jobdata.Record, statsMu *sync.Mutex, cfg Config) func(context.Context, replicate.Stats) error {
+	return func(ctx context.Context, st replicate.Stats) error {
+		statsMu.Lock()
+		defer statsMu.Unlock()
+		err := w.record(ctx, rec, jobdata.Stats(st), cfg)
+		if errors.Is(err, jobs.ErrHalt) && errors.Is(w.stopCause(), errRemoved) && w.lease.Valid() == nil && w.s.gone(ctx, w.job.ID) {
+			// Removed (a deleted doc) and not re-created: nobody else
+			// can run it, so the final checkpoint keeps the work done.
+			return nil
+		}
+		if err != nil {
+			return errors.Join(replicate.ErrSkipCheckpoint, err)
+		}
+		return w.lease.Valid() // the write that proved it took time
+	}
+}
+
+// statsEqual reports whether two stats record the same progress.
+func statsEqual(a, b jobdata.Stats) bool {
+	return a.RevisionsChecked == b.RevisionsChecked && a.MissingRevisionsFound == b.MissingRevisionsFound &&
+		a.DocsRead == b.DocsRead && a.DocsWritten == b.DocsWritten && a.DocWriteFailures == b.DocWriteFailures &&
+		a.BulkGetDocs == b.BulkGetDocs && a.BulkGetAttempts == b.BulkGetAttempts &&
+		bytes.Equal(a.CheckpointedSourceSeq, b.CheckpointedSourceSeq) && bytes.Equal(a.SourceSeq, b.SourceSeq) &&
+		bytes.Equal(a.ThroughSeq, b.ThroughSeq) && pendingEqual(a.ChangesPending, b.ChangesPending)
+}
+
+func pendingEqual(a, b *int64) bool {
+	return a == b || a != nil && b != nil && *a == *b
 }
 
 // settle records how a run ended.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -206,7 +207,7 @@ func (p *replicator) start(ctx context.Context, host hooks.Services, stc storeCo
 		// On a shared queue the doc of a job may live on another server:
 		// the api_frontend that has it writes its terminal state.
 		server = jobserver.New(jobserver.Options{Queue: q, Services: host, Logger: p.log, Pool: pool, ServerUUID: info.UUID, Node: info.Node, RepID: repID,
-			SkipDocStates: stc.kind != "bolt", Parker: parker{waker}}, sc)
+			SkipDocStates: stc.kind != "bolt", Parker: parker{waker}, Replaces: previousProcess(info.Node)}, sc)
 		// A single-owner (bolt) store's running jobs were left by a dead
 		// process; in a shared store they may be another node's, and the
 		// queue's activity monitor re-enqueues those of dead nodes.
@@ -401,14 +402,22 @@ func (p *replicator) ActiveTasks(ctx context.Context) ([]json.RawMessage, error)
 	return monitor.ActiveTasks(ctx, recs)
 }
 
-// Health fails when the job store cannot be read.
-func (p *replicator) Health(ctx context.Context) error {
-	_, _, recs := p.components()
-	if recs.Q == nil {
-		return nil
+// Health reports the plugin process healthy whenever it answers. An
+// unreachable job store is a degraded state, not a dead plugin: a new
+// process would find the same store, so the routes answer 503 with the
+// reason instead (probeStore) and the jobs stop and resume with their
+// leases.
+func (p *replicator) Health(context.Context) error { return nil }
+
+// previousProcess recognises the lease of this node's previous plugin
+// process on this host, when that process is gone (killed; the host
+// started this one): its jobs are re-enqueued at once.
+func previousProcess(node string) func(jobs.LeaseInfo) bool {
+	host, _ := os.Hostname()
+	self := os.Getpid()
+	return func(l jobs.LeaseInfo) bool {
+		return l.Node == node && l.Host == host && l.PID != self && !processAlive(l.PID)
 	}
-	_, err := recs.Q.PendingCount(ctx, jobdata.JobType, time.Time{}, 1)
-	return err
 }
 
 // ServeHTTP serves `POST /_replicate` and the `/_scheduler/*` routes.

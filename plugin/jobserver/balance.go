@@ -1,0 +1,122 @@
+package jobserver
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"time"
+
+	"github.com/couchepi/couchepi/plugin/jobs"
+)
+
+// Balance across the replication nodes sharing a queue: each node
+// publishes how many jobs it runs with its lease (publishLoad), and
+// learns the others' from the queue (jobs.Queue.Leases). A node running
+// more than its fair share while another has room takes no new job for a
+// moment (awaitBalance), and at each scheduling cycle stops its excess
+// continuous jobs (they checkpoint and are re-enqueued for the others to
+// take), idle ones first. So a node that comes back gets its share within
+// an interval or two.
+
+// errRebalanced is why a job was stopped to move to a less loaded node.
+var errRebalanced = errors.New("stopped to run on a less loaded node")
+
+// balanceHold bounds how long an acceptor defers to less loaded nodes
+// before it takes a job anyway (they may not be taking any).
+const balanceHold = 3 * time.Second
+
+// fairShare returns how many of the jobs running across the live
+// replication nodes (those publishing a capacity) each should run, and
+// those nodes other than self, with mine as self's own count.
+func fairShare(self string, mine int, leases []jobs.LeaseInfo) (fair int, others []jobs.LeaseInfo) {
+	total, nodes := mine, 1
+	for _, l := range leases {
+		if l.ID == self || l.Capacity <= 0 {
+			continue
+		}
+		others = append(others, l)
+		total += l.Running
+		nodes++
+	}
+	return (total + nodes - 1) / nodes, others
+}
+
+// MayTake reports whether a node running mine jobs should take another:
+// not while it runs at least its fair share and another live replication
+// node runs less than that and has room.
+func MayTake(self string, mine int, leases []jobs.LeaseInfo) bool {
+	fair, others := fairShare(self, mine, leases)
+	if mine < fair {
+		return true
+	}
+	for _, l := range others {
+		if l.Running < fair && l.Running < l.Capacity {
+			return false
+		}
+	}
+	return true
+}
+
+// Excess is how many of its mine running jobs a node should hand on: those
+// beyond its fair share (plus one, so that counts a job apart do not
+// churn), at most what the other nodes have room for below their share.
+func Excess(self string, mine int, leases []jobs.LeaseInfo) int {
+	fair, others := fairShare(self, mine, leases)
+	if mine <= fair+1 {
+		return 0
+	}
+	room := 0
+	for _, l := range others {
+		room += max(0, min(fair, l.Capacity)-l.Running)
+	}
+	return min(mine-fair, room)
+}
+
+// awaitBalance waits, up to balanceHold, while this node should let less
+// loaded ones take the next job.
+func (s *Server) awaitBalance(ctx context.Context) {
+	deadline := time.Now().Add(balanceHold)
+	for !s.mayTake() && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+func (s *Server) mayTake() bool {
+	s.mu.Lock()
+	l, mine := s.lease, s.active
+	s.mu.Unlock()
+	if l == nil {
+		return true
+	}
+	return MayTake(l.ID(), mine, s.q.Leases())
+}
+
+// shedLocked picks, at a scheduling cycle, the running continuous jobs to
+// hand on to less loaded nodes (at most churn of them): idle ones first,
+// then the most recently started (they lose the least). Callers hold s.mu.
+func (s *Server) shedLocked(churn int) []*worker {
+	if s.lease == nil || churn <= 0 {
+		return nil
+	}
+	n := min(Excess(s.lease.ID(), s.active, s.q.Leases()), churn)
+	if n <= 0 {
+		return nil
+	}
+	var cands []*worker
+	for _, w := range s.workers {
+		if w.holding && w.continuous && w.stopCause() == nil {
+			cands = append(cands, w)
+		}
+	}
+	sort.Slice(cands, func(i, j int) bool {
+		if a, b := cands[i].idle.Load(), cands[j].idle.Load(); a != b {
+			return a
+		}
+		return cands[i].started.After(cands[j].started)
+	})
+	return cands[:min(n, len(cands))]
+}

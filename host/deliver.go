@@ -27,6 +27,7 @@ func (m *managed) enqueue(ev *pb.Event) {
 func (m *managed) deliverLoop() {
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
+	wait := minRetryWait
 	for {
 		select {
 		case <-m.stop:
@@ -37,13 +38,45 @@ func (m *managed) deliverLoop() {
 		for {
 			progressed, failed := m.deliverOnce()
 			if failed {
-				retry.Reset(200 * time.Millisecond)
+				// A plugin that keeps failing (its store unreachable, say)
+				// is asked again less and less often.
+				retry.Reset(wait)
+				wait = min(wait*2, maxRetryWait)
 				break
 			}
+			wait = minRetryWait
 			if !progressed {
 				break
 			}
 		}
+	}
+}
+
+// minRetryWait and maxRetryWait bound the wait before a failed delivery or
+// catch-up is tried again; it doubles while they keep failing.
+const (
+	minRetryWait = 200 * time.Millisecond
+	maxRetryWait = 10 * time.Second
+)
+
+// failed counts a failed delivery or catch-up, logging it once per
+// interval with a count (a plugin whose store is down fails every retry).
+func (m *managed) failed(msg string, args ...any) {
+	m.mu.Lock()
+	log, n, lasted := m.deliveryFailures.Fail(time.Now())
+	m.mu.Unlock()
+	if log {
+		m.log.Warn(msg, append(args, "failures", n, "lasted", lasted.Round(time.Millisecond).String())...)
+	}
+}
+
+// deliveredAgain ends a run of failed deliveries, logging that it ended.
+func (m *managed) deliveredAgain() {
+	m.mu.Lock()
+	n, lasted := m.deliveryFailures.Recover(time.Now())
+	m.mu.Unlock()
+	if n > 0 {
+		m.log.Info("event delivery and catch-up work again", "failures", n, "lasted", lasted.Round(time.Millisecond).String())
 	}
 }
 
@@ -74,11 +107,17 @@ func (m *managed) deliverOnce() (progressed, failed bool) {
 	dbs := m.q.takeCatchUps()
 	for i, db := range dbs {
 		if _, err := inst.rpc.CatchUp(ctx, &pb.CatchUpRequest{Db: db}); err != nil {
-			m.log.Warn("catch-up failed; will retry", "db", db, "error", wire.Err(err))
 			for _, d := range dbs[i:] {
 				m.q.markCatchUp(d)
 			}
-			inst.reportTransportError()
+			if wire.FromStatus(err) != nil {
+				// The plugin answered: it is alive, only unable to catch
+				// up for now (its job store unreachable, say).
+				m.failed("catch-up failed; will retry", "db", db, "pending_dbs", len(dbs)-i, "error", wire.Err(err))
+			} else {
+				m.failed("catch-up failed; will retry", "db", db, "error", wire.Err(err))
+				inst.reportTransportError()
+			}
 			return true, true
 		}
 		m.catchUps.Add(1)
@@ -86,23 +125,27 @@ func (m *managed) deliverOnce() (progressed, failed bool) {
 	}
 	batch := m.q.take(batchSize)
 	if len(batch) == 0 {
+		if progressed {
+			m.deliveredAgain()
+		}
 		return progressed, false
 	}
 	reply, err := inst.rpc.Deliver(ctx, &pb.DeliverRequest{Events: batch})
 	if ce := wire.FromStatus(err); ce != nil {
 		// The plugin answered but failed the batch: it catches up instead.
-		m.log.Warn("plugin failed an event batch; asking for catch-up", "events", len(batch), "error", ce)
+		m.failed("plugin failed an event batch; asking for catch-up", "events", len(batch), "error", ce)
 		for _, ev := range batch {
 			m.q.markCatchUp(ev.GetDb())
 		}
 		return true, false
 	}
 	if err != nil {
-		m.log.Warn("event delivery failed; will resend", "events", len(batch), "error", wire.Err(err))
+		m.failed("event delivery failed; will resend", "events", len(batch), "error", wire.Err(err))
 		m.q.unshift(batch)
 		inst.reportTransportError()
 		return true, true
 	}
+	m.deliveredAgain()
 	m.delivered.Add(uint64(len(batch)))
 	for _, db := range reply.GetCatchUp() {
 		m.q.markCatchUp(db)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -343,4 +344,55 @@ func TestReloadStartFails(t *testing.T) {
 	if _, err := srv.put(context.Background(), "r_guarded", []byte(`{"_id":"nov2","type":"t","owner":"o"}`), alice); err == nil {
 		t.Error("v2's rule (created_at) is not enforced after recovery")
 	}
+}
+
+// TestPluginStoreOutage (issue 30 item 6): a plugin whose own store is
+// down fails its catch-ups and event batches but answers health checks:
+// the host keeps the process (no restart), retries less and less often,
+// logs the repeated failure about once per interval with a count instead
+// of at every attempt, and delivers everything once the store is back.
+func TestPluginStoreOutage(t *testing.T) {
+	var logs strings.Builder
+	var logMu sync.Mutex
+	logger := hclog.New(&hclog.LoggerOptions{Name: "test", Level: hclog.Warn, Output: &lockedWriter{mu: &logMu, w: &logs}})
+	h, srv := newTestHost(t, Config{QueueSize: 4, Logger: logger, Config: guardConfig(map[string]string{"audit_unavailable": "true"})}, Spec{Path: docguardV1})
+	pid := h.Plugins()[0].PID
+	srv.createDB("audit_down")
+	const n = 50
+	for i := 0; i < n; i++ {
+		if _, err := srv.put(context.Background(), "audit_down", []byte(fmt.Sprintf(`{"_id":"d%d"}`, i)), alice); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Some seconds of failing catch-ups: a retry every 200 ms would be
+	// dozens of them, each logged.
+	eventually(t, 30*time.Second, "catch-ups tried several times", func() bool { return stats(t, h).CatchUp["audit_down"] >= 4 })
+	time.Sleep(3 * time.Second)
+	if got := h.Plugins()[0]; got.PID != pid || got.State != StateRunning {
+		t.Fatalf("plugin restarted or down during its store's outage: %+v (pid was %d)", got, pid)
+	}
+	logMu.Lock()
+	failures := strings.Count(logs.String(), "catch-up failed") + strings.Count(logs.String(), "event batch")
+	logMu.Unlock()
+	tries := stats(t, h).CatchUp["audit_down"]
+	if failures > 3 {
+		t.Errorf("%d log lines for %d failed catch-ups: want one per interval", failures, tries)
+	}
+	h.SetConfig(context.Background(), guardConfig(nil))
+	eventually(t, 30*time.Second, "every write audited once the store is back", func() bool { return stats(t, h).Audit["audit_down"].Docs == n })
+	if got := h.Plugins()[0].PID; got != pid {
+		t.Fatalf("plugin restarted: pid %d, was %d", got, pid)
+	}
+}
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

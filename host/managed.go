@@ -9,6 +9,7 @@ import (
 
 	"github.com/couchepi/couchepi/hooks"
 	pb "github.com/couchepi/couchepi/internal/hookspb"
+	"github.com/couchepi/couchepi/internal/repeatlog"
 	"github.com/hashicorp/go-hclog"
 )
 
@@ -23,12 +24,15 @@ type managed struct {
 	name string
 	log  hclog.Logger
 
-	mu    sync.Mutex // guards spec, info, state, cancelDelivery
+	mu    sync.Mutex // guards spec, info, state, cancelDelivery, deliveryFailures
 	spec  Spec
 	info  hooks.PluginInfo
 	state State
 	// cancelDelivery cancels the Deliver or CatchUp call in flight, if any.
 	cancelDelivery func()
+	// deliveryFailures keeps failed deliveries and catch-ups to a log
+	// line per interval.
+	deliveryFailures repeatlog.Failures
 
 	// cur answers sync hooks and routes; nil while the plugin is down.
 	// Change it only through setCur/swapCur/casCur, which wake waiters.

@@ -20,6 +20,10 @@ type settings struct {
 	hidden       []string
 	stateFile    string
 	hangForTests bool
+	// auditDown makes the audit log unwritable, as a plugin's own store
+	// may go down: after_doc_write and catch-ups fail with 503 while the
+	// plugin stays healthy (audit_unavailable, for the host's tests).
+	auditDown bool
 }
 
 func parseSettings(cfg hooks.Config, version string) settings {
@@ -30,6 +34,7 @@ func parseSettings(cfg hooks.Config, version string) settings {
 		hidden:       splitList(cfg.Get("docguard", "hidden", "secret")),
 		stateFile:    cfg.Get("docguard", "state_file", ""),
 		hangForTests: cfg.Get("docguard", "hang_for_tests", "false") == "true",
+		auditDown:    cfg.Get("docguard", "audit_unavailable", "false") == "true",
 	}
 	if version == "v2" {
 		s.required = append(s.required, "created_at")
@@ -192,8 +197,14 @@ func (g *guard) AfterDocWrite(_ context.Context, ev hooks.DocWrite) error {
 	if g.audit == nil {
 		return fmt.Errorf("docguard is not started")
 	}
+	if g.set.auditDown {
+		return errAuditDown
+	}
 	return g.audit.record(ev.DB, ev.DocID, ev.Seq)
 }
+
+// errAuditDown is the error of every audit write while audit_unavailable is set.
+var errAuditDown = &hooks.Error{Status: 503, Err: "service_unavailable", Reason: "The audit log is unavailable."}
 
 // AfterDBCreate counts the event.
 func (g *guard) AfterDBCreate(ctx context.Context, db, _ string) error {
@@ -222,10 +233,13 @@ func (g *guard) AfterDBDelete(_ context.Context, db, _ string) error {
 func (g *guard) CatchUp(ctx context.Context, db string) error {
 	g.mu.Lock()
 	g.catch[db]++
-	host, a := g.host, g.audit
+	host, a, down := g.host, g.audit, g.set.auditDown
 	g.mu.Unlock()
 	if host == nil || a == nil {
 		return fmt.Errorf("docguard is not started")
+	}
+	if down {
+		return errAuditDown
 	}
 	for {
 		g.mu.Lock()

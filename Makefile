@@ -15,7 +15,7 @@ DEMO_DATA ?= .demo/data
 DEMO_USER ?= admin
 DEMO_PASS ?= pass
 
-.PHONY: all build zlib-deps test test-modules test-short test-browser interop-deps browser-deps bench proto lint fuzz demo demo-cluster clean
+.PHONY: all build zlib-deps test test-modules test-short test-browser test-faults interop-deps browser-deps bench proto lint fuzz demo demo-cluster clean
 
 all: build
 
@@ -64,6 +64,14 @@ test: build interop-deps
 MODULES := examples/greeter examples/kivikserver test/kivik
 test-modules:
 	for m in $(MODULES); do (cd $$m && $(GO) vet ./... && $(GO) test -count=1 -race -timeout 10m ./...) || exit 1; done
+
+# The cluster under faults (about 10 minutes, so not in make test): a
+# 3-member etcd, a frontend and two replication nodes with default
+# settings, a writer throughout, and kill -9 of a node, SIGSTOP past its
+# lease, kill -9 of a plugin, the etcd leader killed, quorum lost for 2
+# minutes, a frontend restart; prints a table per fault.
+test-faults: build
+	COUCHEPI_FAULTS=1 $(GO) test -count=1 -timeout 30m -run '^TestFaults$$' -v ./plugin/e2e/
 
 # Quick loop for development: no race detector, no npm.
 test-short:

@@ -15,9 +15,13 @@ import (
 	"time"
 
 	"github.com/couchepi/couchepi/examples/minicouch/minicouchtest"
+	"github.com/couchepi/couchepi/plugin/kv/etcd/etcdtest"
 )
 
-func TestMain(m *testing.M) { os.Exit(minicouchtest.Main(m)) }
+func TestMain(m *testing.M) {
+	etcdtest.ServeMember() // a member of a process cluster (TestFaults) runs here
+	os.Exit(minicouchtest.Main(m))
+}
 
 // skipShort skips end-to-end tests (not benchmarks) with -short.
 func skipShort(t testing.TB) {

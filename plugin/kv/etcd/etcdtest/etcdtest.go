@@ -5,6 +5,7 @@
 package etcdtest
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -17,14 +18,18 @@ import (
 	"time"
 
 	"github.com/couchepi/couchepi/internal/childproc"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
 )
 
 // Cluster is a running embedded etcd cluster.
 type Cluster struct {
 	members []*embed.Etcd // in the test's process
 	procs   []*exec.Cmd   // or each in its own
+	configs []member      // of the process members, to start them again
 	clients []string
+	t       testing.TB
 }
 
 // StartCluster starts an n-member embedded etcd cluster and stops it when
@@ -106,7 +111,7 @@ func startCluster(t testing.TB, n int) (*Cluster, error) {
 			return nil, err
 		}
 	}
-	c := &Cluster{}
+	c := &Cluster{t: t}
 	// Members wait for each other, so start them all before waiting.
 	for _, cfg := range cfgs {
 		e, err := embed.StartEtcd(cfg)
@@ -131,24 +136,98 @@ func StartProcessCluster(t testing.TB, n int) *Cluster {
 	if err != nil {
 		t.Fatalf("etcdtest: %v", err)
 	}
-	c := &Cluster{}
+	c := &Cluster{t: t}
 	t.Cleanup(c.close)
 	for _, m := range newMembers(t, n) {
-		arg, _ := json.Marshal(m)
-		cmd := exec.Command(self, "-test.run=^$")
-		cmd.Env = append(os.Environ(), memberEnv+"="+string(arg))
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		childproc.DieWithParent(cmd)
-		if err := cmd.Start(); err != nil {
+		cmd, err := startMember(self, m)
+		if err != nil {
 			t.Fatalf("etcdtest: start member %s: %v", m.Name, err)
 		}
 		c.procs = append(c.procs, cmd)
+		c.configs = append(c.configs, m)
 		c.clients = append(c.clients, m.Client)
 	}
 	for _, ep := range c.clients {
 		waitListening(t, ep)
 	}
 	return c
+}
+
+// startMember runs member m in a process of its own (the binary self).
+func startMember(self string, m member) (*exec.Cmd, error) {
+	arg, _ := json.Marshal(m)
+	cmd := exec.Command(self, "-test.run=^$")
+	cmd.Env = append(os.Environ(), memberEnv+"="+string(arg))
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	childproc.DieWithParent(cmd)
+	return cmd, cmd.Start()
+}
+
+// Restart starts member i of a process cluster again, on its data
+// directory and addresses, after Stop (a crashed member coming back).
+func (c *Cluster) Restart(i int) {
+	c.t.Helper()
+	if c.configs == nil {
+		c.t.Fatal("etcdtest: Restart needs a process cluster (StartProcessCluster)")
+	}
+	if c.procs[i] != nil {
+		c.t.Fatalf("etcdtest: member %d is running", i)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		c.t.Fatalf("etcdtest: %v", err)
+	}
+	cmd, err := startMember(self, c.configs[i])
+	if err != nil {
+		c.t.Fatalf("etcdtest: restart member %d: %v", i, err)
+	}
+	c.procs[i] = cmd
+	waitListening(c.t, c.clients[i])
+}
+
+// Leader returns the index of the member that leads the cluster, -1 when
+// no running member knows one.
+func (c *Cluster) Leader() int {
+	ids := map[uint64]int{}
+	var leader uint64
+	for i, ep := range c.clients {
+		if c.procs != nil && c.procs[i] == nil || c.members != nil && c.members[i] == nil {
+			continue
+		}
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+		if err != nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		st, err := cli.Status(ctx, ep)
+		cancel()
+		cli.Close()
+		if err != nil {
+			continue
+		}
+		ids[st.Header.MemberId] = i
+		if st.Leader != 0 {
+			leader = st.Leader
+		}
+	}
+	if i, ok := ids[leader]; ok && leader != 0 {
+		return i
+	}
+	return -1
+}
+
+// DataDirs returns the data directory of every member.
+func (c *Cluster) DataDirs() []string {
+	var dirs []string
+	for _, m := range c.configs {
+		dirs = append(dirs, m.Dir)
+	}
+	for _, e := range c.members {
+		if e != nil {
+			dirs = append(dirs, e.Config().Dir)
+		}
+	}
+	return dirs
 }
 
 // ServeMember runs the etcd member described in the environment by

@@ -30,15 +30,20 @@ type Client struct {
 	base    *url.URL
 	baseErr error
 	redBase string
-	headers http.Header
-	timeout time.Duration
-	retries int
-	conns   int
-	sem     chan struct{}
-	hcs     atomic.Pointer[clientTransport]
-	auth    *session
-	log     hclog.Logger
-	turns   *hostTurns // of the endpoint's server (Request.Turn)
+	origin  string      // origin(base): where the endpoint's credentials may go
+	headers http.Header // defaults, then the user's headers
+	// defaults are the headers every request has unless the user's
+	// replace them; userKeys are the user's (ep.Headers), canonical.
+	defaults http.Header
+	userKeys []string
+	timeout  time.Duration
+	retries  int
+	conns    int
+	sem      chan struct{}
+	hcs      atomic.Pointer[clientTransport]
+	auth     *session
+	log      hclog.Logger
+	turns    *hostTurns // of the endpoint's server (Request.Turn)
 }
 
 // clientTransport is a client's HTTP client on the pool's transport of one
@@ -77,13 +82,16 @@ func (p *Pool) Endpoint(ep parse.Endpoint, rep *parse.Rep) *Client {
 	if c.baseErr == nil && (c.base.Scheme != "http" && c.base.Scheme != "https" || c.base.Host == "") {
 		c.baseErr = fmt.Errorf("unsupported endpoint URL %s", c.redBase)
 	}
-	c.headers = http.Header{}
-	c.headers.Set("Accept", "application/json")
-	c.headers.Set("User-Agent", "CouchDB-Replicator/"+p.opts.Version)
+	c.defaults = http.Header{}
+	c.defaults.Set("Accept", "application/json")
+	c.defaults.Set("User-Agent", "CouchDB-Replicator/"+p.opts.Version)
+	c.headers = c.defaults.Clone()
 	for k, v := range ep.Headers {
 		c.headers.Set(k, v)
+		c.userKeys = append(c.userKeys, http.CanonicalHeaderKey(k))
 	}
 	if c.baseErr == nil {
+		c.origin = origin(c.base)
 		if _, err := c.httpClient(); err != nil {
 			c.baseErr = err
 		}
@@ -103,22 +111,9 @@ func (c *Client) httpClient() (*http.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	hc := &http.Client{Transport: tr, CheckRedirect: checkRedirect}
+	hc := &http.Client{Transport: tr, CheckRedirect: c.checkRedirect}
 	c.hcs.Store(&clientTransport{gen: gen, hc: hc})
 	return hc, nil
-}
-
-// checkRedirect follows up to 10 redirects keeping the original headers (credentials included).
-func checkRedirect(req *http.Request, via []*http.Request) error {
-	if len(via) >= 10 {
-		return errors.New("stopped after 10 redirects")
-	}
-	for k, v := range via[0].Header {
-		if _, ok := req.Header[k]; !ok {
-			req.Header[k] = v
-		}
-	}
-	return nil
 }
 
 // URL returns the endpoint's database URL (no credentials).
@@ -326,7 +321,7 @@ func (c *Client) once(ctx context.Context, r *Request, rawURL string) (*http.Res
 	if body != nil && fence != nil {
 		body = &fencedReader{r: body, fence: fence}
 	}
-	req, err := http.NewRequestWithContext(rctx, r.Method, rawURL, body)
+	req, err := http.NewRequestWithContext(c.withOwnHeaders(rctx, r), r.Method, rawURL, body)
 	if err != nil {
 		if rc, ok := body.(io.Closer); ok {
 			rc.Close()

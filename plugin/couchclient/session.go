@@ -69,9 +69,10 @@ func (s *session) refreshAfterReject(ctx context.Context) bool {
 	return s.refreshLocked(ctx)
 }
 
-// observe picks up a renewed AuthSession cookie from any response.
+// observe picks up a renewed AuthSession cookie from any response of the
+// endpoint's origin (not from a host a redirect led to).
 func (s *session) observe(resp *http.Response) {
-	if s.c.ep.Auth == nil {
+	if s.c.ep.Auth == nil || !s.c.sameOrigin(resp) {
 		return
 	}
 	for _, ck := range resp.Cookies() {
@@ -116,7 +117,9 @@ func (s *session) refreshLocked(ctx context.Context) bool {
 	if err != nil {
 		return false
 	}
-	resp, err := hc.Do(req)
+	// The body is the password: a redirect is not followed (a 307 or 308
+	// would send it on), and counts as no session.
+	resp, err := (&http.Client{Transport: hc.Transport, CheckRedirect: noRedirect}).Do(req)
 	if err != nil {
 		s.c.log.Debug("session request failed, using basic auth", "error", err.Error())
 		s.cookie = ""

@@ -1,0 +1,91 @@
+package couchclient
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// maxRedirects is how many redirects one request follows, as Go's client.
+const maxRedirects = 10
+
+// credentialHeaders carry credentials: they never follow a redirect that
+// leaves the endpoint's origin.
+var credentialHeaders = []string{"Authorization", "Cookie", "Cookie2", "Proxy-Authorization"}
+
+// origin is what credentials belong to: a URL's scheme, host and port, with
+// the default port made explicit (http://h is http://h:80) and the host in
+// lower case.
+func origin(u *url.URL) string {
+	scheme := strings.ToLower(u.Scheme)
+	port := u.Port()
+	if port == "" {
+		switch scheme {
+		case "http":
+			port = "80"
+		case "https":
+			port = "443"
+		}
+	}
+	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+}
+
+// ownHeadersKey is the context key of the headers a Request set itself
+// (Request.Header), which may follow any redirect.
+type ownHeadersKey struct{}
+
+// checkRedirect follows up to maxRedirects redirects. Go's client copies
+// the first request's headers into each redirect; once the chain has left
+// the endpoint's origin, the rest of it (a way back included, as Go does
+// since 1.22: the other host chose that path) carries no credential header
+// and none of the endpoint's user headers, whose defaults (Accept,
+// User-Agent) are restored. Go would keep them for another port, another
+// scheme or a subdomain.
+func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) >= maxRedirects {
+		return errors.New("stopped after 10 redirects")
+	}
+	home := origin(via[0].URL)
+	left := origin(req.URL) != home
+	for _, r := range via[1:] {
+		left = left || origin(r.URL) != home
+	}
+	if !left {
+		return nil
+	}
+	for _, k := range credentialHeaders {
+		delete(req.Header, k)
+	}
+	own, _ := req.Context().Value(ownHeadersKey{}).(http.Header)
+	for _, k := range c.userKeys {
+		if _, ok := own[k]; ok {
+			continue
+		}
+		delete(req.Header, k)
+		if v, ok := c.defaults[k]; ok {
+			req.Header[k] = v
+		}
+	}
+	return nil
+}
+
+// sameOrigin reports whether resp came from the endpoint's own origin, not
+// from a host a redirect led to.
+func (c *Client) sameOrigin(resp *http.Response) bool {
+	return resp.Request == nil || resp.Request.URL == nil || origin(resp.Request.URL) == c.origin
+}
+
+// withOwnHeaders records in ctx the headers r sets itself, for
+// checkRedirect; only needed when the endpoint has user headers.
+func (c *Client) withOwnHeaders(ctx context.Context, r *Request) context.Context {
+	if len(c.userKeys) == 0 || len(r.Header) == 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, ownHeadersKey{}, r.Header)
+}
+
+// noRedirect makes a client return a redirect as the response.
+func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }

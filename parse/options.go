@@ -9,7 +9,10 @@ import (
 // starting from DefaultOptions. Keys it does not know are ignored (the
 // section holds many scheduler settings) and empty values mean the default.
 // A bad value keeps the default for that key and is reported in the
-// returned error (all bad keys, joined), so a caller may log and go on.
+// returned error (all bad keys, joined), so a caller may log and go on;
+// except for allowed_hosts and denied_networks, whose bad entries make
+// the policy refuse every host (HostPolicy.Invalid): a typo must not open
+// what the operator meant to close.
 // LocalURL and LocalHeaders are not config values and stay empty.
 // The TLS keys are read as given; files are opened by their user
 // (couchclient.Pool.Configure), which reports unreadable ones.
@@ -50,6 +53,22 @@ func OptionsFromConfig(replicatorSection map[string]string) (Options, error) {
 			errs = append(errs, err)
 		}
 		o.ConnectTo = ct
+	}
+	if v := replicatorSection["allowed_hosts"]; v != "" {
+		allowed, err := ParseAllowedHosts(v)
+		if err != nil {
+			errs = append(errs, err)
+			o.Hosts.Invalid = true
+		}
+		o.Hosts.Allowed = allowed
+	}
+	if v := replicatorSection["denied_networks"]; v != "" {
+		denied, err := ParseDeniedNetworks(v)
+		if err != nil {
+			errs = append(errs, err)
+			o.Hosts.Invalid = true
+		}
+		o.Hosts.Denied = denied
 	}
 	intKey("worker_processes", &o.WorkerProcesses, 1)
 	intKey("worker_batch_size", &o.WorkerBatchSize, 1)

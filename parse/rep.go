@@ -259,6 +259,10 @@ type Options struct {
 	// ConnectTo is connect_to: connection overrides, like curl's
 	// --connect-to (see ParseConnectTo).
 	ConnectTo []ConnectTo
+	// Hosts is allowed_hosts and denied_networks: the hosts replications
+	// of users who are not server admins may reach (see HostPolicy and
+	// Restricts); the zero value, the default, allows every host.
+	Hosts HostPolicy
 
 	// LocalURL is the server's own base URL (e.g. "http://127.0.0.1:5984/");
 	// POST /_replicate rewrites bare db names to LocalURL + url.PathEscape(name).

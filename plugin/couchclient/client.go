@@ -30,7 +30,7 @@ type Client struct {
 	base    *url.URL
 	baseErr error
 	redBase string
-	origin  string      // origin(base): where the endpoint's credentials may go
+	origin  string      // parse.Origin(base): where the endpoint's credentials may go
 	headers http.Header // defaults, then the user's headers
 	// defaults are the headers every request has unless the user's
 	// replace them; userKeys are the user's (ep.Headers), canonical.
@@ -91,7 +91,7 @@ func (p *Pool) Endpoint(ep parse.Endpoint, rep *parse.Rep) *Client {
 		c.userKeys = append(c.userKeys, http.CanonicalHeaderKey(k))
 	}
 	if c.baseErr == nil {
-		c.origin = origin(c.base)
+		c.origin = parse.Origin(c.base)
 		if _, err := c.httpClient(); err != nil {
 			c.baseErr = err
 		}

@@ -3,10 +3,9 @@ package couchclient
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
-	"net/url"
-	"strings"
+
+	"github.com/couchepi/couchepi/parse"
 )
 
 // maxRedirects is how many redirects one request follows, as Go's client.
@@ -15,23 +14,6 @@ const maxRedirects = 10
 // credentialHeaders carry credentials: they never follow a redirect that
 // leaves the endpoint's origin.
 var credentialHeaders = []string{"Authorization", "Cookie", "Cookie2", "Proxy-Authorization"}
-
-// origin is what credentials belong to: a URL's scheme, host and port, with
-// the default port made explicit (http://h is http://h:80) and the host in
-// lower case.
-func origin(u *url.URL) string {
-	scheme := strings.ToLower(u.Scheme)
-	port := u.Port()
-	if port == "" {
-		switch scheme {
-		case "http":
-			port = "80"
-		case "https":
-			port = "443"
-		}
-	}
-	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
-}
 
 // ownHeadersKey is the context key of the headers a Request set itself
 // (Request.Header), which may follow any redirect.
@@ -48,10 +30,10 @@ func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) >= maxRedirects {
 		return errors.New("stopped after 10 redirects")
 	}
-	home := origin(via[0].URL)
-	left := origin(req.URL) != home
+	home := parse.Origin(via[0].URL)
+	left := parse.Origin(req.URL) != home
 	for _, r := range via[1:] {
-		left = left || origin(r.URL) != home
+		left = left || parse.Origin(r.URL) != home
 	}
 	if !left {
 		return nil
@@ -75,7 +57,7 @@ func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
 // sameOrigin reports whether resp came from the endpoint's own origin, not
 // from a host a redirect led to.
 func (c *Client) sameOrigin(resp *http.Response) bool {
-	return resp.Request == nil || resp.Request.URL == nil || origin(resp.Request.URL) == c.origin
+	return resp.Request == nil || resp.Request.URL == nil || parse.Origin(resp.Request.URL) == c.origin
 }
 
 // withOwnHeaders records in ctx the headers r sets itself, for

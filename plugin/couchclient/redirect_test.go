@@ -202,26 +202,3 @@ func TestSessionNotRedirected(t *testing.T) {
 		t.Errorf("the other origin got %s %s body %q", r.method, r.path, r.body)
 	}
 }
-
-func TestOrigin(t *testing.T) {
-	cases := []struct {
-		a, b string
-		same bool
-	}{
-		{"http://h/db", "http://h:80/x", true},
-		{"https://h/db", "https://h:443/", true},
-		{"HTTP://Couch.Example/db", "http://couch.example/other", true},
-		{"http://[::1]/db", "http://[::1]:80/db", true},
-		{"http://h/db", "https://h/db", false},
-		{"http://h:80/db", "http://h:8080/db", false},
-		{"http://a.example/", "http://sub.a.example/", false},
-		{"http://127.0.0.1:5984/", "http://localhost:5984/", false},
-	}
-	for _, tc := range cases {
-		a, _ := url.Parse(tc.a)
-		b, _ := url.Parse(tc.b)
-		if got := origin(a) == origin(b); got != tc.same {
-			t.Errorf("origin(%s) == origin(%s): %v, want %v (%s, %s)", tc.a, tc.b, got, tc.same, origin(a), origin(b))
-		}
-	}
-}

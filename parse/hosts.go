@@ -1,0 +1,367 @@
+package parse
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// HostPolicy is the `[replicator]` allowed_hosts and denied_networks
+// settings: the hosts the replications of users who are not server admins
+// may reach (see Options.Restricts). CouchDB has no such control; the zero
+// value allows every host, as CouchDB does.
+//
+// A host name that an Allowed entry names is reachable whatever it
+// resolves to. Any other host is judged by the addresses it is, or resolves
+// to when connecting: an address an Allowed address entry holds is
+// reachable; otherwise it must be allowed by "*" (or Allowed be empty) and
+// lie in no Denied network. So a specific entry of allowed_hosts opens a
+// hole in denied_networks, and "*" does not.
+type HostPolicy struct {
+	// Allowed is allowed_hosts: when not empty, a restricted replication
+	// reaches only hosts an entry matches.
+	Allowed []HostPattern
+	// Denied is denied_networks: networks a restricted replication may not
+	// connect to, unless an Allowed entry other than "*" names the host.
+	Denied []netip.Prefix
+	// Invalid is set when either setting has an entry that does not parse:
+	// restricted replications then reach no host but the server itself
+	// until it is fixed, rather than more hosts than meant.
+	Invalid bool
+}
+
+// HostPattern is one allowed_hosts entry.
+type HostPattern struct {
+	// Name is a host name in lower case, "*.domain" for the names under
+	// domain (not domain itself), or "*" for every host; "" when the
+	// entry is an address.
+	Name string
+	// Network is the entry's address or network (an address is a /32 or
+	// /128); the zero Prefix when Name is set.
+	Network netip.Prefix
+	// Port limits the entry to one port; 0 is any port.
+	Port int
+}
+
+// String writes the entry as allowed_hosts takes it.
+func (h HostPattern) String() string {
+	host := h.Name
+	if host == "" {
+		host = h.Network.String()
+		if h.Network.IsSingleIP() {
+			host = h.Network.Addr().String()
+		}
+		if h.Port != 0 && h.Network.Addr().Is6() {
+			host = "[" + host + "]"
+		}
+	}
+	if h.Port != 0 {
+		return host + ":" + strconv.Itoa(h.Port)
+	}
+	return host
+}
+
+// ReasonHostNotAllowed is the one reason of every refusal of a
+// replication endpoint (or proxy) by the host policy, whichever it is.
+const ReasonHostNotAllowed = "Replication endpoint not allowed: this server limits the hosts replications may reach"
+
+// ParseAllowedHosts reads an allowed_hosts value: comma-separated entries,
+// each "*", a host name, "*.domain", an IP address or a CIDR network,
+// optionally followed by ":port" (an IPv6 address or network is then in
+// brackets: "[fd00::/8]:5984"). Entries that do not parse are reported in
+// the error and left out.
+func ParseAllowedHosts(v string) ([]HostPattern, error) {
+	var out []HostPattern
+	var bad []string
+	for _, e := range strings.Split(v, ",") {
+		if e = strings.TrimSpace(e); e == "" {
+			continue
+		}
+		h, ok := parseHostPattern(e)
+		if !ok {
+			bad = append(bad, e)
+			continue
+		}
+		out = append(out, h)
+	}
+	if len(bad) > 0 {
+		return out, errors.New("[replicator] invalid allowed_hosts entries (want *, a host name, *.domain, an IP address or a CIDR network, each with an optional :port): " + strings.Join(bad, ", "))
+	}
+	return out, nil
+}
+
+// ParseDeniedNetworks reads a denied_networks value: comma-separated IP
+// addresses and CIDR networks. Entries that do not parse are reported in
+// the error and left out.
+func ParseDeniedNetworks(v string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	var bad []string
+	for _, e := range strings.Split(v, ",") {
+		if e = strings.TrimSpace(e); e == "" {
+			continue
+		}
+		n, ok := parseNetwork(e)
+		if !ok {
+			bad = append(bad, e)
+			continue
+		}
+		out = append(out, n)
+	}
+	if len(bad) > 0 {
+		return out, errors.New("[replicator] invalid denied_networks entries (want IP addresses or CIDR networks): " + strings.Join(bad, ", "))
+	}
+	return out, nil
+}
+
+func parseHostPattern(e string) (HostPattern, bool) {
+	var h HostPattern
+	host := e
+	if rest, ok := strings.CutPrefix(e, "["); ok {
+		inner, port, ok := strings.Cut(rest, "]")
+		if !ok {
+			return h, false
+		}
+		if port != "" {
+			if h.Port, ok = parsePort(strings.TrimPrefix(port, ":")); !ok || port[0] != ':' {
+				return h, false
+			}
+		}
+		n, ok := parseNetwork(inner)
+		if !ok || !n.Addr().Is6() {
+			return h, false
+		}
+		h.Network = n
+		return h, true
+	}
+	if strings.Count(e, ":") == 1 { // name, IPv4 address or network, with a port
+		var port string
+		host, port, _ = strings.Cut(e, ":")
+		var ok bool
+		if h.Port, ok = parsePort(port); !ok {
+			return h, false
+		}
+	}
+	if n, ok := parseNetwork(host); ok {
+		h.Network = n
+		return h, true
+	}
+	name := strings.ToLower(strings.TrimSuffix(host, "."))
+	if name == "*" || validHostName(strings.TrimPrefix(name, "*.")) {
+		h.Name = name
+		return h, true
+	}
+	return h, false
+}
+
+// parsePort reads a port number, 1 to 65535.
+func parsePort(s string) (int, bool) {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > 65535 || s[0] == '+' {
+		return 0, false
+	}
+	return n, true
+}
+
+// parseNetwork reads an IP address (as a /32 or /128) or a CIDR network,
+// without zone. IPv4 written as IPv4-mapped IPv6 is taken as IPv4, as
+// connections to it are.
+func parseNetwork(s string) (netip.Prefix, bool) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, false
+		}
+		if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
+			p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+		}
+		return p.Masked(), true
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil || a.Zone() != "" {
+		return netip.Prefix{}, false
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), true
+}
+
+// validHostName reports whether s is a DNS host name: dot-separated labels
+// of 1 to 63 letters, digits, '-' (not first or last) or '_', at most 253
+// bytes, the last label not all digits (that would be an IPv4 shorthand,
+// which resolvers read as an address).
+func validHostName(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	labels := strings.Split(s, ".")
+	for _, l := range labels {
+		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+			return false
+		}
+		for i := 0; i < len(l); i++ {
+			c := l[i]
+			if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+	}
+	last := labels[len(labels)-1]
+	return strings.Trim(last, "0123456789") != ""
+}
+
+// Active reports whether the policy restricts anything.
+func (p HostPolicy) Active() bool {
+	return len(p.Allowed) > 0 || len(p.Denied) > 0 || p.Invalid
+}
+
+// AllowsName reports whether an Allowed entry names host (a host name as
+// a URL writes it) on port: such a host is reachable whatever its
+// addresses.
+func (p HostPolicy) AllowsName(host string, port int) bool {
+	if p.Invalid {
+		return false
+	}
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	for _, h := range p.Allowed {
+		if h.Name == "" || h.Name == "*" || h.Port != 0 && h.Port != port {
+			continue
+		}
+		if d, ok := strings.CutPrefix(h.Name, "*."); ok {
+			if strings.HasSuffix(host, "."+d) {
+				return true
+			}
+		} else if host == h.Name {
+			return true
+		}
+	}
+	return false
+}
+
+// AllowsAddr reports whether a restricted replication may connect to
+// addr on port, an address a URL's host is, or resolves to.
+func (p HostPolicy) AllowsAddr(addr netip.Addr, port int) bool {
+	if p.Invalid {
+		return false
+	}
+	addr = addr.Unmap().WithZone("")
+	wide := len(p.Allowed) == 0 // every host not denied
+	for _, h := range p.Allowed {
+		if h.Port != 0 && h.Port != port {
+			continue
+		}
+		switch {
+		case h.Name == "*":
+			wide = true
+		case h.Name == "" && h.Network.Contains(addr):
+			return true
+		}
+	}
+	if !wide {
+		return false
+	}
+	for _, n := range p.Denied {
+		if n.Contains(addr) {
+			return false
+		}
+	}
+	return true
+}
+
+// AllowsHost applies the policy to a host and port as a URL writes them,
+// without resolving names. decided is false for a host name that only its
+// addresses decide (AllowsAddr, when connecting); ok is then false.
+func (p HostPolicy) AllowsHost(host string, port int) (ok, decided bool) {
+	switch {
+	case !p.Active():
+		return true, true
+	case p.Invalid:
+		return false, true
+	}
+	if a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")); err == nil {
+		return p.AllowsAddr(a, port), true
+	}
+	if p.AllowsName(host, port) {
+		return true, true
+	}
+	if len(p.Allowed) == 0 {
+		return false, false
+	}
+	for _, h := range p.Allowed {
+		if h.Name != "" && h.Name != "*" || h.Port != 0 && h.Port != port {
+			continue
+		}
+		return false, false // "*" or an address entry may match its addresses
+	}
+	return false, true
+}
+
+// Restricts reports whether the host policy applies to rep: one is set
+// and rep was not created by a server admin. For a `POST /_replicate`
+// that is the user who posted it; a document's replication acts with the
+// rights of its `user_ctx` (as CouchDB 3.x delegates them), so it is
+// restricted unless that holds the `_admin` role, which only an admin can
+// write.
+func (o Options) Restricts(rep *Rep) bool {
+	return rep != nil && o.Hosts.Active() && !rep.UserCtx.IsAdmin()
+}
+
+// CheckHosts refuses a replication that the host policy of opts forbids,
+// as far as its URLs tell without resolving names: an endpoint or proxy
+// whose host is an address the policy denies, or a name no allowed_hosts
+// entry can match. Names that only their addresses decide pass; the
+// replicator checks them when it connects. The server's own origin
+// (opts.LocalURL, what bare db names become) is always allowed, and
+// replications the policy does not restrict pass. The error is a *Error
+// whose reason is ReasonHostNotAllowed, whatever the endpoint.
+func CheckHosts(rep *Rep, opts Options) error {
+	if !opts.Restricts(rep) {
+		return nil
+	}
+	local := ""
+	if u, err := url.Parse(opts.LocalURL); err == nil && opts.LocalURL != "" {
+		local = Origin(u)
+	}
+	for _, raw := range []string{rep.Source.URL, rep.Target.URL, rep.Source.Proxy, rep.Target.Proxy} {
+		if raw == "" {
+			continue
+		}
+		u, err := url.Parse(raw)
+		if err != nil {
+			return newError(ReasonHostNotAllowed)
+		}
+		if local != "" && Origin(u) == local {
+			continue
+		}
+		port, _ := strconv.Atoi(originPort(u))
+		if ok, decided := opts.Hosts.AllowsHost(u.Hostname(), port); decided && !ok {
+			return newError(ReasonHostNotAllowed)
+		}
+	}
+	return nil
+}
+
+// Origin is what an endpoint's credentials belong to: a URL's scheme, host
+// and port, with the default port made explicit (http://h is http://h:80)
+// and the host in lower case ("http://127.0.0.1:5984").
+func Origin(u *url.URL) string {
+	scheme := strings.ToLower(u.Scheme)
+	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), originPort(u))
+}
+
+// originPort is u's port, or its scheme's default (proxies' too).
+func originPort(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "http":
+		return "80"
+	case "https":
+		return "443"
+	case "socks5", "socks5h":
+		return "1080"
+	}
+	return ""
+}

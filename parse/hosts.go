@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -209,6 +210,11 @@ func validHostName(s string) bool {
 	}
 	last := labels[len(labels)-1]
 	return strings.Trim(last, "0123456789") != ""
+}
+
+// Equal reports whether two policies are the same.
+func (p HostPolicy) Equal(q HostPolicy) bool {
+	return p.Invalid == q.Invalid && slices.Equal(p.Allowed, q.Allowed) && slices.Equal(p.Denied, q.Denied)
 }
 
 // Active reports whether the policy restricts anything.

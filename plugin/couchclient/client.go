@@ -44,6 +44,9 @@ type Client struct {
 	auth     *session
 	log      hclog.Logger
 	turns    *hostTurns // of the endpoint's server (Request.Turn)
+	// restricted: the host policy applies to the endpoint's replication
+	// when one is set (parse.Options.Restricts).
+	restricted bool
 }
 
 // clientTransport is a client's HTTP client on the pool's transport of one
@@ -54,7 +57,9 @@ type clientTransport struct {
 }
 
 // Endpoint returns the client of one endpoint of rep (rep supplies
-// http_connections, connection_timeout and retries_per_request; nil rep = CouchDB defaults).
+// http_connections, connection_timeout and retries_per_request; nil rep =
+// CouchDB defaults). The host policy of Configure applies to the endpoint
+// unless rep is nil or was created by a server admin.
 func (p *Pool) Endpoint(ep parse.Endpoint, rep *parse.Rep) *Client {
 	conns, timeoutMS, retries := 20, 30000, 5
 	if rep != nil {
@@ -77,6 +82,8 @@ func (p *Pool) Endpoint(ep parse.Endpoint, rep *parse.Rep) *Client {
 		conns:   conns,
 		sem:     make(chan struct{}, conns),
 		log:     p.log.With("endpoint", ep.RedactedURL()),
+		// Whether a policy is set is read at each request: it may change.
+		restricted: rep != nil && !rep.UserCtx.IsAdmin(),
 	}
 	c.base, c.baseErr = url.Parse(ep.URL)
 	if c.baseErr == nil && (c.base.Scheme != "http" && c.base.Scheme != "https" || c.base.Host == "") {
@@ -107,7 +114,7 @@ func (c *Client) httpClient() (*http.Client, error) {
 	if t := c.hcs.Load(); t != nil && t.gen == c.pool.gen.Load() {
 		return t.hc, nil
 	}
-	tr, gen, err := c.pool.transport(c.base, c.ep.Proxy, c.conns)
+	tr, gen, err := c.pool.transport(c.base, c.ep.Proxy, c.conns, c.restricted)
 	if err != nil {
 		return nil, err
 	}
@@ -226,10 +233,11 @@ func (c *Client) Do(ctx context.Context, r *Request) (*http.Response, error) {
 			if errors.Is(err, ErrFenced) {
 				return nil, &Error{Kind: "http_request_failed", Method: r.Method, URL: redURL, Reason: err.Error(), Err: err}
 			}
-			// A peer certificate that fails verification fails the same way
-			// on every retry: say so at once rather than after the backoff.
+			// A peer certificate that fails verification, or a host the
+			// policy forbids, fails the same way on every retry: say so at
+			// once rather than after the backoff.
 			var certErr *tls.CertificateVerificationError
-			if !errors.As(err, &certErr) && canRetry() {
+			if !errors.As(err, &certErr) && !errors.Is(err, ErrNotAllowed) && canRetry() {
 				c.log.Debug("retrying request", "method", r.Method, "url", redURL, "error", err.Error(), "wait", wait.String())
 				if serr := backOff(); serr != nil {
 					return nil, serr
@@ -301,6 +309,9 @@ func (c *Client) once(ctx context.Context, r *Request, rawURL string) (*http.Res
 		cancel(nil)
 		<-c.sem
 		return nil, err
+	}
+	if err := c.checkHost(c.base); err != nil {
+		return fail(err)
 	}
 	hc, err := c.httpClient()
 	if err != nil {

@@ -43,6 +43,11 @@ type PoolOptions struct {
 	HealthThreshold time.Duration
 	// RetryWait is the first wait between retries (default 250 ms); it doubles up to 5 minutes.
 	RetryWait time.Duration
+	// LocalURL is the server's own base URL ("http://127.0.0.1:5984/"):
+	// restricted replications may always reach its origin, whatever
+	// `[replicator]` allowed_hosts and denied_networks say, so that local
+	// dbs given by name keep working.
+	LocalURL string
 }
 
 // Pool holds what many replications share: the rate limiter and idle
@@ -52,6 +57,10 @@ type Pool struct {
 	log     hclog.Logger
 	limiter *RateLimiter
 	stats   poolStats
+
+	// localOrigin and localAddr are PoolOptions.LocalURL's origin and
+	// host:port ("" without one).
+	localOrigin, localAddr string
 
 	// settings are the runtime `[replicator]` settings (Configure).
 	settings atomic.Pointer[poolSettings]
@@ -74,6 +83,10 @@ type poolSettings struct {
 
 type transportKey struct {
 	scheme, host, proxy string
+	// guarded transports, for restricted replications under a host
+	// policy, check where they connect (guard); they share no
+	// connection with the others.
+	guarded bool
 }
 
 // NewPool returns a Pool; call Close when no replication uses it any more.
@@ -101,17 +114,23 @@ func NewPool(opts PoolOptions) *Pool {
 		turns:      map[string]*hostTurns{},
 		stop:       make(chan struct{}),
 	}
+	if u, err := url.Parse(opts.LocalURL); err == nil && opts.LocalURL != "" {
+		p.localOrigin = parse.Origin(u)
+		p.localAddr = strings.TrimPrefix(p.localOrigin, strings.ToLower(u.Scheme)+"://")
+	}
 	p.settings.Store(&poolSettings{opts: parse.DefaultOptions(), tls: opts.TLSConfig})
 	go p.closeIdleLoop()
 	return p
 }
 
 // Configure applies the pool-wide `[replicator]` settings: request_timeout
-// at once for every later request, and the TLS keys (verify_ssl_certificates,
+// and the host policy (allowed_hosts, denied_networks) at once for every
+// later request, and the TLS keys (verify_ssl_certificates,
 // ssl_trusted_certificates_file, ssl_certificate_max_depth, cert_file,
 // key_file, password) to connections opened from now on: the pool drops its
 // idle connections and clients switch to new transports at their next
-// request. PoolOptions.TLSConfig, if set, is the base the TLS keys are
+// request, as they do when the host policy changes (no connection made
+// under the old one is used again). PoolOptions.TLSConfig, if set, is the base the TLS keys are
 // applied to. A TLS file that cannot be used keeps that key's default and is
 // reported in the returned error, as a config error to log.
 func (p *Pool) Configure(o parse.Options) error {
@@ -120,7 +139,7 @@ func (p *Pool) Configure(o parse.Options) error {
 	defer p.mu.Unlock()
 	old := p.settings.Load()
 	p.settings.Store(&poolSettings{opts: o, tls: cfg, requestTimeout: time.Duration(o.RequestTimeout) * time.Millisecond, configured: true})
-	if !old.configured || tlsKeysChanged(old.opts, o) || !slices.Equal(old.opts.ConnectTo, o.ConnectTo) {
+	if !old.configured || tlsKeysChanged(old.opts, o) || !slices.Equal(old.opts.ConnectTo, o.ConnectTo) || !old.opts.Hosts.Equal(o.Hosts) {
 		for _, t := range p.transports {
 			t.CloseIdleConnections()
 		}
@@ -187,11 +206,14 @@ const hostIdleConns = 512
 
 // transport returns the shared transport for u through proxyURL, creating
 // it on first use, and the generation of the pool's TLS settings it has.
-func (p *Pool) transport(u *url.URL, proxyURL string, maxConns int) (*http.Transport, uint64, error) {
-	key := transportKey{scheme: u.Scheme, host: hostPort(u), proxy: proxyURL}
+// restricted asks for a transport that applies the host policy, when one
+// is set.
+func (p *Pool) transport(u *url.URL, proxyURL string, maxConns int, restricted bool) (*http.Transport, uint64, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	gen := p.gen.Load()
+	guarded := restricted && p.settings.Load().opts.Hosts.Active()
+	key := transportKey{scheme: u.Scheme, host: hostPort(u), proxy: proxyURL, guarded: guarded}
 	if t, ok := p.transports[key]; ok {
 		if maxConns > t.MaxIdleConnsPerHost {
 			// Transport settings must not change once in use; a larger pool
@@ -209,8 +231,14 @@ func (p *Pool) transport(u *url.URL, proxyURL string, maxConns int) (*http.Trans
 	// replication (Client's semaphore), not the host. Many replications to
 	// one server each hold a connection open for their changes feed; a
 	// host-wide cap of http_connections starved all but the first few.
+	dial := p.connectTo(dialer.DialContext)
+	var forward proxy.Dialer = dialer // of a SOCKS5 proxy
+	if guarded {
+		dial = p.guard(dialer)
+		forward = dialFunc(dial)
+	}
 	t := &http.Transport{
-		DialContext:         p.connectTo(dialer.DialContext),
+		DialContext:         dial,
 		MaxIdleConnsPerHost: max(maxConns, hostIdleConns),
 		MaxIdleConns:        0,
 		IdleConnTimeout:     p.opts.ConnectionCloseInterval,
@@ -232,7 +260,7 @@ func (p *Pool) transport(u *url.URL, proxyURL string, maxConns int) (*http.Trans
 				pw, _ := pu.User.Password()
 				auth = &proxy.Auth{User: pu.User.Username(), Password: pw}
 			}
-			d, err := proxy.SOCKS5("tcp", pu.Host, auth, dialer)
+			d, err := proxy.SOCKS5("tcp", pu.Host, auth, forward)
 			if err != nil {
 				return nil, 0, fmt.Errorf("invalid socks5 proxy %s", parse.RedactURL(proxyURL))
 			}
@@ -247,9 +275,9 @@ func (p *Pool) transport(u *url.URL, proxyURL string, maxConns int) (*http.Trans
 			return nil, 0, fmt.Errorf("unsupported proxy protocol %q", pu.Scheme)
 		}
 	}
-	dial := t.DialContext
+	counted := t.DialContext
 	t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := dial(ctx, network, addr)
+		c, err := counted(ctx, network, addr)
 		if err == nil {
 			p.stats.connectionsCreated.Add(1)
 		}

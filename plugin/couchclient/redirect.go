@@ -25,10 +25,14 @@ type ownHeadersKey struct{}
 // since 1.22: the other host chose that path) carries no credential header
 // and none of the endpoint's user headers, whose defaults (Accept,
 // User-Agent) are restored. Go would keep them for another port, another
-// scheme or a subdomain.
+// scheme or a subdomain. A restricted endpoint is not redirected to a host
+// the host policy forbids.
 func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) >= maxRedirects {
 		return errors.New("stopped after 10 redirects")
+	}
+	if err := c.checkHost(req.URL); err != nil {
+		return err
 	}
 	home := parse.Origin(via[0].URL)
 	left := parse.Origin(req.URL) != home

@@ -26,6 +26,22 @@ import (
 // All other fields are preserved; when nothing changes the input slice is
 // returned as is.
 func BeforeDocUpdate(doc []byte, user UserCtx) ([]byte, error) {
+	return beforeDocUpdate(doc, user, nil)
+}
+
+// BeforeDocUpdateHosts is BeforeDocUpdate that also applies the host
+// policy of opts (allowed_hosts, denied_networks; opts.LocalURL is the
+// server's own) to the doc's replication, as CheckHosts does: a doc whose
+// job would be refused a host its URLs name is refused now, with
+// ReasonHostNotAllowed. The job acts with the rights of the doc's
+// `user_ctx`, not of its writer (see Options.Restricts), so an admin's
+// doc without the `_admin` role there is checked too; the reason then
+// says so.
+func BeforeDocUpdateHosts(doc []byte, user UserCtx, opts Options) ([]byte, error) {
+	return beforeDocUpdate(doc, user, &opts)
+}
+
+func beforeDocUpdate(doc []byte, user UserCtx, hosts *Options) ([]byte, error) {
 	ms, err := jsonobj.Parse(doc)
 	if err != nil {
 		return nil, newError(reasonNotObject)
@@ -64,11 +80,27 @@ func BeforeDocUpdate(doc []byte, user UserCtx) ([]byte, error) {
 		}
 	}
 	// The members are already split: parse them, not out, a second time.
-	if _, err := parseRepObject(ms, user, DefaultOptions(), false); err != nil {
-		return nil, err
+	rep, perr := parseRepObject(ms, user, DefaultOptions(), false)
+	if perr != nil {
+		return nil, perr
+	}
+	if hosts != nil && hosts.Hosts.Active() {
+		rep.UserCtx = UserCtx{} // the job's rights: the doc's user_ctx only
+		if uc, ok := ms.Get("user_ctx"); ok {
+			rep.UserCtx, _ = parseUserCtx(uc)
+		}
+		if err := CheckHosts(rep, *hosts); err != nil {
+			if user.IsAdmin() {
+				return nil, newError(ReasonHostNotAllowed + reasonAdminUserCtxHint)
+			}
+			return nil, err
+		}
 	}
 	return out, nil
 }
+
+// reasonAdminUserCtxHint ends the host refusal of an admin's doc.
+const reasonAdminUserCtxHint = " (a document's replication is not limited when its `user_ctx` has the `_admin` role)"
 
 // checkUserCtxClaim refuses a `user_ctx` naming another user or holding a
 // role the writer does not have. Malformed user_ctx values are left to the

@@ -279,3 +279,45 @@ func FuzzParseAllowedHosts(f *testing.F) {
 		p.AllowsName(host, 80)
 	})
 }
+
+// TestBeforeDocUpdateHosts: a `_replicator` doc whose job the host policy
+// would refuse a host its URLs name is refused when written; its job acts
+// with the doc's user_ctx, so only `_admin` there lifts the policy.
+func TestBeforeDocUpdateHosts(t *testing.T) {
+	opts := DefaultOptions()
+	opts.Hosts = policy(t, "", "127.0.0.0/8, ::1")
+	opts.LocalURL = "http://127.0.0.1:5984/"
+	bob := UserCtx{Name: "bob"}
+	admin := UserCtx{Name: "admin", Roles: []string{"_admin"}}
+	doc := func(src, extra string) []byte {
+		return []byte(`{"source":"` + src + `","target":"http://203.0.113.9/b"` + extra + `}`)
+	}
+	cases := []struct {
+		name   string
+		doc    []byte
+		user   UserCtx
+		reason string // "" = accepted
+	}{
+		{"a user's doc to a denied address", doc("http://127.0.0.1:22/a", ""), bob, ReasonHostNotAllowed},
+		{"a user's doc through a denied proxy", doc("http://203.0.113.9/a", `,"source_proxy":"http://[::1]:3128"`), bob, ReasonHostNotAllowed},
+		{"a user's doc to the server itself", doc("http://127.0.0.1:5984/a", ""), bob, ""},
+		{"a user's doc to a name", doc("http://localhost:22/a", ""), bob, ""},
+		{"an admin's doc without user_ctx", doc("http://127.0.0.1:22/a", ""), admin, ReasonHostNotAllowed + reasonAdminUserCtxHint},
+		{"an admin's doc acting as admin", doc("http://127.0.0.1:22/a", `,"user_ctx":{"roles":["_admin"]}`), admin, ""},
+		{"a user claiming _admin", doc("http://127.0.0.1:22/a", `,"user_ctx":{"roles":["_admin"]}`), bob, reasonUserCtxRoleClaim("_admin")},
+		{"a deleted doc", doc("http://127.0.0.1:22/a", `,"_deleted":true`), bob, ""},
+	}
+	for _, tc := range cases {
+		_, err := BeforeDocUpdateHosts(tc.doc, tc.user, opts)
+		var pe *Error
+		switch {
+		case tc.reason == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.reason != "" && (!errors.As(err, &pe) || pe.Reason != tc.reason):
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.reason)
+		}
+		if _, err := BeforeDocUpdate(tc.doc, tc.user); err != nil && tc.reason != reasonUserCtxRoleClaim("_admin") {
+			t.Errorf("%s: refused without a policy: %v", tc.name, err)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -51,6 +52,11 @@ func (w *Waker) readFeed(ctx context.Context, server string, c *couchclient.Clie
 			Query: "feed=continuous&since=now&timeout=" + strconv.Itoa(int(time.Hour/time.Millisecond)) + "&heartbeat=" + strconv.Itoa(int(heartbeat/time.Millisecond))})
 		if err != nil {
 			if ctx.Err() != nil {
+				return
+			}
+			if errors.Is(err, couchclient.ErrNotAllowed) {
+				w.log.Info("a source server's _db_updates feed is not allowed by the host policy; its idle jobs keep running", "server", ep.RedactedURL())
+				w.unwatchable(server)
 				return
 			}
 			w.log.Debug("_db_updates feed failed; reconnecting", "server", ep.RedactedURL(), "error", err, "wait", wait.String())

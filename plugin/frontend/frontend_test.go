@@ -295,7 +295,7 @@ func TestValidation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, err := BeforeDocUpdate([]byte(tt.doc), tt.user, nil)
+			out, err := BeforeDocUpdate([]byte(tt.doc), tt.user, parse.DefaultOptions(), nil)
 			if tt.status == 0 {
 				if err != nil || !strings.Contains(string(out), tt.wantSub) {
 					t.Fatalf("got %s, %v", out, err)

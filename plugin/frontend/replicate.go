@@ -64,7 +64,16 @@ func (f *Frontend) replicate(w http.ResponseWriter, r *http.Request, user hooks.
 	if rep.Cancel {
 		return f.cancel(ctx, w, rep, user)
 	}
-	return f.start(ctx, w, rep, user)
+	if err := parse.CheckHosts(rep, opts); err != nil {
+		return hooks.Forbidden(parse.ReasonHostNotAllowed)
+	}
+	return f.start(ctx, w, rep, opts.Restricts(rep), user)
+}
+
+// unreachable is the answer to a replication the host policy restricts
+// for every failure of its start or run (jobdata.UnreachableReason).
+func unreachable() *hooks.Error {
+	return &hooks.Error{Status: 500, Err: jobdata.UnreachableKind, Reason: jobdata.UnreachableReason}
 }
 
 // parseErrorResponse maps a body validation error to 400 bad_request with
@@ -139,10 +148,15 @@ func (f *Frontend) cancel(ctx context.Context, w http.ResponseWriter, rep *parse
 }
 
 // start adds (or reuses) the transient job of rep and answers when it is
-// done (one-shot) or at once (continuous).
-func (f *Frontend) start(ctx context.Context, w http.ResponseWriter, rep *parse.Rep, user hooks.UserCtx) *hooks.Error {
+// done (one-shot) or at once (continuous). restricted: the host policy
+// applies to rep, whose failures then all get one answer.
+func (f *Frontend) start(ctx context.Context, w http.ResponseWriter, rep *parse.Rep, restricted bool, user hooks.UserCtx) *hooks.Error {
 	repID, err := f.cfg.RepID(ctx, rep)
 	if err != nil {
+		if restricted {
+			f.log.Info("replication id failed; its creator sees the host policy's one reason", "user", user.Name, "error", err.Error())
+			return unreachable()
+		}
 		return repIDError(err)
 	}
 	jobID := parse.TransientJobID(rep, f.cfg.ServerUUID)

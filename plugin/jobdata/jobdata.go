@@ -242,6 +242,17 @@ func (r *Record) ErrorReason() string {
 	return ""
 }
 
+// The failure a replication restricted by the host policy (see
+// parse.Options.Restricts) shows for every failure of its runs, in
+// POST /_replicate answers, _scheduler/* and its history: whether an
+// endpoint refused the connection, timed out, failed TLS, answered like
+// no CouchDB, or was not allowed, its creator cannot tell, so a
+// replication is no port scanner. The log keeps the real reason.
+const (
+	UnreachableKind   = "db_not_found"
+	UnreachableReason = "could not open the source or target: it is unreachable, not a CouchDB database, or not allowed"
+)
+
 // Failure returns the CouchDB error name and reason of a failed job, as
 // POST /_replicate answers them: ErrorKind without its "kind: " prefix on
 // the reason, or "error" and the whole reason when the failure has no kind.

@@ -260,8 +260,15 @@ func (w *worker) duplicate(rec *jobdata.Record, repID parse.RepID, dup *dupOwner
 	}
 	reason := "Replication `" + repID.String() + "` specified by document `" + rec.DocID +
 		"` already running as a transient replication, started via `_replicate` API endpoint"
-	w.crash(rec, errors.New(reason), now)
+	w.crash(rec, duplicateError(reason), now)
 }
+
+// duplicateError is a run refused because another job holds its
+// replication id: the plugin's own reason, which says nothing of the
+// endpoints, so the host policy does not hide it.
+type duplicateError string
+
+func (e duplicateError) Error() string { return string(e) }
 
 // fail finishes the job in state failed and, for a persistent job, writes
 // the failure into its doc. kind is the failure's CouchDB error name, ""
@@ -335,13 +342,33 @@ func errorKind(err error) string {
 	return ""
 }
 
+// shownFailure is the kind and reason a failed run is recorded with: its
+// own, or for a replication the host policy restricts, whatever happened,
+// jobdata.UnreachableReason with its kind (the plugin's own duplicate
+// reasons excepted, which say nothing of the endpoints). max_backoff
+// stays the kind, never shown, as it decides how the job restarts.
+func (s *Server) shownFailure(rec *jobdata.Record, err error) (kind, reason string) {
+	kind, reason = errorKind(err), err.Error()
+	var dup duplicateError
+	if s.opts.Pool == nil || errors.As(err, &dup) || !s.opts.Pool.Options().Restricts(rec.Rep) {
+		return kind, reason
+	}
+	if kind != maxBackoff {
+		kind = jobdata.UnreachableKind
+	}
+	return kind, jobdata.UnreachableKind + ": " + jobdata.UnreachableReason
+}
+
 // crash records a failed run: transient jobs fail (unless the reason is
 // max_backoff); others become crashing and are re-enqueued after the
 // exponential backoff penalty.
 func (w *worker) crash(rec *jobdata.Record, err error, now time.Time) {
 	s, cfg := w.s, w.s.config()
-	reason, kind := err.Error(), errorKind(err)
+	kind, reason := s.shownFailure(rec, err)
 	counts.crashes.Add(1)
+	if reason != err.Error() {
+		s.log.Info("replication failed; its creator sees the host policy's one reason", "job", w.job.ID, "reason", err.Error())
+	}
 	if rec.Transient() && kind != maxBackoff {
 		w.fail(rec, kind, reason, now, true)
 		return

@@ -35,6 +35,9 @@ type replicator struct {
 	conf       hooks.Config
 	serverConf jobserver.Config
 	parseOpts  parse.Options
+	// localURL is the server's base URL (hooks.ServerInfo.URL), once
+	// known: the host policy always lets replications reach it.
+	localURL string
 
 	host    hooks.Services
 	store   kv.Store
@@ -175,7 +178,7 @@ func (p *replicator) start(ctx context.Context, host hooks.Services, stc storeCo
 		store.Close()
 		return err
 	}
-	pool := couchclient.NewPool(couchclient.PoolOptions{Logger: p.log, Version: version, HealthThreshold: sc.HealthThreshold})
+	pool := couchclient.NewPool(couchclient.PoolOptions{Logger: p.log, Version: version, HealthThreshold: sc.HealthThreshold, LocalURL: info.URL})
 	if err := pool.Configure(po); err != nil {
 		p.log.Warn("replicator config", "error", err)
 	}
@@ -236,6 +239,7 @@ func (p *replicator) start(ctx context.Context, host hooks.Services, stc storeCo
 		return ctx.Err()
 	}
 	p.host, p.store, p.queue, p.pool, p.front, p.server, p.waker = host, store, q, pool, front, server, waker
+	p.localURL = info.URL
 	p.recs = jobdata.Records{Q: q}
 	p.mon = monitor.New(p.recs)
 	if nt.apiFrontend {
@@ -311,7 +315,11 @@ var errNotStarted = errors.New("replicator not started")
 
 // BeforeDocUpdate validates a replication doc (served before Start too).
 func (p *replicator) BeforeDocUpdate(ctx context.Context, db string, doc []byte, user hooks.UserCtx) ([]byte, error) {
-	return frontend.BeforeDocUpdate(doc, user, func(id string) ([]byte, error) {
+	opts, err := p.docOptions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return frontend.BeforeDocUpdate(doc, user, opts, func(id string) ([]byte, error) {
 		p.mu.Lock()
 		host := p.host
 		p.mu.Unlock()
@@ -325,6 +333,31 @@ func (p *replicator) BeforeDocUpdate(ctx context.Context, db string, doc []byte,
 		}
 		return cur, err
 	})
+}
+
+// docOptions returns the `[replicator]` options replication docs are
+// validated with: with a host policy set, its LocalURL is the server's
+// own, asked of the host the first time it is needed before Start.
+func (p *replicator) docOptions(ctx context.Context) (parse.Options, error) {
+	p.mu.Lock()
+	o, local, host := p.parseOpts, p.localURL, p.host
+	p.mu.Unlock()
+	if !o.Hosts.Active() || local != "" {
+		o.LocalURL = local
+		return o, nil
+	}
+	if host == nil {
+		return o, &hooks.Error{Status: 503, Err: "service_unavailable", Reason: "replicator starting; retry"}
+	}
+	info, err := host.ServerInfo(ctx)
+	if err != nil {
+		return o, &hooks.Error{Status: 503, Err: "service_unavailable", Reason: "replicator starting; retry"}
+	}
+	p.mu.Lock()
+	p.localURL = info.URL
+	p.mu.Unlock()
+	o.LocalURL = info.URL
+	return o, nil
 }
 
 // AfterDocRead strips credentials for readers who do not own the doc.

@@ -22,9 +22,9 @@ type ownHeadersKey struct{}
 // checkRedirect follows up to maxRedirects redirects. Go's client copies
 // the first request's headers into each redirect; once the chain has left
 // the endpoint's origin, the rest of it (a way back included, as Go does
-// since 1.22: the other host chose that path) carries no credential header
-// and none of the endpoint's user headers, whose defaults (Accept,
-// User-Agent) are restored. Go would keep them for another port, another
+// since 1.22: the other host chose that path) carries no credential header,
+// no Referer and none of the endpoint's user headers, whose defaults
+// (Accept, User-Agent) are restored. Go would keep them for another port, another
 // scheme or a subdomain. A restricted endpoint is not redirected to a host
 // the host policy forbids.
 func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
@@ -45,6 +45,9 @@ func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
 	for _, k := range credentialHeaders {
 		delete(req.Header, k)
 	}
+	// Go adds the previous URL as Referer, query included (filter
+	// parameters, say); CouchDB sends none.
+	delete(req.Header, "Referer")
 	own, _ := req.Context().Value(ownHeadersKey{}).(http.Header)
 	for _, k := range c.userKeys {
 		if _, ok := own[k]; ok {

@@ -129,6 +129,9 @@ func TestRedirectDropsCredentials(t *testing.T) {
 				if hasCreds(r) {
 					t.Errorf("the other origin got credentials on %s %s: %v", r.method, r.path, r.header)
 				}
+				if ref := r.header.Get("Referer"); ref != "" {
+					t.Errorf("the other origin got the endpoint's URL as Referer: %s", ref)
+				}
 				if r.header.Get("User-Agent") != "CouchDB-Replicator/"+DefaultVersion || r.header.Get("Accept") != "application/json" {
 					t.Errorf("the other origin lost the default headers: %v", r.header)
 				}

@@ -110,6 +110,9 @@ type Server struct {
 	// leased is closed once it has one (see lease.go).
 	lease  *jobs.Lease
 	leased chan struct{}
+
+	// newInterval tells the scheduling loop that interval_sec changed.
+	newInterval chan struct{}
 }
 
 // New returns a job server; Start runs it.
@@ -129,6 +132,8 @@ func New(opts Options, cfg Config) *Server {
 		heldByKey: map[string]int{},
 		share:     NewShare(),
 		leased:    make(chan struct{}),
+
+		newInterval: make(chan struct{}, 1),
 	}
 	s.cfg.Store(&cfg)
 	return s
@@ -138,6 +143,12 @@ func New(opts Options, cfg Config) *Server {
 // acceptor decision and scheduling cycle.
 func (s *Server) SetConfig(cfg Config) {
 	old := s.cfg.Swap(&cfg)
+	if cfg.Interval != old.Interval {
+		select {
+		case s.newInterval <- struct{}{}:
+		default:
+		}
+	}
 	if cfg.ActivityTimeout != old.ActivityTimeout && s.ctx != nil {
 		if err := s.q.SetTypeTimeout(s.ctx, jobdata.JobType, cfg.ActivityTimeout); err != nil {
 			s.log.Warn("could not change the activity timeout", "error", err)
@@ -279,6 +290,9 @@ func (s *Server) loop() {
 		case <-s.ctx.Done():
 			t.Stop()
 			return
+		case <-s.newInterval:
+			t.Stop() // a new interval_sec: wait that long from now instead
+			continue
 		case <-t.C:
 		}
 		s.Cycle(s.ctx)
@@ -468,7 +482,7 @@ func (s *Server) accept(rotating bool) {
 			if victim = s.rotationVictim(cfg, time.Now()); victim != nil {
 				victim.stop(errRotated)
 				rotated = victim
-				s.churn++
+				s.churn++ // one rotation: this stop and the start below
 			}
 		}
 		// With every slot held, the job waits for one if a gated job
@@ -481,7 +495,11 @@ func (s *Server) accept(rotating bool) {
 			return
 		}
 		s.acceptors--
-		s.churn++
+		// Only rotations count toward max_churn: a job taking a free slot
+		// (a new one, or one a stopped job left) starts at once, as
+		// CouchDB starts a new job when there is room, so a first rotation
+		// is not held back a whole interval by the jobs that filled the
+		// slots.
 		w := newWorker(s, job, lease)
 		w.needSlot = waitSlot
 		w.woken = woken

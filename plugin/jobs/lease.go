@@ -39,6 +39,10 @@ import (
 // DefaultLeaseTTL is the TTL of a lease granted with LeaseOptions.TTL 0.
 const DefaultLeaseTTL = 10 * time.Second
 
+// haltedBatch is how many halted jobs one renewal reads (and clears); more
+// wait for the next renewal.
+const haltedBatch = 256
+
 var (
 	// ErrLeaseLost: the lease expired (not renewed in time, or expired by
 	// another process) or was revoked; its holder must stop writing for
@@ -294,7 +298,7 @@ func (l *Lease) renewOnce(ctx context.Context) error {
 		}
 		begin := l.q.l.halted(l.id)
 		var last []byte
-		err = t.Range(begin, kv.PrefixEnd(begin), kv.RangeOptions{Limit: reenqueueBatch}, func(k, v []byte) error {
+		err = t.Range(begin, kv.PrefixEnd(begin), kv.RangeOptions{Limit: haltedBatch}, func(k, v []byte) error {
 			el, err := unpackAfter(begin, k)
 			if err != nil || len(el) != 2 {
 				return errBadKey
@@ -562,6 +566,14 @@ func (q *Queue) expireLease(ctx context.Context, id string, heartbeat []byte, wh
 	return true, err
 }
 
+// releaseBatch is how many jobs of an expired lease one transaction
+// re-enqueues. Small, so that a transaction reads few enough keys to
+// compare each one (on etcd, more are merged into covering ranges that
+// conflict with the accepts of the very jobs released before) and writes
+// little enough to offer several versionstamps: a node whose acceptors
+// start the released jobs as they come commits all the while.
+const releaseBatch = 16
+
 // releaseLeaseJobs re-enqueues the running jobs held under an expired
 // lease, a batch per transaction, then removes the lease.
 func (q *Queue) releaseLeaseJobs(ctx context.Context, id string) (int, error) {
@@ -576,7 +588,13 @@ func (q *Queue) releaseLeaseJobs(ctx context.Context, id string) (int, error) {
 				typ, id string
 			}
 			var found []held
-			err := tx.t.Range(begin, kv.PrefixEnd(begin), kv.RangeOptions{Limit: reenqueueBatch, KeysOnly: true}, func(k, _ []byte) error {
+			// A snapshot scan, as reenqueueStale's: what the transaction
+			// depends on is each job's holder and row, read below.
+			scan := tx.t.Range
+			if snap, ok := tx.t.(kv.SnapshotTx); ok {
+				scan = snap.SnapshotRange
+			}
+			err := scan(begin, kv.PrefixEnd(begin), kv.RangeOptions{Limit: releaseBatch, KeysOnly: true}, func(k, _ []byte) error {
 				el, err := unpackAfter(begin, k)
 				if err != nil || len(el) != 2 {
 					return errBadKey
@@ -591,6 +609,15 @@ func (q *Queue) releaseLeaseJobs(ctx context.Context, id string) (int, error) {
 			})
 			if err != nil {
 				return err
+			}
+			if pre, ok := tx.t.(kv.PrefetchTx); ok && len(found) > 0 {
+				keys := make([][]byte, 0, 2*len(found))
+				for _, h := range found {
+					keys = append(keys, q.l.holder(h.typ, h.id), q.l.job(h.typ, h.id))
+				}
+				if err := pre.Prefetch(keys...); err != nil {
+					return err
+				}
 			}
 			for _, h := range found {
 				tx.t.Clear(h.key)
@@ -615,7 +642,7 @@ func (q *Queue) releaseLeaseJobs(ctx context.Context, id string) (int, error) {
 				tx.writeRow(h.typ, h.id, r)
 				n++
 			}
-			if len(found) == reenqueueBatch {
+			if len(found) == releaseBatch {
 				more = true
 				return nil
 			}

@@ -278,7 +278,7 @@ func TestLeaseRevoke(t *testing.T) {
 		q := newQueue(t, s, Options{})
 		l := grantManual(t, q, LeaseOptions{Node: "n1"})
 		// More jobs than one release transaction takes.
-		const n = reenqueueBatch + 7
+		const n = 3*releaseBatch + 7
 		for i := 0; i < n; i++ {
 			mustAdd(t, q, fmt.Sprintf("j%04d", i), "x", time.Time{})
 		}

@@ -10,10 +10,6 @@ import (
 	"github.com/couchepi/couchepi/plugin/kv"
 )
 
-// reenqueueBatch is how many stale running jobs one monitor transaction
-// re-enqueues.
-const reenqueueBatch = 500
-
 // monitorType is the activity monitor's memory for one type.
 type monitorType struct {
 	marks []watermark // recorded every T/4, oldest first
@@ -217,31 +213,54 @@ func (q *Queue) monitorOnce(ctx context.Context, types map[string]*monitorType) 
 }
 
 // reenqueueStale re-enqueues running jobs of typ whose last update is at or
-// before vs.
+// before vs, a few per transaction. The activity index is scanned without
+// read conflicts (a snapshot range where the store has them): the runners
+// of live jobs update theirs all the while, moving their entries out of
+// the scanned range, and a conflict on the whole range would retry the
+// transaction for ever. What each transaction depends on is the rows of
+// the jobs it re-enqueues, read normally.
 func (q *Queue) reenqueueStale(ctx context.Context, typ string, vs kv.Versionstamp) (int, error) {
 	total := 0
 	begin := q.l.activityType(typ)
 	end := kv.PrefixEnd(q.l.activityAt(typ, vs))
 	for {
-		n := 0
+		n, more := 0, false
 		err := q.Transact(ctx, func(tx *Tx) error {
-			n = 0
+			n, more = 0, false
+			scan := tx.t.Range
+			if snap, ok := tx.t.(kv.SnapshotTx); ok {
+				scan = snap.SnapshotRange
+			}
 			type stale struct {
 				key []byte
 				vs  kv.Versionstamp
 				id  string
 			}
 			var found []stale
-			err := tx.t.Range(begin, end, kv.RangeOptions{Limit: reenqueueBatch}, func(k, _ []byte) error {
+			err := scan(begin, end, kv.RangeOptions{Limit: releaseBatch, KeysOnly: true}, func(k, _ []byte) error {
 				el, err := unpackAfter(begin, k)
 				if err != nil || len(el) != 2 {
 					return errBadKey
 				}
-				found = append(found, stale{key: append([]byte(nil), k...), vs: kv.Versionstamp(el[0].(vsElem)), id: el[1].(string)})
+				at, ok1 := el[0].(vsElem)
+				id, ok2 := el[1].(string)
+				if !ok1 || !ok2 {
+					return errBadKey
+				}
+				found = append(found, stale{key: append([]byte(nil), k...), vs: kv.Versionstamp(at), id: id})
 				return nil
 			})
 			if err != nil {
 				return err
+			}
+			if pre, ok := tx.t.(kv.PrefetchTx); ok && len(found) > 0 {
+				keys := make([][]byte, len(found))
+				for i, s := range found {
+					keys[i] = q.l.job(typ, s.id)
+				}
+				if err := pre.Prefetch(keys...); err != nil {
+					return err
+				}
 			}
 			for _, s := range found {
 				tx.t.Clear(s.key)
@@ -250,7 +269,7 @@ func (q *Queue) reenqueueStale(ctx context.Context, typ string, vs kv.Versionsta
 					return err
 				}
 				if r == nil || r.state != rowRunning || r.seq != s.vs {
-					continue
+					continue // updated since, or gone: the entry was stale
 				}
 				if err := tx.enqueue(typ, s.id, r, r.stime, nil); err != nil {
 					return err
@@ -258,19 +277,16 @@ func (q *Queue) reenqueueStale(ctx context.Context, typ string, vs kv.Versionsta
 				tx.writeRow(typ, s.id, r)
 				n++
 			}
-			if len(found) == reenqueueBatch {
-				n = -n - 1 // more to do
-			}
+			more = len(found) == releaseBatch
 			return nil
 		})
 		if err != nil {
 			return total, err
 		}
-		if n < 0 {
-			total += -n - 1
-			continue
+		total += n
+		if !more {
+			return total, nil
 		}
-		return total + n, nil
 	}
 }
 

@@ -90,8 +90,9 @@ type Server struct {
 
 	mu        sync.Mutex
 	workers   map[string]*worker
-	active    int            // workers holding a slot (at most max_jobs)
-	heldByKey map[string]int // of those, per fair-share key (what Choose counts)
+	byPID     map[string]*worker // the workers that started their run, by the pid their record shows
+	active    int                // workers holding a slot (at most max_jobs)
+	heldByKey map[string]int     // of those, per fair-share key (what Choose counts)
 	waiters   []*slotWaiter
 	asked     int // holders asked for their slot (see slots.go)
 	acceptors int
@@ -129,6 +130,7 @@ func New(opts Options, cfg Config) *Server {
 		recs:      jobdata.Records{Q: opts.Queue},
 		log:       opts.Logger.Named("jobserver"),
 		workers:   map[string]*worker{},
+		byPID:     map[string]*worker{},
 		heldByKey: map[string]int{},
 		share:     NewShare(),
 		leased:    make(chan struct{}),
@@ -523,6 +525,9 @@ func (s *Server) accept(rotating bool) {
 			if s.workers[job.ID] == w { // not a later acceptance of the same job
 				delete(s.workers, job.ID)
 			}
+			if w.pid != "" {
+				delete(s.byPID, w.pid)
+			}
 			rest := len(s.workers) == 0 && !s.stopping
 			s.mu.Unlock()
 			s.publishLoad()
@@ -562,6 +567,27 @@ func (s *Server) spawnWakeAcceptors() {
 			s.accept(false)
 		}()
 	}
+}
+
+// LiveStats returns the current stats of the job this node runs as worker
+// pid, read from its replication at the moment of the call (fresher than
+// the job's record, written only every stats_update_interval_sec); false
+// when node is not this one or no worker is pid.
+func (s *Server) LiveStats(node, pid string) (jobdata.Stats, bool) {
+	if node != s.opts.Node {
+		return jobdata.Stats{}, false
+	}
+	s.mu.Lock()
+	w := s.byPID[pid]
+	s.mu.Unlock()
+	if w == nil || w.isDone() {
+		return jobdata.Stats{}, false
+	}
+	get := w.live.Load()
+	if get == nil {
+		return jobdata.Stats{}, false
+	}
+	return jobdata.Stats((*get)()), true
 }
 
 // StopJob stops this node's worker of a job that was removed (a

@@ -27,6 +27,7 @@ type worker struct {
 	s          *Server
 	job        *jobs.Job
 	lease      *jobs.Lease // the node's lease the job was accepted under
+	pid        string      // its name in monitoring once its run started (under s.mu)
 	started    time.Time
 	continuous bool
 	key        string // fair-share key
@@ -35,8 +36,9 @@ type worker struct {
 	cancel context.CancelCauseFunc
 	cause  error // set by stop before the replication started
 	done   atomic.Bool
-	idle   atomic.Bool   // a continuous run caught up with nothing coming (replicate.Options.OnIdle)
-	exited chan struct{} // closed when run has returned (final checkpoint written)
+	idle   atomic.Bool                            // a continuous run caught up with nothing coming (replicate.Options.OnIdle)
+	live   atomic.Pointer[func() replicate.Stats] // the run's current stats (replicate.Options.Live)
+	exited chan struct{}                          // closed when run has returned (final checkpoint written)
 
 	// Slot state (see slots.go), under s.mu: holding a slot since
 	// heldSince, asked to hand it on; needSlot, accepted while every slot
@@ -172,6 +174,10 @@ func (w *worker) run() {
 		w.duplicate(rec, repID, dup, now)
 		return
 	}
+	s.mu.Lock()
+	w.pid = pid
+	s.byPID[pid] = w
+	s.mu.Unlock()
 	log = log.With("rep_id", repID.String())
 	log.Info("replication started", "source", rec.Rep.Source.RedactedURL(), "target", rec.Rep.Target.RedactedURL())
 	// 3. Run it, pushing stats (the heartbeat) every stats_update_interval.
@@ -471,6 +477,7 @@ func (w *worker) execute(rec *jobdata.Record, repID parse.RepID, cfg Config) {
 	var statsMu sync.Mutex
 	latest := rec.Stats
 	checkpoints := make(chan struct{}, 1)
+	started := make(chan struct{}, 1)
 	type outcome struct {
 		res *replicate.Result
 		err error
@@ -522,7 +529,14 @@ func (w *worker) execute(rec *jobdata.Record, repID parse.RepID, cfg Config) {
 			MissingDocRetry:     missingRetry,
 			Fence:               fence(w.lease),
 			OnIdle:              w.idle.Store,
-			BeforeCheckpoint:    w.beforeCheckpoint(rec, &statsMu, cfg),
+			Live:                func(get func() replicate.Stats) { w.live.Store(&get) },
+			OnStart: func(replicate.Stats) {
+				select { // record where it starts at once, for other nodes' monitoring
+				case started <- struct{}{}:
+				default:
+				}
+			},
+			BeforeCheckpoint: w.beforeCheckpoint(rec, &statsMu, cfg),
 			OnStats: func(st replicate.Stats) {
 				statsMu.Lock()
 				latest = jobdata.Stats(st)
@@ -592,6 +606,13 @@ func (w *worker) execute(rec *jobdata.Record, repID parse.RepID, cfg Config) {
 			}
 			if recheck {
 				checkFilter()
+			}
+		case <-started:
+			if live := w.live.Load(); live != nil && !abandoned() {
+				statsMu.Lock()
+				latest = jobdata.Stats((*live)())
+				statsMu.Unlock()
+				push()
 			}
 		case <-checkpoints:
 			if abandoned() {

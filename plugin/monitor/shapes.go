@@ -12,6 +12,9 @@ import (
 )
 
 // nullable returns nil (JSON null) for "".
+// isNull reports whether a raw JSON value is absent or null.
+func isNull(v json.RawMessage) bool { return len(v) == 0 || string(v) == "null" }
+
 func nullable(s string) any {
 	if s == "" {
 		return nil
@@ -155,9 +158,11 @@ func activeTask(rec *jobdata.Record) json.RawMessage {
 		Add("source", src).
 		Add("source_seq", s.SourceSeq).
 		Add("started_on", rec.LastStart).
-		Add("target", tgt).
-		Add("through_seq", s.ThroughSeq).
-		Add("type", "replication").
+		Add("target", tgt)
+	if !isNull(s.ThroughSeq) { // as CouchDB: none before the first batch
+		o.Add("through_seq", s.ThroughSeq)
+	}
+	o.Add("type", "replication").
 		Add("updated_on", updated).
 		Add("user", nullable(user(rec)))
 	return o.Raw()

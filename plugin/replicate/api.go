@@ -52,6 +52,12 @@ type Options struct {
 	// with the stats it carries over from earlier runs (StartStats and the
 	// checkpoint's history): what the run's own work is counted from.
 	OnStart func(carried Stats)
+	// Live, when set, is called once the run knows where it starts with a
+	// function returning the run's stats as they are at the moment of the
+	// call (its counters move with every batch); safe to call from any
+	// goroutine, also after Run returns. A runner answers monitoring
+	// requests with it, fresh, without writing anything per batch.
+	Live func(stats func() Stats)
 	// MaxDocumentIDLength is `[replicator] max_document_id_length` in bytes:
 	// changes of docs with longer ids are skipped and counted as
 	// doc_write_failures (0 = no limit, CouchDB's default).

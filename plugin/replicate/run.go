@@ -188,6 +188,9 @@ func (r *run) startFrom(sp startPoint) {
 	if r.opts.OnStart != nil {
 		r.opts.OnStart(r.snapshot())
 	}
+	if r.opts.Live != nil {
+		r.opts.Live(r.snapshot)
+	}
 	r.log.Debug("replication starting", "since", string(r.startSeq), "session_id", r.sessionID)
 }
 

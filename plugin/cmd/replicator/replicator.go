@@ -48,6 +48,7 @@ type replicator struct {
 	mon     *monitor.Handler
 	waker   *park.Waker
 	recs    jobdata.Records
+	src     monitor.Source // recs, with this node's running jobs live
 	stopMon context.CancelFunc
 	started bool
 	events  sync.WaitGroup // event and catch-up calls in progress
@@ -241,7 +242,12 @@ func (p *replicator) start(ctx context.Context, host hooks.Services, stc storeCo
 	p.host, p.store, p.queue, p.pool, p.front, p.server, p.waker = host, store, q, pool, front, server, waker
 	p.localURL = info.URL
 	p.recs = jobdata.Records{Q: q}
-	p.mon = monitor.New(p.recs)
+	p.src = p.recs
+	if server != nil {
+		// The jobs this node runs show their stats as of the request.
+		p.src = monitor.WithLive(p.recs, server.LiveStats)
+	}
+	p.mon = monitor.New(p.src)
 	if nt.apiFrontend {
 		// A doc written just before a _scheduler read is a job in it.
 		p.mon.Settle = func(ctx context.Context) { front.Settle(ctx, settleWait) }
@@ -428,11 +434,13 @@ func (p *replicator) CatchUp(ctx context.Context, db string) error {
 
 // ActiveTasks returns the `_active_tasks` entries of running replications.
 func (p *replicator) ActiveTasks(ctx context.Context) ([]json.RawMessage, error) {
-	_, _, recs := p.components()
-	if recs.Q == nil {
+	p.mu.Lock()
+	src, started := p.src, p.started
+	p.mu.Unlock()
+	if !started {
 		return nil, nil
 	}
-	return monitor.ActiveTasks(ctx, recs)
+	return monitor.ActiveTasks(ctx, src)
 }
 
 // Health reports the plugin process healthy whenever it answers. An

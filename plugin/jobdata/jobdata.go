@@ -37,6 +37,9 @@ const (
 	EventStopped = "stopped"
 	EventPending = "pending"
 	EventCrashed = "crashed"
+	// EventStalled is couchepi's: a run stopped making progress and was
+	// restarted (stall_timeout_sec).
+	EventStalled = "stalled"
 )
 
 // Event is one entry of a job's history (newest first in Record.History).

@@ -22,6 +22,12 @@ type Stats struct {
 	CheckpointedSourceSeq json.RawMessage `json:"checkpointed_source_seq"`
 	SourceSeq             json.RawMessage `json:"source_seq"`
 	ThroughSeq            json.RawMessage `json:"through_seq"`
+	// LastProgress is when a batch last completed (unix s; couchepi's).
+	LastProgress int64 `json:"last_progress,omitempty"`
+	// LagSec is how long the replication has been behind its source:
+	// the age of the oldest change it knows of and has not written, 0
+	// when caught up (couchepi's).
+	LagSec int64 `json:"lag_sec"`
 }
 
 // RunningInfo is the `info` object of a pending or running job in
@@ -30,6 +36,12 @@ func (s *Stats) RunningInfo() json.RawMessage {
 	var o jsonobj.Builder
 	s.addCommon(&o)
 	o.Add("source_seq", s.SourceSeq).Add("through_seq", s.ThroughSeq)
+	// couchepi's, after CouchDB's keys: when a batch last completed, and
+	// how long the job has been behind its source.
+	if s.LastProgress > 0 {
+		o.Add("last_progress", ISOTime(s.LastProgress))
+	}
+	o.Add("lag_sec", s.LagSec)
 	return o.Raw()
 }
 

@@ -9,6 +9,7 @@ import (
 	"fmt"
 
 	"github.com/couchepi/couchepi/plugin/jobs"
+	"github.com/couchepi/couchepi/plugin/replicate"
 	"sort"
 	"strconv"
 	"strings"
@@ -42,6 +43,13 @@ type Config struct {
 	// of it and stops writing for its jobs after half of it without a
 	// renewal (see package jobs, Lease).
 	NodeLease time.Duration
+	// StallTimeout is stall_timeout_sec (couchepi's; 0 = no watch): a
+	// running job behind its source that completes no batch for this
+	// long is restarted, with a "stalled" event (replicate.Options.StallTimeout).
+	StallTimeout time.Duration
+	// LagAlert is lag_alert_sec (couchepi's): jobs behind their source
+	// for at least this long count in the jobs_lagging metric.
+	LagAlert time.Duration
 	// IdlePark is idle_park_sec (couchepi's; 0 = never): a continuous job
 	// caught up and idle this long is parked until its source changes,
 	// giving up its slot and its changes feed (see package park).
@@ -71,6 +79,8 @@ func DefaultConfig() Config {
 		StatsUpdate:     10 * time.Second,
 		ActivityTimeout: TypeTimeout,
 		NodeLease:       jobs.DefaultLeaseTTL,
+		StallTimeout:    replicate.DefaultStallTimeout,
+		LagAlert:        5 * time.Minute,
 		IdlePark:        60 * time.Second,
 		UsageCoeff:      0.5,
 		PriorityCoeff:   0.98,
@@ -135,6 +145,8 @@ func ParseConfig(replicator, shares map[string]string) (Config, error) {
 	durKey(&c.StatsUpdate, "stats_update_interval_sec", time.Second, 1)
 	durKey(&c.ActivityTimeout, "activity_timeout_sec", time.Second, 2)
 	durKey(&c.NodeLease, "node_lease_sec", time.Second, 2)
+	durKey(&c.StallTimeout, "stall_timeout_sec", time.Second, 0)
+	durKey(&c.LagAlert, "lag_alert_sec", time.Second, 1)
 	durKey(&c.IdlePark, "idle_park_sec", time.Second, 0)
 	floatKey(&c.UsageCoeff, "usage_coeff")
 	floatKey(&c.PriorityCoeff, "priority_coeff")

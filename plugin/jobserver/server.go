@@ -15,6 +15,7 @@ import (
 	"github.com/couchepi/couchepi/plugin/couchclient"
 	"github.com/couchepi/couchepi/plugin/jobdata"
 	"github.com/couchepi/couchepi/plugin/jobs"
+	"github.com/couchepi/couchepi/plugin/replicate"
 	"github.com/hashicorp/go-hclog"
 )
 
@@ -588,6 +589,24 @@ func (s *Server) LiveStats(node, pid string) (jobdata.Stats, bool) {
 		return jobdata.Stats{}, false
 	}
 	return jobdata.Stats((*get)()), true
+}
+
+// Lags returns the lag (jobdata.Stats.LagSec) of every job this node
+// runs, as of the call.
+func (s *Server) Lags() []int64 {
+	s.mu.Lock()
+	gets := make([]func() replicate.Stats, 0, len(s.byPID))
+	for _, w := range s.byPID {
+		if get := w.live.Load(); get != nil && !w.isDone() {
+			gets = append(gets, *get)
+		}
+	}
+	s.mu.Unlock()
+	lags := make([]int64, len(gets))
+	for i, get := range gets {
+		lags[i] = get().LagSec
+	}
+	return lags
 }
 
 // StopJob stops this node's worker of a job that was removed (a

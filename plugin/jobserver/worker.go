@@ -385,7 +385,11 @@ func (w *worker) crash(rec *jobdata.Record, err error, now time.Time) {
 	rec.StateInfo = jobdata.ErrorInfo(reason)
 	rec.LastUpdated = now.Unix()
 	rec.PID = ""
-	rec.History = AppendHistory(rec.History, jobdata.Event{Type: jobdata.EventCrashed, Timestamp: now.Unix(), Reason: reason}, cfg.MaxHistory)
+	ev := jobdata.EventCrashed
+	if kind == replicate.ErrStalled {
+		ev = jobdata.EventStalled
+	}
+	rec.History = AppendHistory(rec.History, jobdata.Event{Type: ev, Timestamp: now.Unix(), Reason: reason}, cfg.MaxHistory)
 	wait := Backoff(rec.ErrorCount, cfg, nil)
 	err = s.q.Resubmit(context.Background(), w.job, now.Add(wait), rec.Encode())
 	if s.settled("re-enqueue crashed", w.job, err) {
@@ -527,6 +531,7 @@ func (w *worker) execute(rec *jobdata.Record, repID parse.RepID, cfg Config) {
 			StartStats:          replicate.Stats(rec.Stats),
 			MaxDocumentIDLength: maxIDLen,
 			MissingDocRetry:     missingRetry,
+			StallTimeout:        cfg.StallTimeout,
 			Fence:               fence(w.lease),
 			OnIdle:              w.idle.Store,
 			Live:                func(get func() replicate.Stats) { w.live.Store(&get) },

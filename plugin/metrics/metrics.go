@@ -27,6 +27,12 @@ import (
 type Sources struct {
 	Records jobdata.Records
 	Pool    *couchclient.Pool
+	// Lags returns the lag (jobdata.Stats.LagSec) of every job this node
+	// runs; nil on a node that runs none.
+	Lags func() []int64
+	// LagAlert is lag_alert_sec: jobs lagging at least this long are
+	// counted in couchepi_replicator_jobs_lagging.
+	LagAlert time.Duration
 }
 
 // foldTimeout bounds the walk over the job records of one scrape.
@@ -85,7 +91,14 @@ var (
 	sharedReads      = desc("couchepi_replicator_shared_changes_reads_total", "Reads of a source's changes served by another replication's read of it.")
 	sharedDocs       = desc("couchepi_replicator_shared_docs_total", "Revisions served from another replication's fetch of the same source.")
 	batchWaits       = desc("couchepi_replicator_batch_waits_total", "Batches that waited for their turn to be written to their target server (max_batches_per_host).")
+	stalls           = desc("couchepi_replicator_jobs_stalls_total", "Replications restarted because they were behind their source and completed no batch for stall_timeout_sec.")
+	lagSeconds       = desc("couchepi_replicator_lag_seconds", "How long the jobs this node runs have been behind their sources (0: caught up), across jobs.")
+	lagMax           = desc("couchepi_replicator_lag_max_seconds", "The longest lag of the jobs this node runs.")
+	jobsLagging      = desc("couchepi_replicator_jobs_lagging", "Jobs this node runs that have been behind their source for at least lag_alert_sec.")
 )
+
+// lagBuckets are the upper bounds (s) of couchepi_replicator_lag_seconds.
+var lagBuckets = []float64{1, 5, 15, 60, 300, 900, 3600, 14400}
 
 var allDescs = []*prometheus.Desc{
 	jobsRunning, jobsPending, jobsCrashed, jobsTotal,
@@ -94,6 +107,7 @@ var allDescs = []*prometheus.Desc{
 	changesReadFailures, workersStarted, dbScans, completedUpdates, failedUpdates, connectionCreates,
 	jobsByState, docsRead, docsWritten, docWriteFailures, revsChecked, missingFound, changesRead,
 	tooManyRequests, backoffs, maxBackoffs, retries, parks, wakes, handoffs, resumes, sharedReads, sharedDocs, batchWaits,
+	stalls, lagSeconds, lagMax, jobsLagging,
 }
 
 // Collector is a prometheus.Collector of the replicator's metrics.
@@ -182,6 +196,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(resumes, float64(t.Resumes))
 	counter(sharedReads, float64(t.SharedReads))
 	counter(sharedDocs, float64(t.SharedDocs))
+	counter(stalls, float64(t.Stalls))
 
 	fc, jc := frontend.ReadCounts(), jobserver.ReadCounts()
 	counter(jobsAdds, float64(fc.JobsAdded))
@@ -199,6 +214,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(handoffs, float64(jc.Handoffs))
 
 	src := c.sources()
+	if src.Lags != nil {
+		lagMetrics(ch, src.Lags(), src.LagAlert)
+	}
 	if src.Pool != nil {
 		s := src.Pool.Stats()
 		counter(requests, float64(s.Requests))
@@ -227,6 +245,31 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(jobsCrashed, float64(states[jobdata.Crashing]))
 		gauge(jobsTotal, float64(total))
 	}
+}
+
+// lagMetrics sends the lag histogram, the longest lag and the count of
+// jobs lagging past alert: a fixed handful of series however many jobs
+// run (no label per job).
+func lagMetrics(ch chan<- prometheus.Metric, lags []int64, alert time.Duration) {
+	buckets := make(map[float64]uint64, len(lagBuckets))
+	var sum float64
+	var most int64
+	lagging := 0
+	for _, l := range lags {
+		sum += float64(l)
+		most = max(most, l)
+		for _, b := range lagBuckets {
+			if float64(l) <= b {
+				buckets[b]++
+			}
+		}
+		if alert > 0 && time.Duration(l)*time.Second >= alert {
+			lagging++
+		}
+	}
+	ch <- prometheus.MustNewConstHistogram(lagSeconds, uint64(len(lags)), sum, buckets)
+	ch <- prometheus.MustNewConstMetric(lagMax, prometheus.GaugeValue, float64(most))
+	ch <- prometheus.MustNewConstMetric(jobsLagging, prometheus.GaugeValue, float64(lagging))
 }
 
 // CountStates counts the replication jobs per state.

@@ -152,6 +152,7 @@ func activeTask(rec *jobdata.Record) json.RawMessage {
 		Add("doc_write_failures", s.DocWriteFailures).
 		Add("docs_read", s.DocsRead).
 		Add("docs_written", s.DocsWritten).
+		Add("lag_sec", s.LagSec). // couchepi's (see jobdata.Stats)
 		Add("missing_revisions_found", s.MissingRevisionsFound).
 		Add("replication_id", nullable(rec.RepID)).
 		Add("revisions_checked", s.RevisionsChecked).

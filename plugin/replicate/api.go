@@ -28,6 +28,12 @@ type Stats struct {
 	CheckpointedSourceSeq json.RawMessage `json:"checkpointed_source_seq"`
 	SourceSeq             json.RawMessage `json:"source_seq"`
 	ThroughSeq            json.RawMessage `json:"through_seq"`
+	// LastProgress is when a batch last completed (unix s; couchepi's).
+	LastProgress int64 `json:"last_progress,omitempty"`
+	// LagSec is how long the replication has been behind its source:
+	// the age of the oldest change it knows of and has not written, 0
+	// when caught up (couchepi's).
+	LagSec int64 `json:"lag_sec"`
 }
 
 // Options are how a replication is run (the Rep says what to replicate).
@@ -98,6 +104,10 @@ type Options struct {
 	// checkpoints returns ErrIdle or ErrStopped with its final checkpoint
 	// written, with what the next run can start from (Options.Resume).
 	OnResume func(*Resume)
+	// StallTimeout, when positive, ends a run that is behind its source
+	// and completes no batch for this long with an Error of kind
+	// "stalled" (see stall.go). 0: no watch.
+	StallTimeout time.Duration
 	// Fence, when set, is checked before every request the run sends and
 	// every piece of a request body (couchclient.WithFence): once it
 	// fails, the run writes nothing more, on either endpoint. A runner

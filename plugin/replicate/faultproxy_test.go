@@ -29,6 +29,10 @@ const (
 	rejectDocs          // _bulk_docs: drop docs whose id starts with "reject", report them forbidden
 	answerMissing       // open_revs GET: answer 200 [{"missing":rev}], as a source whose shard lags
 	uriTooLong          // answer 414 Request-URI Too Long without forwarding
+	hangOpen            // answer 200 with the opening bytes of a feed, then nothing until the client goes
+	hangHalf            // forward, send half the body, then nothing until the client goes
+	hangSilent          // read the request, never answer
+	truncated           // forward, send half the body (full Content-Length) and close the connection
 )
 
 // faultProxy is a reverse proxy in front of the far-end server that injects
@@ -147,6 +151,16 @@ func (p *faultProxy) serve(w http.ResponseWriter, r *http.Request) {
 	case uriTooLong:
 		http.Error(w, `{"error":"too_long","reason":"injected"}`, http.StatusRequestURITooLong)
 		return
+	case hangOpen:
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		w.Write([]byte(`{"results":[` + "\n"))
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+		return
+	case hangSilent:
+		<-r.Context().Done()
+		return
 	}
 	resp, err := p.forward(r, body)
 	if err != nil {
@@ -157,7 +171,16 @@ func (p *faultProxy) serve(w http.ResponseWriter, r *http.Request) {
 	for k, v := range resp.Header {
 		w.Header()[k] = v
 	}
-	if f == cutResponse {
+	if f == hangHalf {
+		full, _ := io.ReadAll(resp.Body)
+		w.Header().Set("Content-Length", itoa(len(full)))
+		w.WriteHeader(resp.StatusCode)
+		w.Write(full[:len(full)/2])
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+		return
+	}
+	if f == cutResponse || f == truncated {
 		full, _ := io.ReadAll(resp.Body)
 		w.Header().Set("Content-Length", itoa(len(full)))
 		w.WriteHeader(resp.StatusCode)

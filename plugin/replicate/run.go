@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -67,6 +68,10 @@ type run struct {
 	lastChange atomic.Int64
 	// quiet is set while the run has handed its slot on (Options.Slot).
 	quiet atomic.Bool
+	// progressAt is when a batch last completed (Unix ns; the run's start
+	// before the first); behindSince, since when the run has been behind
+	// its source (0 while caught up; see stall.go).
+	progressAt, behindSince atomic.Int64
 }
 
 // dbInfo is what `GET {db}/` tells the replicator.
@@ -103,13 +108,36 @@ func Run(ctx context.Context, rep *parse.Rep, opts Options) (*Result, error) {
 	if opts.Fence != nil {
 		ctx = couchclient.WithFence(ctx, opts.Fence)
 	}
-	if err := r.start(ctx); err != nil {
+	r.progressed()
+	if err := r.startWatched(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil, ErrStopped
 		}
 		return nil, err
 	}
 	return r.loop(ctx)
+}
+
+// startWatched is start bounded by Options.StallTimeout: a start that
+// takes that long (an endpoint that accepts requests and never answers)
+// has stalled too.
+func (r *run) startWatched(ctx context.Context) error {
+	if r.opts.StallTimeout <= 0 {
+		return r.start(ctx)
+	}
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stalled := newError(ErrStalled, fmt.Sprintf("the replication did not start within %s (stall_timeout_sec %d): an endpoint does not answer",
+		r.opts.StallTimeout, int(r.opts.StallTimeout/time.Second)), false)
+	t := time.AfterFunc(r.opts.StallTimeout, func() { cancel(stalled) })
+	defer t.Stop()
+	err := r.start(sctx)
+	if err != nil && ctx.Err() == nil && context.Cause(sctx) == stalled {
+		totals.stalls.Add(1)
+		r.log.Warn("replication stalled at its start", "error", stalled.Reason)
+		return stalled
+	}
+	return err
 }
 
 // start opens both endpoints, computes the id and reads the checkpoints,
@@ -331,6 +359,7 @@ func (r *run) loop(parent context.Context) (*Result, error) {
 			return false
 		}
 		r.tracker.complete(b.ord, b.lastSeq)
+		r.progressed()
 		return true
 	})
 	go r.batcher(readerCtx, changes, pool, batchSize, &reader.rounds)
@@ -498,7 +527,12 @@ const drainWait = 2 * time.Millisecond
 
 func (r *run) snapshot() Stats {
 	through, source := r.tracker.seqs()
-	return r.stats.snapshot(through, source)
+	s := r.stats.snapshot(through, source)
+	s.LastProgress = time.Unix(0, r.progressAt.Load()).Unix()
+	if since := r.behindSince.Load(); since != 0 {
+		s.LagSec = int64(time.Since(time.Unix(0, since)) / time.Second)
+	}
+	return s
 }
 
 // updatePending sets changes_pending: update_seq difference for numeric seqs,

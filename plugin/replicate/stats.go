@@ -47,6 +47,13 @@ func (c *counters) sum() int64 {
 		c.docWriteFailures.Load() + c.bulkGetDocs.Load() + c.bulkGetAttempts.Load()
 }
 
+// pendingCount returns changes_pending as last measured (nil: unknown).
+func (c *counters) pendingCount() *int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pending
+}
+
 func (c *counters) setPending(p *int64) {
 	c.mu.Lock()
 	c.pending = p

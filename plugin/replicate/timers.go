@@ -30,6 +30,7 @@ func (r *run) timers(ctx context.Context, fail func(error), buffered chan change
 	if idle != nil {
 		step = min(step, idle.tick)
 	}
+	stall := r.newStallWatch(buffered)
 	t := time.NewTicker(step)
 	defer t.Stop()
 	start := time.Now()
@@ -70,6 +71,12 @@ func (r *run) timers(ctx context.Context, fail func(error), buffered chan change
 		}
 		if idle != nil && idle.check(park) {
 			idle = nil
+		}
+		if stall != nil {
+			if err := stall.check(now); err != nil {
+				fail(err)
+				stall = nil
+			}
 		}
 	}
 }

@@ -30,6 +30,9 @@ type Totals struct {
 	SharedReads, SharedDocs int64
 	// Resumes counts runs started from Options.Resume (couchepi's).
 	Resumes int64
+	// Stalls counts runs ended because they stopped making progress
+	// (Options.StallTimeout; couchepi's).
+	Stalls int64
 }
 
 // totals holds the live process-wide sums.
@@ -37,7 +40,7 @@ var totals struct {
 	docsRead, docsWritten, docWriteFailures, missingChecked, missingFound atomic.Int64
 	changesRead, checkpointsSuccess, checkpointsFailure                   atomic.Int64
 	changesReadFailures, workersStarted, sharedReads, sharedDocs          atomic.Int64
-	resumes                                                               atomic.Int64
+	resumes, stalls                                                       atomic.Int64
 }
 
 // ReadTotals returns the process-wide sums of all runs so far.
@@ -56,6 +59,7 @@ func ReadTotals() Totals {
 		SharedReads:         totals.sharedReads.Load(),
 		SharedDocs:          totals.sharedDocs.Load(),
 		Resumes:             totals.resumes.Load(),
+		Stalls:              totals.stalls.Load(),
 	}
 }
 

@@ -217,6 +217,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, sig <-chan os
 			// Replicator-wide keys of --config, as the job server passes them.
 			MaxDocumentIDLength: c.Options.MaxDocumentIDLength,
 			MissingDocRetry:     time.Duration(c.Options.MissingDocRetry()) * time.Millisecond,
+			// A replication that stops moving ends with the reason rather
+			// than leaving the command hanging.
+			StallTimeout: replicate.DefaultStallTimeout,
 		})
 		done <- outcome{res, err}
 	}()

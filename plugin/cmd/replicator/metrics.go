@@ -29,5 +29,9 @@ func (p *replicator) metricsSources() metrics.Sources {
 	if !p.started {
 		return metrics.Sources{}
 	}
-	return metrics.Sources{Records: p.recs, Pool: p.pool}
+	src := metrics.Sources{Records: p.recs, Pool: p.pool, LagAlert: p.serverConf.LagAlert}
+	if p.server != nil {
+		src.Lags = p.server.Lags
+	}
+	return src
 }

@@ -180,20 +180,16 @@ func (tx *Tx) accept(typ string, maxS int64, opt AcceptOptions) (*Job, int64, er
 		next := int64(-1)
 		begin := l.pendingType(typ)
 		err := tx.t.Range(begin, kv.PrefixEnd(begin), kv.RangeOptions{Limit: 1}, func(k, _ []byte) error {
-			el, err := unpackAfter(begin, k)
-			if err != nil || len(el) != 2 {
-				return errBadKey
-			}
-			next = el[0].(int64)
-			return nil
+			var id string
+			return decodeKey(begin, k, &next, &id)
 		})
 		return nil, next, err
 	}
-	el, err := unpackAfter(l.pendingType(typ), key)
-	if err != nil || len(el) != 2 {
-		return nil, -1, errBadKey
+	var stime int64
+	var id string
+	if err := decodeKey(l.pendingType(typ), key, &stime, &id); err != nil {
+		return nil, -1, err
 	}
-	stime, id := el[0].(int64), el[1].(string)
 	if pre, ok := tx.t.(kv.PrefetchTx); ok {
 		// The pending entry and the job row are read next: one round
 		// trip for both.

@@ -106,12 +106,13 @@ func (tx *Tx) choose(scan scanFunc, typ string, maxS int64, fn func([]Candidate)
 	var keys [][]byte
 	base := l.pendingType(typ)
 	err = scan(base, kv.PrefixEnd(l.pendingAt(typ, maxS)), kv.RangeOptions{Limit: pickBatch}, func(k, v []byte) error {
-		el, err := unpackAfter(base, k)
-		if err != nil || len(el) != 2 {
-			return errBadKey
+		var stime int64
+		var id string
+		if err := decodeKey(base, k, &stime, &id); err != nil {
+			return err
 		}
 		tag, _ := entryTag(v)
-		cands = append(cands, Candidate{ID: el[1].(string), STime: fromMS(el[0].(int64)), Tag: tag})
+		cands = append(cands, Candidate{ID: id, STime: fromMS(stime), Tag: tag})
 		keys = append(keys, append([]byte(nil), k...))
 		return nil
 	})
@@ -324,11 +325,8 @@ func (q *Queue) refreshTags(typ string) {
 
 // taggedEntry decodes a tag index key (under base, the type's tag index).
 func taggedEntry(base, k []byte) (tag string, stime int64, id string, err error) {
-	el, err := unpackAfter(base, k)
-	if err != nil || len(el) != 3 {
-		return "", 0, "", errBadKey
-	}
-	return el[0].(string), el[1].(int64), el[2].(string), nil
+	err = decodeKey(base, k, &tag, &stime, &id)
+	return tag, stime, id, err
 }
 
 // tagPick returns one entry of tag's index: a random always-due one from a
@@ -501,11 +499,12 @@ func (q *Queue) IndexPending(ctx context.Context, typ string) (int, error) {
 			}
 			var found []entry
 			err := tx.t.Range(begin, end, kv.RangeOptions{Limit: indexBatch}, func(k, v []byte) error {
-				el, err := unpackAfter(base, k)
-				if err != nil || len(el) != 2 {
-					return errBadKey
+				var e entry
+				if err := decodeKey(base, k, &e.stime, &e.id); err != nil {
+					return err
 				}
-				found = append(found, entry{el[0].(int64), el[1].(string), append([]byte(nil), v...)})
+				e.v = append([]byte(nil), v...)
+				found = append(found, e)
 				last = append(last[:0], k...)
 				return nil
 			})

@@ -45,9 +45,9 @@ func (q *Queue) Fold(ctx context.Context, typ string, fn func(id string, st Stat
 				if size >= foldBatchBytes {
 					return errStop
 				}
-				el, err := unpackAfter(prefix, k)
-				if err != nil || len(el) != 1 {
-					return errBadKey
+				var id string
+				if err := decodeKey(prefix, k, &id); err != nil {
+					return err
 				}
 				r, err := decodeRow(v)
 				if err != nil {
@@ -56,7 +56,7 @@ func (q *Queue) Fold(ctx context.Context, typ string, fn func(id string, st Stat
 				rows = append(rows, struct {
 					id string
 					r  *row
-				}{el[0].(string), r})
+				}{id, r})
 				last = append(last[:0], k...)
 				size += r.total
 				return nil

@@ -299,16 +299,10 @@ func (l *Lease) renewOnce(ctx context.Context) error {
 		begin := l.q.l.halted(l.id)
 		var last []byte
 		err = t.Range(begin, kv.PrefixEnd(begin), kv.RangeOptions{Limit: haltedBatch}, func(k, v []byte) error {
-			el, err := unpackAfter(begin, k)
-			if err != nil || len(el) != 2 {
+			var h HaltedJob
+			if err := decodeKey(begin, k, &h.Type, &h.ID); err != nil || len(v) != 16 {
 				return errBadKey
 			}
-			typ, ok1 := el[0].(string)
-			id, ok2 := el[1].(string)
-			if !ok1 || !ok2 || len(v) != 16 {
-				return errBadKey
-			}
-			h := HaltedJob{Type: typ, ID: id}
 			copy(h.lock[:], v)
 			halted = append(halted, h)
 			last = append(last[:0], k...)
@@ -360,32 +354,19 @@ func encodeLease(info LeaseInfo, expired bool) []byte {
 }
 
 func decodeLease(id string, v []byte) (LeaseInfo, bool, error) {
-	el, err := unpack(v)
-	if err != nil || len(el) != 5 {
-		return LeaseInfo{}, false, errBadKey
-	}
-	node, ok1 := el[0].(string)
-	host, ok2 := el[1].(string)
-	pid, ok3 := el[2].(int64)
-	ttl, ok4 := el[3].(int64)
-	state, ok5 := el[4].(int64)
-	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 {
-		return LeaseInfo{}, false, errBadKey
+	var node, host string
+	var pid, ttl, state int64
+	if err := decodeTuple(v, &node, &host, &pid, &ttl, &state); err != nil {
+		return LeaseInfo{}, false, err
 	}
 	return LeaseInfo{ID: id, Node: node, Host: host, PID: int(pid), TTL: time.Duration(ttl) * time.Millisecond}, state != 0, nil
 }
 
 // decodeHeartbeat reads the load a heartbeat publishes into info.
 func decodeHeartbeat(v []byte, info *LeaseInfo) {
-	el, err := unpack(v)
-	if err != nil || len(el) != 3 {
-		return
-	}
-	if n, ok := el[1].(int64); ok {
-		info.Running = int(n)
-	}
-	if n, ok := el[2].(int64); ok {
-		info.Capacity = int(n)
+	var count, running, capacity int64
+	if decodeTuple(v, &count, &running, &capacity) == nil {
+		info.Running, info.Capacity = int(running), int(capacity)
 	}
 }
 
@@ -403,13 +384,9 @@ func (q *Queue) readLeases(ctx context.Context) (map[string]*leaseRow, error) {
 		clear(rows)
 		begin := q.l.leases()
 		err := t.Range(begin, kv.PrefixEnd(begin), kv.RangeOptions{}, func(k, v []byte) error {
-			el, err := unpackAfter(begin, k)
-			if err != nil || len(el) != 1 {
-				return errBadKey
-			}
-			id, ok := el[0].(string)
-			if !ok {
-				return errBadKey
+			var id string
+			if err := decodeKey(begin, k, &id); err != nil {
+				return err
 			}
 			info, expired, err := decodeLease(id, v)
 			if err != nil {
@@ -424,13 +401,9 @@ func (q *Queue) readLeases(ctx context.Context) (map[string]*leaseRow, error) {
 		}
 		begin = q.l.heartbeats()
 		return t.Range(begin, kv.PrefixEnd(begin), kv.RangeOptions{}, func(k, v []byte) error {
-			el, err := unpackAfter(begin, k)
-			if err != nil || len(el) != 1 {
-				return errBadKey
-			}
-			id, ok := el[0].(string)
-			if !ok {
-				return errBadKey
+			var id string
+			if err := decodeKey(begin, k, &id); err != nil {
+				return err
 			}
 			if r := rows[id]; r != nil {
 				r.heartbeat = append([]byte(nil), v...)
@@ -595,16 +568,11 @@ func (q *Queue) releaseLeaseJobs(ctx context.Context, id string) (int, error) {
 				scan = snap.SnapshotRange
 			}
 			err := scan(begin, kv.PrefixEnd(begin), kv.RangeOptions{Limit: releaseBatch, KeysOnly: true}, func(k, _ []byte) error {
-				el, err := unpackAfter(begin, k)
-				if err != nil || len(el) != 2 {
-					return errBadKey
+				h := held{key: append([]byte(nil), k...)}
+				if err := decodeKey(begin, k, &h.typ, &h.id); err != nil {
+					return err
 				}
-				typ, ok1 := el[0].(string)
-				job, ok2 := el[1].(string)
-				if !ok1 || !ok2 {
-					return errBadKey
-				}
-				found = append(found, held{key: append([]byte(nil), k...), typ: typ, id: job})
+				found = append(found, h)
 				return nil
 			})
 			if err != nil {

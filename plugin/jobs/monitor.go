@@ -116,13 +116,8 @@ func (q *Queue) lease(ctx context.Context, holder string) (bool, error) {
 
 // decodeMonitorLease reads the monitor lease's holder and expiry (ms).
 func decodeMonitorLease(v []byte) (holder string, until int64, ok bool) {
-	el, err := unpack(v)
-	if err != nil || len(el) != 2 {
-		return "", 0, false
-	}
-	holder, ok1 := el[0].(string)
-	until, ok2 := el[1].(int64)
-	return holder, until, ok1 && ok2
+	ok = decodeTuple(v, &holder, &until) == nil
+	return holder, until, ok
 }
 
 // releaseLease gives the lease up at shutdown so another process takes over
@@ -148,11 +143,11 @@ func (q *Queue) monitorOnce(ctx context.Context, types map[string]*monitorType) 
 	begin := q.l.timeouts()
 	err := q.store.View(ctx, func(t kv.ReadTx) error {
 		return t.Range(begin, kv.PrefixEnd(begin), kv.RangeOptions{}, func(k, v []byte) error {
-			el, err := unpackAfter(begin, k)
-			if err != nil || len(el) != 1 {
-				return errBadKey
+			var typ string
+			if err := decodeKey(begin, k, &typ); err != nil {
+				return err
 			}
-			timeouts[el[0].(string)] = time.Duration(getInt64(v)) * time.Millisecond
+			timeouts[typ] = time.Duration(getInt64(v)) * time.Millisecond
 			return nil
 		})
 	})
@@ -238,14 +233,10 @@ func (q *Queue) reenqueueStale(ctx context.Context, typ string, vs kv.Versionsta
 			}
 			var found []stale
 			err := scan(begin, end, kv.RangeOptions{Limit: releaseBatch, KeysOnly: true}, func(k, _ []byte) error {
-				el, err := unpackAfter(begin, k)
-				if err != nil || len(el) != 2 {
-					return errBadKey
-				}
-				at, ok1 := el[0].(vsElem)
-				id, ok2 := el[1].(string)
-				if !ok1 || !ok2 {
-					return errBadKey
+				var at vsElem
+				var id string
+				if err := decodeKey(begin, k, &at, &id); err != nil {
+					return err
 				}
 				found = append(found, stale{key: append([]byte(nil), k...), vs: kv.Versionstamp(at), id: id})
 				return nil
@@ -301,11 +292,12 @@ func (q *Queue) trimLog(ctx context.Context, typ string) error {
 			var last []byte
 			n := 0
 			err := t.Range(begin, kv.PrefixEnd(begin), kv.RangeOptions{Limit: 1000}, func(k, v []byte) error {
-				el, err := unpack(v)
-				if err != nil || len(el) != 3 {
-					return errBadKey
+				var id, st string
+				var at int64
+				if err := decodeTuple(v, &id, &st, &at); err != nil {
+					return err
 				}
-				if el[2].(int64) >= cutoff {
+				if at >= cutoff {
 					return errStop
 				}
 				last = append(last[:0], k...)

@@ -217,11 +217,12 @@ func (n *notifier) deliver(ctx context.Context, subs []*Subscription, from []byt
 		err := q.store.View(ctx, func(t kv.ReadTx) error {
 			entries = entries[:0]
 			err := t.Range(from, end, kv.RangeOptions{Limit: 1000}, func(k, v []byte) error {
-				el, err := unpack(v)
-				if err != nil || len(el) != 3 {
-					return errBadKey
+				var id, st string
+				var at int64
+				if err := decodeTuple(v, &id, &st, &at); err != nil {
+					return err
 				}
-				entries = append(entries, logEntry{key: append([]byte(nil), k...), id: el[0].(string), st: State(el[1].(string))})
+				entries = append(entries, logEntry{key: append([]byte(nil), k...), id: id, st: State(st)})
 				return nil
 			})
 			if err != nil {

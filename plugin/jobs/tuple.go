@@ -114,3 +114,37 @@ func unpackAfter(prefix, key []byte) ([]any, error) {
 	}
 	return unpack(key[len(prefix):])
 }
+
+// decodeTuple decodes the tuple b into dst, each a *string, *int64 or
+// *vsElem: errBadKey unless b holds exactly elements of those types. A
+// key or value written by another version (or damaged) is an error, never
+// a panic of the process reading it.
+func decodeTuple(b []byte, dst ...any) error {
+	el, err := unpack(b)
+	if err != nil || len(el) != len(dst) {
+		return errBadKey
+	}
+	for i, d := range dst {
+		ok := false
+		switch p := d.(type) {
+		case *string:
+			*p, ok = el[i].(string)
+		case *int64:
+			*p, ok = el[i].(int64)
+		case *vsElem:
+			*p, ok = el[i].(vsElem)
+		}
+		if !ok {
+			return errBadKey
+		}
+	}
+	return nil
+}
+
+// decodeKey is decodeTuple of the part of key after prefix.
+func decodeKey(prefix, key []byte, dst ...any) error {
+	if !bytes.HasPrefix(key, prefix) {
+		return errBadKey
+	}
+	return decodeTuple(key[len(prefix):], dst...)
+}

@@ -210,16 +210,17 @@ func (w *Waker) register(id string, rec *jobdata.Record) bool {
 	}
 	src, local, ok := sourceOf(rec.Rep.Source, w.local)
 	if !ok {
-		go w.wake(id)
+		w.wakeAsync(id)
 		return false
 	}
 	e := &entry{id: id, src: src, seq: rec.Parked.Seq, ep: rec.Rep.Source, rep: rec.Rep}
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	if !local && w.feedRefusedLocked(src.server) {
-		go w.wake(id) // parked before its server was found unwatchable
+		w.mu.Unlock()
+		w.wakeAsync(id) // parked before its server was found unwatchable
 		return false
 	}
+	defer w.mu.Unlock()
 	if old := w.jobs[id]; old != nil {
 		w.unregisterLocked(old)
 	}
@@ -304,8 +305,10 @@ const wakers = 64
 
 // wakeAsync wakes id without waiting for its commit, so that the wakes of
 // many events (delivered one at a time) share the queue's commits; when
-// wakers are already running, it waits for one to finish. Nothing is lost
-// if the process dies first: a starting Waker checks every parked job.
+// wakers are already running, it waits for one to finish. Every wake goes
+// through here, so Stop waits for all of them (it takes every token)
+// before the queue closes. Nothing is lost if the process dies first: a
+// starting Waker checks every parked job.
 func (w *Waker) wakeAsync(id string) {
 	w.waking <- struct{}{}
 	go func() {

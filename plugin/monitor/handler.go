@@ -4,9 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -137,8 +137,8 @@ func parseListParams(q url.Values) (listParams, error) {
 		}
 		*f.dst = n
 	}
-	if v, ok := q["states"]; ok && len(v) > 0 {
-		st, err := parseStates(v[0])
+	if v := q.Get("states"); v != "" {
+		st, err := parseStates(v)
 		if err != nil {
 			return p, err
 		}
@@ -147,33 +147,33 @@ func parseListParams(q url.Values) (listParams, error) {
 	return p, nil
 }
 
-// AllStates are the state names `?states=` accepts, in CouchDB's order
-// (`initializing` and `error` are 3.x states merged into pending and
+// AllStates are the state names `?states=` accepts, in CouchDB 3.x's
+// order (`initializing` and `error` are 3.x states merged into pending and
 // crashing here; they are accepted and match nothing).
-var AllStates = []string{"initializing", "error", "pending", "running", "crashing", "completed", "failed"}
+var AllStates = []string{"initializing", "error", "running", "pending", "crashing", "completed", "failed"}
 
-// parseStates parses a `states` filter: a comma list, case-insensitive.
+// errStates is CouchDB's answer to a `states` filter naming a state it
+// does not know. (CouchDB answers "Unknown states [x]. Choose from: …"
+// instead when x happens to be an atom of its Erlang VM, such as `ok`.)
+var errStates = &hooks.Error{Status: http.StatusBadRequest, Err: "query_parse_error",
+	Reason: "States must be one or more of [" + strings.Join(AllStates, ",") + "]"}
+
+// parseStates parses a `states` filter: a comma list, case-insensitive;
+// nil (every state) when it names none, as in CouchDB.
 func parseStates(v string) (map[string]bool, error) {
-	set := map[string]bool{}
-	var unknown []string
+	var set map[string]bool
 	for _, s := range strings.Split(v, ",") {
 		s = strings.ToLower(strings.TrimSpace(s))
 		if s == "" {
 			continue
 		}
-		known := false
-		for _, a := range AllStates {
-			known = known || a == s
+		if !slices.Contains(AllStates, s) {
+			return nil, errStates
 		}
-		if !known {
-			unknown = append(unknown, s)
-			continue
+		if set == nil {
+			set = map[string]bool{}
 		}
 		set[s] = true
-	}
-	if len(unknown) > 0 {
-		return nil, &hooks.Error{Status: http.StatusBadRequest, Err: "query_parse_error",
-			Reason: fmt.Sprintf("Unknown states %s. Choose from: %s", strings.Join(unknown, ","), strings.Join(AllStates, ","))}
 	}
 	return set, nil
 }

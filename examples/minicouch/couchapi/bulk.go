@@ -53,6 +53,11 @@ func (s *Server) bulkDocs(d *dbReq) {
 			writeError(d.w, err)
 			return
 		}
+		// As CouchDB, a missing revision is named before a missing id.
+		if !newEdits && doc.Revisions == nil && doc.Rev == "" && !strings.HasPrefix(doc.ID, store.LocalPrefix) {
+			writeError(d.w, badRequest("When `new_edits: false`, the document needs `_rev` or `_revisions` specified"))
+			return
+		}
 		if doc.ID == "" {
 			if !newEdits {
 				writeError(d.w, badRequest("Document id must be a string"))
@@ -66,10 +71,6 @@ func (s *Server) bulkDocs(d *dbReq) {
 		}
 		if herr := validateDesignDoc(doc); herr != nil {
 			writeError(d.w, herr)
-			return
-		}
-		if !newEdits && doc.Revisions == nil && doc.Rev == "" && !strings.HasPrefix(doc.ID, store.LocalPrefix) {
-			writeError(d.w, badRequest("When `new_edits: false`, the document needs `_rev` or `_revisions` specified"))
 			return
 		}
 		docs = append(docs, doc)

@@ -169,8 +169,11 @@ func (s *Server) changesFilter(d *dbReq, c *changesReq, name string, bodyIDs *[]
 		}
 		c.byID = true
 	case name == "_selector":
-		if len(selector) == 0 {
+		if d.r.Method != http.MethodPost {
 			return badRequest("Selector must be specified in POST payload")
+		}
+		if len(selector) == 0 {
+			selector = json.RawMessage("null") // CouchDB: "expected a JSON object"
 		}
 		sel, err := mango.Parse(selector)
 		if err != nil {

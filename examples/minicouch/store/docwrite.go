@@ -368,7 +368,7 @@ func (db *DB) applyReplicated(b *bolt.Bucket, p *pendingDoc, tc *txCounters) (st
 		}
 		path = revtree.Path{Start: r.Gen, IDs: []string{r.Hash}}
 	default:
-		return "", BadRequest("Document revision is missing: new_edits=false needs _rev or _revisions"), nil
+		return "", BadRequest("When `new_edits: false`, the document needs `_rev` or `_revisions` specified"), nil
 	}
 	if path.Start < 1 || path.Start > revtree.MaxImportGen || len(path.IDs) == 0 {
 		// Out of range generations would wrap on the next update and

@@ -499,3 +499,55 @@ func TestSettle(t *testing.T) {
 		t.Fatal("no job for r2")
 	}
 }
+
+// TestReplicateOneShotFailures: a one-shot whose job failed is answered
+// with the status CouchDB 3.5 gives the failure: 401 and 403 when an
+// endpoint refused the credentials, 404 for a filter, else 500.
+func TestReplicateOneShotFailures(t *testing.T) {
+	admin := hooks.UserCtx{Name: "admin", Roles: []string{"_admin"}}
+	tests := []struct {
+		kind, reason string
+		code         int
+		answer       string
+	}{
+		{"forbidden", "forbidden: forbidden to access database http://127.0.0.1:5984/src/", 403,
+			`{"error":"forbidden","reason":"forbidden to access database http://127.0.0.1:5984/src/"}`},
+		{"unauthorized", "unauthorized: unauthorized to access or create database http://127.0.0.1:5984/t/", 401,
+			`{"error":"unauthorized","reason":"unauthorized to access or create database http://127.0.0.1:5984/t/"}`},
+		{"filter_fetch_error", "filter_fetch_error: Could not find filter function `f` in design document `_design/d`", 404,
+			"{\"error\":\"not_found\",\"reason\":\"Could not find filter function `f` in design document `_design/d`\"}"},
+		{"db_not_found", "db_not_found: could not open http://127.0.0.1:5984/src/", 500,
+			`{"error":"db_not_found","reason":"could not open http://127.0.0.1:5984/src/"}`},
+		{"", "Duplicate job running: x", 500, `{"error":"error","reason":"Duplicate job running: x"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.kind, func(t *testing.T) {
+			fx := newFixture(t)
+			got := make(chan [2]string, 1)
+			go func() {
+				c, r := post(fx, `{"source":"http://127.0.0.1:5984/src","target":"http://127.0.0.1:5984/t"}`, admin)
+				got <- [2]string{strconv.Itoa(c), r}
+			}()
+			// Fail the job as the job server does.
+			ctx, cancel := context.WithTimeout(fx.ctx, 5*time.Second)
+			defer cancel()
+			job, err := fx.q.Accept(ctx, jobdata.JobType, jobs.AcceptOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec, _ := jobdata.Decode(job.Data)
+			rec.State, rec.ErrorKind, rec.LastError, rec.StateInfo = jobdata.Failed, tt.kind, tt.reason, jobdata.ErrorInfo(tt.reason)
+			if err := fx.q.Finish(ctx, job, rec.Encode()); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case a := <-got:
+				if a[0] != strconv.Itoa(tt.code) || a[1] != tt.answer {
+					t.Fatalf("answer %s %s, want %d %s", a[0], a[1], tt.code, tt.answer)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("one-shot did not answer")
+			}
+		})
+	}
+}

@@ -202,8 +202,7 @@ func (f *Frontend) start(ctx context.Context, w http.ResponseWriter, rep *parse.
 		return &hooks.Error{Status: 500, Err: "error", Reason: err.Error()}
 	}
 	if rec.State != jobdata.Completed {
-		kind, reason := rec.Failure()
-		return &hooks.Error{Status: 500, Err: kind, Reason: reason}
+		return rec.Failure()
 	}
 	writeResult(w, rec.CheckpointHistory)
 	return nil

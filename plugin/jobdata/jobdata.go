@@ -7,9 +7,11 @@ package jobdata
 import (
 	"encoding/json"
 	"errors"
+	"net/http"
 	"strings"
 	"time"
 
+	"github.com/couchepi/couchepi/hooks"
 	"github.com/couchepi/couchepi/internal/jsonobj"
 	"github.com/couchepi/couchepi/internal/jsonscan"
 	"github.com/couchepi/couchepi/parse"
@@ -256,15 +258,28 @@ const (
 	UnreachableReason = "could not open the source or target: it is unreachable, not a CouchDB database, or not allowed"
 )
 
-// Failure returns the CouchDB error name and reason of a failed job, as
-// POST /_replicate answers them: ErrorKind without its "kind: " prefix on
-// the reason, or "error" and the whole reason when the failure has no kind.
-func (r *Record) Failure() (name, reason string) {
-	reason = r.ErrorReason()
+// Failure is the answer POST /_replicate gives for a failed job, as
+// CouchDB 3.5's chttpd maps the replication's error: the error name is
+// ErrorKind (its "kind: " prefix cut from the reason), or "error" with the
+// whole reason when the failure has none; the status is 401 or 403 when an
+// endpoint refused the credentials, 404 not_found for a filter that could
+// not be fetched, else 500. It agrees with replicate.Error's HTTPStatus
+// and CouchError for the failures that reach the job record.
+func (r *Record) Failure() *hooks.Error {
+	reason := r.ErrorReason()
 	if r.ErrorKind == "" {
-		return "error", reason
+		return &hooks.Error{Status: http.StatusInternalServerError, Err: "error", Reason: reason}
 	}
-	return r.ErrorKind, strings.TrimPrefix(reason, r.ErrorKind+": ")
+	e := &hooks.Error{Status: http.StatusInternalServerError, Err: r.ErrorKind, Reason: strings.TrimPrefix(reason, r.ErrorKind+": ")}
+	switch r.ErrorKind {
+	case "unauthorized":
+		e.Status = http.StatusUnauthorized
+	case "forbidden":
+		e.Status = http.StatusForbidden
+	case "filter_fetch_error":
+		e.Status, e.Err = http.StatusNotFound, "not_found"
+	}
+	return e
 }
 
 // ISOTime formats unix seconds as CouchDB's UTC timestamp "2006-01-02T15:04:05Z".

@@ -121,17 +121,24 @@ func TestStateOf(t *testing.T) {
 }
 
 func TestFailure(t *testing.T) {
-	tests := []struct{ kind, info, name, reason string }{
-		{"db_not_found", "db_not_found: could not open http://h/db/", "db_not_found", "could not open http://h/db/"},
-		{"", "Duplicate job running: x", "error", "Duplicate job running: x"},
-		{"", "Replication `a` specified by document `b`: x", "error", "Replication `a` specified by document `b`: x"},
-		{"", "db_not_found: looks typed but is not", "error", "db_not_found: looks typed but is not"},
-		{"max_backoff", "max_backoff: too many retries", "max_backoff", "too many retries"},
+	tests := []struct {
+		kind, info   string
+		status       int
+		name, reason string
+	}{
+		{"db_not_found", "db_not_found: could not open http://h/db/", 500, "db_not_found", "could not open http://h/db/"},
+		{"", "Duplicate job running: x", 500, "error", "Duplicate job running: x"},
+		{"", "Replication `a` specified by document `b`: x", 500, "error", "Replication `a` specified by document `b`: x"},
+		{"", "db_not_found: looks typed but is not", 500, "error", "db_not_found: looks typed but is not"},
+		{"max_backoff", "max_backoff: too many retries", 500, "max_backoff", "too many retries"},
+		{"unauthorized", "unauthorized: unauthorized to access or create database http://h/db/", 401, "unauthorized", "unauthorized to access or create database http://h/db/"},
+		{"forbidden", "forbidden: forbidden to access database http://h/db/", 403, "forbidden", "forbidden to access database http://h/db/"},
+		{"filter_fetch_error", "filter_fetch_error: Couldn't open document `_design/f`", 404, "not_found", "Couldn't open document `_design/f`"},
 	}
 	for _, tt := range tests {
 		r := &Record{ErrorKind: tt.kind, StateInfo: ErrorInfo(tt.info)}
-		if name, reason := r.Failure(); name != tt.name || reason != tt.reason {
-			t.Errorf("Failure(%q, %q) = %q, %q; want %q, %q", tt.kind, tt.info, name, reason, tt.name, tt.reason)
+		if e := r.Failure(); e.Status != tt.status || e.Err != tt.name || e.Reason != tt.reason {
+			t.Errorf("Failure(%q, %q) = %d %q, %q; want %d %q, %q", tt.kind, tt.info, e.Status, e.Err, e.Reason, tt.status, tt.name, tt.reason)
 		}
 	}
 }

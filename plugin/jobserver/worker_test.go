@@ -10,6 +10,21 @@ import (
 	"github.com/couchepi/couchepi/plugin/replicate"
 )
 
+// TestRecordedFailureAnswer: a failure recorded in a job (its kind and
+// reason, as crash records them) is answered by POST /_replicate with the
+// status and error the replicate.Error it came from carries.
+func TestRecordedFailureAnswer(t *testing.T) {
+	for _, kind := range []string{"unauthorized", "forbidden", "filter_fetch_error", "db_not_found", "nxdomain", "changes_req_failed", maxBackoff} {
+		err := &replicate.Error{Kind: kind, Reason: "what failed"}
+		rec := &jobdata.Record{ErrorKind: errorKind(err), StateInfo: jobdata.ErrorInfo(err.Error())}
+		got := rec.Failure()
+		name, reason := err.CouchError()
+		if got.Status != err.HTTPStatus() || got.Err != name || got.Reason != reason {
+			t.Errorf("%s: recorded failure answers %d %s %q; the error itself %d %s %q", kind, got.Status, got.Err, got.Reason, err.HTTPStatus(), name, reason)
+		}
+	}
+}
+
 // TestErrorKind: the kind comes from a typed replicate.Error, wrapped or
 // not, never from the text of an untyped error.
 func TestErrorKind(t *testing.T) {

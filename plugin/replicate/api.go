@@ -180,11 +180,13 @@ type Error struct {
 func (e *Error) Error() string { return e.Kind + ": " + e.Reason }
 
 // HTTPStatus is the status a server answers e with when it is the client's
-// request that failed (POST /_replicate): 404 for a missing filter or db,
-// 401 and 403 as the endpoint said, 500 otherwise.
+// request that failed (POST /_replicate), as CouchDB 3.5's chttpd does: 404
+// for a missing filter, 401 and 403 as the endpoint said, 500 otherwise
+// (db_not_found included). jobdata.Record.Failure answers the same for a
+// failure recorded in a job.
 func (e *Error) HTTPStatus() int {
 	switch e.Kind {
-	case "filter_fetch_error", "db_not_found":
+	case "filter_fetch_error":
 		return 404
 	case "unauthorized":
 		return 401

@@ -293,3 +293,47 @@ func TestConnectTo(t *testing.T) {
 		t.Fatalf("target differs:\n%s", strings.Join(d, "\n"))
 	}
 }
+
+// TestEndpointRefusals: an endpoint that refuses the replication's
+// credentials fails the start with CouchDB's error and status (401
+// unauthorized, 403 forbidden), also when the refusal is the target's
+// creation (CouchDB 3.5 db_open tells 401 and 403 apart there too).
+func TestEndpointRefusals(t *testing.T) {
+	s := startServer(t)
+	cases := []struct {
+		name   string
+		refuse string // the request refused: "GET source" or "PUT target"
+		answer fault
+		kind   string
+		status int
+	}{
+		{"source 401", "GET source", fail401, "unauthorized", 401},
+		{"source 403", "GET source", fail403, "forbidden", 403},
+		{"target creation 401", "PUT target", fail401, "unauthorized", 401},
+		{"target creation 403", "PUT target", fail403, "forbidden", 403},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			src := s.newDB(t, "src")
+			addDocs(t, s, src, 0, 3)
+			tgt := s.newDB(t, "tgt")
+			refused := map[string]string{"GET source": "GET /" + src, "PUT target": "PUT /" + tgt}[tc.refuse]
+			p := newFaultProxy(t, s)
+			p.setFaults(func(_ int, r *http.Request, _ []byte) fault {
+				if r.Method+" "+strings.TrimSuffix(r.URL.Path, "/") == refused {
+					return tc.answer
+				}
+				return passThrough
+			})
+			rep := testRep(p.endpointServer(s), src, tgt)
+			rep.CreateTarget = true
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_, err := Run(ctx, rep, Options{ServerUUID: "0123456789abcdef0123456789abcdef"})
+			var re *Error
+			if !errors.As(err, &re) || re.Kind != tc.kind || re.HTTPStatus() != tc.status {
+				t.Fatalf("err = %v, want kind %s, status %d", err, tc.kind, tc.status)
+			}
+		})
+	}
+}

@@ -24,6 +24,7 @@ const (
 	fail413             // answer 413 without forwarding
 	fail405             // answer 405 without forwarding
 	fail403             // answer 403 forbidden, as a validate_doc_update refusing the doc
+	fail401             // answer 401 unauthorized, as a server refusing the credentials
 	cutResponse         // forward, then cut the connection halfway through the body
 	slowResponse        // wait past the client's timeout, then forward
 	rejectDocs          // _bulk_docs: drop docs whose id starts with "reject", report them forbidden
@@ -125,6 +126,9 @@ func (p *faultProxy) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	case fail403:
 		http.Error(w, `{"error":"forbidden","reason":"injected rejection"}`, http.StatusForbidden)
+		return
+	case fail401:
+		http.Error(w, `{"error":"unauthorized","reason":"injected refusal"}`, http.StatusUnauthorized)
 		return
 	case fail405:
 		http.Error(w, `{"error":"method_not_allowed","reason":"injected"}`, http.StatusMethodNotAllowed)

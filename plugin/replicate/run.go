@@ -265,15 +265,19 @@ func openDB(ctx context.Context, c *couchclient.Client) (dbInfo, error) {
 	return info, nil
 }
 
-// createDB PUTs the target with create_target_params as the query; only 401/403 are fatal.
+// createDB PUTs the target with create_target_params as the query; only
+// 401 (unauthorized) and 403 (forbidden) are fatal, as in CouchDB.
 func createDB(ctx context.Context, c *couchclient.Client, params json.RawMessage) error {
 	resp, err := c.Do(ctx, &couchclient.Request{Buffer: true, Method: http.MethodPut, Path: "", Query: paramsQuery(params)})
 	if err != nil {
 		return nil // the open that follows reports it
 	}
 	defer drainClose(resp)
-	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+	switch resp.StatusCode {
+	case http.StatusUnauthorized:
 		return newError("unauthorized", "unauthorized to access or create database "+c.RedactedURL(), true)
+	case http.StatusForbidden:
+		return newError("forbidden", "forbidden to create database "+c.RedactedURL(), true)
 	}
 	return nil
 }

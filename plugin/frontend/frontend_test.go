@@ -373,25 +373,37 @@ func TestReplicateContinuousAndCancel(t *testing.T) {
 	}
 }
 
+// TestReplicateCancelByRepID: a _replicate job is found by its replication
+// id, also with its "+" turned into spaces (form decoding), from the moment
+// it is added, before it first runs (issue #33 item 3).
 func TestReplicateCancelByRepID(t *testing.T) {
-	fx := newFixture(t)
 	admin := hooks.UserCtx{Name: "admin", Roles: []string{"_admin"}}
 	body := `{"source":"http://127.0.0.1:5984/src","target":"http://127.0.0.1:5984/t","continuous":true}`
-	_, resp := post(fx, body, admin)
-	var r struct {
-		LocalID string `json:"_local_id"`
-	}
-	json.Unmarshal([]byte(resp), &r)
-	// Record ownership as the job server does when the job starts.
-	var jobID string
-	for id := range fx.jobs() {
-		jobID = id
-	}
-	fx.q.Transact(fx.ctx, func(tx *jobs.Tx) error { jobdata.SetRepIDOwner(tx.KV(), r.LocalID, jobID); return nil })
-	// "+" arrives as a space after form decoding.
-	code, resp := post(fx, `{"replication_id":"`+strings.ReplaceAll(r.LocalID, "+", " ")+`","cancel":true}`, admin)
-	if code != 200 || len(fx.jobs()) != 0 {
-		t.Fatalf("cancel by rep id: %d %s", code, resp)
+	for _, key := range []string{"replication_id", "_local_id", "id"} {
+		for _, spaces := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s spaces=%v", key, spaces), func(t *testing.T) {
+				fx := newFixture(t)
+				_, resp := post(fx, body, admin)
+				var r struct {
+					LocalID string `json:"_local_id"`
+				}
+				json.Unmarshal([]byte(resp), &r)
+				id := r.LocalID
+				if spaces {
+					id = strings.ReplaceAll(id, "+", " ")
+				}
+				if rec, err := fx.f.recs.Lookup(fx.ctx, id); err != nil || rec.RepID != r.LocalID {
+					t.Fatalf("lookup of %q before the job ran: %+v, %v", id, rec, err)
+				}
+				code, resp := post(fx, `{"`+key+`":"`+id+`","cancel":true}`, admin)
+				if code != 200 || resp != `{"ok":true,"_local_id":"`+r.LocalID+`"}` || len(fx.jobs()) != 0 {
+					t.Fatalf("cancel by %s %q: %d %s, %d jobs left", key, id, code, resp, len(fx.jobs()))
+				}
+				if code, _ := post(fx, `{"`+key+`":"`+id+`","cancel":true}`, admin); code != 404 {
+					t.Fatalf("second cancel: %d, want 404", code)
+				}
+			})
+		}
 	}
 }
 

@@ -167,6 +167,7 @@ func (f *Frontend) start(ctx context.Context, w http.ResponseWriter, rep *parse.
 		if err != nil {
 			return err
 		}
+		claim := true // no other live job holds the replication id
 		if owner != "" && owner != jobID {
 			if o, err := jobdata.Get(tx, owner); err == nil {
 				if o.Active() && o.RepID == repID.String() {
@@ -178,10 +179,27 @@ func (f *Frontend) start(ctx context.Context, w http.ResponseWriter, rep *parse.
 						herr = &hooks.Error{Status: 401, Err: "unauthorized", Reason: "Replication `" + repID.String() + "` belongs to another user"}
 						return nil
 					}
+					claim = false
 				}
 			}
 		}
-		return jobdata.Put(tx, jobID, jobdata.New(rep, "", "", "", f.cfg.Now()))
+		rec := jobdata.New(rep, "", "", "", f.cfg.Now())
+		rec.RepID, rec.BaseID = repID.String(), repID.Base
+		if err := jobdata.Put(tx, jobID, rec); err != nil {
+			return err
+		}
+		if !claim {
+			return nil
+		}
+		// As in CouchDB, where a _replicate job is known by its id from
+		// the moment it is added: cancel and _scheduler/jobs find it
+		// before it first runs (the job server would claim the id only
+		// then). Put keeps a live job of the same replication as it was.
+		if cur, err := jobdata.Get(tx, jobID); err != nil || cur.RepID != repID.String() {
+			return err
+		}
+		jobdata.SetRepIDOwner(tx.KV(), repID.String(), jobID)
+		return nil
 	})
 	if err != nil {
 		return &hooks.Error{Status: 500, Err: "error", Reason: err.Error()}

@@ -563,3 +563,38 @@ func TestReplicateOneShotFailures(t *testing.T) {
 		})
 	}
 }
+
+// TestReplicateCancelFinishedJob: a cancel finds a _replicate job that
+// completed (it stays visible until transient_job_max_age_sec), but not
+// one that failed: CouchDB 3.x removed that one when it crashed.
+func TestReplicateCancelFinishedJob(t *testing.T) {
+	admin := hooks.UserCtx{Name: "admin", Roles: []string{"_admin"}}
+	for _, tt := range []struct {
+		state string
+		code  int
+	}{{jobdata.Completed, 200}, {jobdata.Failed, 404}} {
+		t.Run(tt.state, func(t *testing.T) {
+			fx := newFixture(t)
+			_, resp := post(fx, `{"source":"http://127.0.0.1:5984/src","target":"http://127.0.0.1:5984/t","continuous":true}`, admin)
+			var r struct {
+				LocalID string `json:"_local_id"`
+			}
+			json.Unmarshal([]byte(resp), &r)
+			// Finish the job as the job server does.
+			ctx, cancel := context.WithTimeout(fx.ctx, 5*time.Second)
+			defer cancel()
+			job, err := fx.q.Accept(ctx, jobdata.JobType, jobs.AcceptOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec, _ := jobdata.Decode(job.Data)
+			rec.State = tt.state
+			if err := fx.q.Finish(ctx, job, rec.Encode()); err != nil {
+				t.Fatal(err)
+			}
+			if code, resp := post(fx, `{"replication_id":"`+r.LocalID+`","cancel":true}`, admin); code != tt.code {
+				t.Fatalf("cancel of a %s job: %d %s, want %d", tt.state, code, resp, tt.code)
+			}
+		})
+	}
+}

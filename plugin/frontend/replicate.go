@@ -113,7 +113,7 @@ func (f *Frontend) cancel(ctx context.Context, w http.ResponseWriter, rep *parse
 		jobID = parse.TransientJobID(rep, f.cfg.ServerUUID)
 	}
 	rec, err := f.recs.Get(ctx, jobID)
-	if err != nil {
+	if err != nil || !rec.FoundByID() {
 		return hooks.NotFound("missing")
 	}
 	if !rec.Transient() {

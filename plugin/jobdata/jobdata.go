@@ -232,6 +232,16 @@ func (r *Record) Continuous() bool { return r.Rep != nil && r.Rep.Continuous }
 // Active reports whether the job still waits to run or runs (not finished).
 func (r *Record) Active() bool { return r.Summary().Active() }
 
+// FoundByID reports whether a lookup by id (`_scheduler/jobs/{id}`, a
+// cancel) finds the job: pending, running or crashing, or a `_replicate`
+// job that completed, which stays visible until the job server removes it
+// (transient_job_max_age_sec). A `_replicate` job that failed is gone, as
+// CouchDB 3.x removes it when it crashes (its record is kept only for a
+// POST /_replicate waiting on it); `_scheduler/docs` shows finished doc jobs.
+func (r *Record) FoundByID() bool {
+	return r.Active() || r.Transient() && r.State == Completed
+}
+
 // ErrorInfo is the JSON string stored in StateInfo for an error reason.
 func ErrorInfo(reason string) json.RawMessage {
 	b, _ := json.Marshal(reason)

@@ -334,8 +334,8 @@ func (w *worker) writeDoc(rec *jobdata.Record, st jobdata.DocState) {
 }
 
 // maxBackoff is the error kind of a run that gave up after its requests
-// backed off to the maximum: a transient job is restarted rather than
-// failed, and the next run sends fewer requests (maxBackoffRep).
+// backed off to the maximum: the next run of a doc job sends fewer
+// requests (maxBackoffRep).
 const maxBackoff = "max_backoff"
 
 // errorKind returns the CouchDB error name a replication failure carries,
@@ -365,9 +365,10 @@ func (s *Server) shownFailure(rec *jobdata.Record, err error) (kind, reason stri
 	return kind, jobdata.UnreachableKind + ": " + jobdata.UnreachableReason
 }
 
-// crash records a failed run: transient jobs fail (unless the reason is
-// max_backoff); others become crashing and are re-enqueued after the
-// exponential backoff penalty.
+// crash records a failed run: transient jobs fail, whatever the reason
+// (CouchDB 3.x removes a _replicate job that crashes, max_backoff
+// included: it is shown nowhere after); others become crashing and are
+// re-enqueued after the exponential backoff penalty.
 func (w *worker) crash(rec *jobdata.Record, err error, now time.Time) {
 	s, cfg := w.s, w.s.config()
 	kind, reason := s.shownFailure(rec, err)
@@ -375,7 +376,7 @@ func (w *worker) crash(rec *jobdata.Record, err error, now time.Time) {
 	if reason != err.Error() {
 		s.log.Info("replication failed; its creator sees the host policy's one reason", "job", w.job.ID, "reason", err.Error())
 	}
-	if rec.Transient() && kind != maxBackoff {
+	if rec.Transient() {
 		w.fail(rec, kind, reason, now, true)
 		return
 	}

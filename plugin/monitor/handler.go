@@ -86,10 +86,8 @@ func (h *Handler) serve(r *http.Request, admin bool) (any, error) {
 			if err != nil {
 				return nil, errBadPath
 			}
-			// A finished transient job stays visible until the job server
-			// removes it (transient_job_max_age_sec).
 			rec, err := h.src.Lookup(ctx, id)
-			if err != nil || !rec.Active() && !rec.Summary().Transient() {
+			if err != nil || !rec.FoundByID() {
 				if err == nil || errors.Is(err, ErrNotFound) {
 					return nil, errMissing
 				}

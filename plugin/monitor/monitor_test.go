@@ -209,6 +209,9 @@ func TestHandler(t *testing.T) {
 	src := memSource(sampleRecords())
 	other := &jobdata.Record{Rep: rep("a", "b", false), DBName: "x/y/_replicator", DBUUID: "u2", DocID: "d/1", State: jobdata.Pending, StartTime: ts(1), LastUpdated: ts(1)}
 	src["u2|d/1"] = other
+	// _replicate jobs: one that completed, one that crashed (CouchDB 3.x removes those).
+	src["t1"] = &jobdata.Record{Rep: rep("a", "c", false), RepID: "1111aaaa", State: jobdata.Completed, StartTime: ts(1), LastUpdated: ts(2)}
+	src["t2"] = &jobdata.Record{Rep: rep("a", "d", true), RepID: "2222bbbb+continuous", State: jobdata.Failed, ErrorCount: 1, StartTime: ts(1), LastUpdated: ts(2)}
 	h := New(src)
 	tests := []struct {
 		name       string
@@ -232,6 +235,8 @@ func TestHandler(t *testing.T) {
 		{"job by rep id", "/_scheduler/jobs/b9691fedaee4243ba089bca27b0feb4d%2Bcontinuous", true, 200, `"doc_id":"cont"`, ""},
 		{"finished job hidden", "/_scheduler/jobs/u1%7Coneshot", true, 404, `{"error":"not_found","reason":"missing"}`, ""},
 		{"unknown job", "/_scheduler/jobs/nope", true, 404, `"reason":"missing"`, ""},
+		{"completed _replicate job shown", "/_scheduler/jobs/1111aaaa", true, 200, `"id":"1111aaaa"`, ""},
+		{"crashed _replicate job gone", "/_scheduler/jobs/2222bbbb%2Bcontinuous", true, 404, `{"error":"not_found","reason":"missing"}`, ""},
 		{"docs all", "/_scheduler/docs", true, 200, `"total_rows":5`, ""},
 		{"docs of db", "/_scheduler/docs/_replicator?states=completed,failed", true, 200, `"total_rows":2`, `"crash"`},
 		{"docs of slashed db", "/_scheduler/docs/x/y/_replicator", true, 200, `"total_rows":1`, ""},

@@ -83,3 +83,35 @@ func TestCrash(t *testing.T) {
 		})
 	}
 }
+
+// TestDuplicateOfCrashingDoc (issue #33 item 4): a doc job whose
+// replication id is held by another doc's job that is crashing (backing
+// off) is a duplicate, as in CouchDB 3.x: the id stays with its owner.
+func TestDuplicateOfCrashingDoc(t *testing.T) {
+	for _, ownerState := range []string{jobdata.Pending, jobdata.Running, jobdata.Crashing, jobdata.Completed, jobdata.Failed} {
+		t.Run(ownerState, func(t *testing.T) {
+			s := queueServer(t)
+			repID := parse.RepID{Base: "b9691fedaee4243ba089bca27b0feb4d", Ext: "+continuous"}
+			owner := testRecord("first")
+			owner.RepID, owner.State = repID.String(), ownerState
+			err := s.q.Transact(context.Background(), func(tx *jobs.Tx) error {
+				if err := tx.Add(jobdata.JobType, "owner", owner.Encode(), jobdata.ParkedTime); err != nil {
+					return err
+				}
+				jobdata.SetRepIDOwner(tx.KV(), repID.String(), "owner")
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			job, rec := acceptJob(t, s, "second", testRecord("second"))
+			dup, err := newWorker(s, job, nil).markRunning(rec, repID, "<0.1.0>", time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if wantDup := ownerState != jobdata.Completed && ownerState != jobdata.Failed; (dup != nil) != wantDup || dup != nil && dup.jobID != "owner" {
+				t.Fatalf("owner %s: duplicate %+v, want one: %v", ownerState, dup, wantDup)
+			}
+		})
+	}
+}

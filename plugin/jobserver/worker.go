@@ -191,9 +191,12 @@ type dupOwner struct {
 	rec   *jobdata.Record
 }
 
-// markRunning implements the ownership check of CouchDB 4.x: a replication
-// id free, ours, or held by a job that is no longer pending/running is
-// taken; otherwise the owner is returned.
+// markRunning implements the ownership check: a replication id free,
+// ours, or held by a job that is no longer pending, running or crashing is
+// taken; otherwise the owner is returned. A crashing owner keeps its id,
+// as in CouchDB 3.x, where a job stays in the scheduler while it backs off
+// and a doc of the same replication fails as a duplicate (4.x would let the
+// newcomer take over, so the two docs would take turns crashing).
 func (w *worker) markRunning(rec *jobdata.Record, repID parse.RepID, pid string, now time.Time) (*dupOwner, error) {
 	s, cfg := w.s, w.s.config()
 	var dup *dupOwner
@@ -207,7 +210,7 @@ func (w *worker) markRunning(rec *jobdata.Record, repID parse.RepID, pid string,
 			o, err := jobdata.Get(tx, owner)
 			switch {
 			case err == nil:
-				if o.RepID == repID.String() && (o.State == jobdata.Pending || o.State == jobdata.Running) {
+				if o.RepID == repID.String() && o.Active() {
 					dup = &dupOwner{owner, o}
 					return nil
 				}

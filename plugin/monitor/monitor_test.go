@@ -128,6 +128,16 @@ func TestShapes(t *testing.T) {
   "state": "failed", "error_count": 1,
   "info": {"error": "Replication ` + "`b9691fedaee4243ba089bca27b0feb4d+continuous`" + ` specified by document ` + "`dup`" + ` already started, triggered by document ` + "`cont`" + ` from db ` + "`_replicator`" + `"},
   "start_time": "2026-11-21T20:08:58Z", "last_updated": "2026-11-21T20:08:58Z"}`},
+		{"failed after crashing: CouchDB reads it from the doc", func() json.RawMessage {
+			r := *recs["u1|dup"]
+			r.ErrorCount, r.StartTime = 3, ts(40) // crashed twice before it found its duplicate
+			return docJSON(&r)
+		}, `{
+  "database": "_replicator", "doc_id": "dup", "id": null,
+  "source": "http://127.0.0.1:25984/src/", "target": "http://127.0.0.1:25984/tgt2/",
+  "state": "failed", "error_count": 1,
+  "info": {"error": "Replication ` + "`b9691fedaee4243ba089bca27b0feb4d+continuous`" + ` specified by document ` + "`dup`" + ` already started, triggered by document ` + "`cont`" + ` from db ` + "`_replicator`" + `"},
+  "start_time": "2026-11-21T20:08:58Z", "last_updated": "2026-11-21T20:08:58Z"}`},
 		{"sample 19 crashing doc", func() json.RawMessage { return docJSON(recs["u1|crash"]) }, `{
   "database": "_replicator", "doc_id": "crash", "id": "ff6b656bcddc4f6b55c13e0dd168b83d",
   "node": "couchdb@127.0.0.1", "source": "http://127.0.0.1:25984/nosuchdb/", "target": "http://127.0.0.1:25984/tgt_extra/",

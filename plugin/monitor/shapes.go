@@ -82,7 +82,9 @@ func jobJSON(rec *jobdata.Record) json.RawMessage {
 }
 
 // docJSON renders one `_scheduler/docs` entry (CouchDB 3.x shapes: the
-// terminal states have their own, shorter form).
+// terminal states have their own, shorter form, which CouchDB reads from
+// the doc's state fields: a failed doc has error_count 1 and starts when
+// it failed, `_replication_state_time`).
 func docJSON(rec *jobdata.Record) json.RawMessage {
 	src, tgt, srcProxy, tgtProxy := endpoints(rec)
 	var o jsonobj.Builder
@@ -90,18 +92,20 @@ func docJSON(rec *jobdata.Record) json.RawMessage {
 	switch rec.State {
 	case jobdata.Completed, jobdata.Failed:
 		var info json.RawMessage
-		start := rec.StartTime
+		var start int64
+		var errorCount int
 		if rec.State == jobdata.Completed {
 			info = rec.Stats.CompletedInfo("")
 			start = rec.LastStartOrAdded()
 		} else {
 			info = errorInfo(rec.ErrorReason())
+			start, errorCount = rec.LastUpdated, 1
 		}
 		o.Add("id", nil).
 			Add("source", src).
 			Add("target", tgt).
 			Add("state", rec.State).
-			Add("error_count", rec.ErrorCount).
+			Add("error_count", errorCount).
 			Add("info", info).
 			Add("start_time", jobdata.ISOTime(start)).
 			Add("last_updated", jobdata.ISOTime(rec.LastUpdated))

@@ -32,18 +32,19 @@ type HistoryEntry struct {
 	BulkGetAttempts  int64           `json:"bulk_get_attempts"`
 }
 
-// Checkpoint is the body of a `_local/<base id>` checkpoint doc (without _id/_rev).
+// Checkpoint is the body of a `_local/<base id>` checkpoint doc (without
+// _id/_rev), its members in CouchDB's order.
 type Checkpoint struct {
-	SessionID            string            `json:"session_id"`
-	SourceLastSeq        json.RawMessage   `json:"source_last_seq"`
-	ReplicationIDVersion int               `json:"replication_id_version"`
-	History              []json.RawMessage `json:"history"`
+	SessionID            string          `json:"session_id"`
+	SourceLastSeq        json.RawMessage `json:"source_last_seq"`
+	ReplicationIDVersion int             `json:"replication_id_version"`
 	// Legacy top-level fields written for doc_ids replications.
-	StartTime        string `json:"start_time,omitempty"`
-	EndTime          string `json:"end_time,omitempty"`
-	DocsRead         *int64 `json:"docs_read,omitempty"`
-	DocsWritten      *int64 `json:"docs_written,omitempty"`
-	DocWriteFailures *int64 `json:"doc_write_failures,omitempty"`
+	StartTime        string            `json:"start_time,omitempty"`
+	EndTime          string            `json:"end_time,omitempty"`
+	DocsRead         *int64            `json:"docs_read,omitempty"`
+	DocsWritten      *int64            `json:"docs_written,omitempty"`
+	DocWriteFailures *int64            `json:"doc_write_failures,omitempty"`
+	History          []json.RawMessage `json:"history"`
 }
 
 // localDoc is a checkpoint doc as read from one endpoint.

@@ -1,11 +1,13 @@
 package replicate
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -254,4 +256,110 @@ func TestCrashReasons(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDocIDsConflictCounters (issue #33 item 7): CouchDB's own "replication
+// by doc ids" steps. One id is replicated, then source and target each
+// gain a conflicting revision and the same replication runs again: it
+// reads and writes the one missing revision, and its counters, like
+// CouchDB 3.5.0's (measured side by side), add up the runs that share the
+// checkpoint: docs_read 2, docs_written 2. A fresh replication of the
+// conflicted doc counts 1 and 1.
+func TestDocIDsConflictCounters(t *testing.T) {
+	s := startServer(t)
+	src, tgt := s.newDB(t, "src"), s.newDB(t, "tgt")
+	p := newFaultProxy(t, s)
+	var written int // revisions sent to the target
+	p.setFaults(func(_ int, r *http.Request, body []byte) fault {
+		switch {
+		case r.Method == "POST" && strings.HasSuffix(r.URL.Path, "/_bulk_docs"):
+			var v struct {
+				Docs []json.RawMessage `json:"docs"`
+			}
+			json.Unmarshal(body, &v)
+			written += len(v.Docs)
+		case r.Method == "PUT" && strings.HasPrefix(r.URL.Path, "/"+tgt+"/") && !strings.Contains(r.URL.Path, "/_local/"):
+			written++
+		}
+		return passThrough
+	})
+	ps := p.endpointServer(s)
+	winner := func(db string) string {
+		var d struct {
+			Rev string `json:"_rev"`
+		}
+		json.Unmarshal(s.mustDo(t, "GET", db+"/x", nil), &d)
+		return d.Rev
+	}
+	type counters struct{ read, written, sent int64 }
+	run := func(rep *parse.Rep) counters {
+		t.Helper()
+		p.mu.Lock()
+		written = 0
+		p.mu.Unlock()
+		res := runRep(t, rep, Options{})
+		// CouchDB's order: the doc_ids replication's own members before the history.
+		want := "session_id source_last_seq replication_id_version start_time end_time docs_read docs_written doc_write_failures history"
+		if got := strings.Join(memberNames(t, res.Body), " "); got != want {
+			t.Errorf("result members %s, want %s", got, want)
+		}
+		var body struct {
+			DocsRead    int64 `json:"docs_read"`
+			DocsWritten int64 `json:"docs_written"`
+		}
+		json.Unmarshal(res.Body, &body)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return counters{body.DocsRead, body.DocsWritten, int64(written)}
+	}
+	byID := func() *parse.Rep {
+		rep := testRep(ps, src, tgt)
+		rep.DocIDs = []string{"x"}
+		return rep
+	}
+	s.mustDo(t, "PUT", src+"/x", map[string]any{"integer": 1})
+	if got := run(byID()); got != (counters{1, 1, 1}) {
+		t.Fatalf("first run: %+v, want 1 read, 1 written, 1 sent", got)
+	}
+	s.mustDo(t, "PUT", src+"/x", map[string]any{"_rev": winner(src), "integer": 101})
+	var tgtRev struct {
+		Rev string `json:"rev"`
+	}
+	json.Unmarshal(s.mustDo(t, "PUT", tgt+"/x", map[string]any{"_rev": winner(tgt), "integer": 2}), &tgtRev)
+	if got := run(byID()); got != (counters{2, 2, 1}) {
+		t.Fatalf("run after the conflict: %+v, want 2 read, 2 written (both runs), 1 sent", got)
+	}
+	if leaves := s.contents(t, tgt)["x"]; len(leaves) != 2 {
+		t.Fatalf("target x has %d leaves, want the two conflicting ones", len(leaves))
+	}
+	// A replication of its own (another target) of the conflicted source doc.
+	tgt2 := s.newDB(t, "tgt")
+	s.bulk(t, tgt2, false, map[string]any{"_id": "x", "_rev": tgtRev.Rev, "integer": 2})
+	rep := testRep(ps, src, tgt2)
+	rep.DocIDs = []string{"x"}
+	if got := run(rep); got.read != 1 || got.written != 1 {
+		t.Fatalf("fresh run: %+v, want 1 read, 1 written", got)
+	}
+}
+
+// memberNames lists the names of a JSON object's members in their order.
+func memberNames(t *testing.T, obj json.RawMessage) []string {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(obj))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		t.Fatalf("not an object: %s", obj)
+	}
+	var names []string
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			t.Fatalf("%s: %v", obj, err)
+		}
+		names = append(names, tok.(string))
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			t.Fatalf("%s: %v", obj, err)
+		}
+	}
+	return names
 }

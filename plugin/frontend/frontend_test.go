@@ -353,7 +353,7 @@ func TestReplicateContinuousAndCancel(t *testing.T) {
 		answer string
 	}{
 		{"unknown id", `{"replication_id":"nonexistent","cancel":true}`, admin, 404, `{"error":"not_found","reason":"missing"}`},
-		{"other user", strings.Replace(body, `"continuous":true`, `"continuous":true,"cancel":true`, 1), bob, 404, `{"error":"not_found","reason":"missing"}`},
+		{"other user", strings.Replace(body, `"continuous":true`, `"continuous":true,"cancel":true`, 1), bob, 401, `{"error":"unauthorized","reason":"You are not a server admin."}`},
 		{"bad content", `{"source":"http://h/a","target":"http://h/b","worker_processes":"a few"}`, admin, 400, `"error":"bad_request"`},
 		{"missing source", `{}`, admin, 400, "{\"error\":\"bad_request\",\"reason\":\"Missing `source` field\"}"},
 		{"anonymous", body, hooks.UserCtx{}, 401, `"error":"unauthorized"`},
@@ -596,5 +596,47 @@ func TestReplicateCancelFinishedJob(t *testing.T) {
 				t.Fatalf("cancel of a %s job: %d %s, want %d", tt.state, code, resp, tt.code)
 			}
 		})
+	}
+}
+
+// TestReplicateOtherUsersJob: a user who is not a server admin can
+// neither cancel (by id or by the same body) nor start another user's
+// replication: CouchDB's check_authorization answers 401 "You are not a
+// server admin.", as it does for any other refusal of that kind.
+func TestReplicateOtherUsersJob(t *testing.T) {
+	alice := hooks.UserCtx{Name: "alice", Roles: []string{}}
+	bob := hooks.UserCtx{Name: "bob", Roles: []string{}}
+	admin := hooks.UserCtx{Name: "admin", Roles: []string{"_admin"}}
+	body := `{"source":"http://127.0.0.1:5984/src","target":"http://127.0.0.1:5984/t","continuous":true}`
+	cancelBody := strings.Replace(body, `"continuous":true`, `"continuous":true,"cancel":true`, 1)
+	const refused = `{"error":"unauthorized","reason":"You are not a server admin."}`
+	fx := newFixture(t)
+	code, resp := post(fx, body, alice)
+	var r struct {
+		LocalID string `json:"_local_id"`
+	}
+	json.Unmarshal([]byte(resp), &r)
+	if code != 202 {
+		t.Fatalf("alice starts: %d %s", code, resp)
+	}
+	steps := []struct {
+		name   string
+		body   string
+		user   hooks.UserCtx
+		code   int
+		answer string
+	}{
+		{"bob starts the same", body, bob, 401, refused},
+		{"bob cancels by body", cancelBody, bob, 401, refused},
+		{"bob cancels by id", `{"replication_id":"` + r.LocalID + `","cancel":true}`, bob, 401, refused},
+		{"an admin cancels by body", cancelBody, admin, 200, `{"ok":true,"_local_id":"` + r.LocalID + `"}`},
+	}
+	for _, st := range steps {
+		if code, resp := post(fx, st.body, st.user); code != st.code || resp != st.answer {
+			t.Errorf("%s: %d %s, want %d %s", st.name, code, resp, st.code, st.answer)
+		}
+	}
+	if n := len(fx.jobs()); n != 0 {
+		t.Fatalf("%d jobs left", n)
 	}
 }

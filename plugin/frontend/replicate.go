@@ -62,7 +62,7 @@ func (f *Frontend) replicate(w http.ResponseWriter, r *http.Request, user hooks.
 	}
 	ctx := r.Context()
 	if rep.Cancel {
-		return f.cancel(ctx, w, rep, user)
+		return f.cancel(ctx, w, rep, user, opts)
 	}
 	if err := parse.CheckHosts(rep, opts); err != nil {
 		return hooks.Forbidden(parse.ReasonHostNotAllowed)
@@ -99,9 +99,15 @@ func repIDError(err error) *hooks.Error {
 	return &hooks.Error{Status: 500, Err: "error", Reason: err.Error()}
 }
 
+// errNotServerAdmin is CouchDB's answer to a user who is not a server
+// admin acting on another user's _replicate job (check_authorization).
+var errNotServerAdmin = &hooks.Error{Status: 401, Err: "unauthorized", Reason: "You are not a server admin."}
+
 // cancel removes the transient job named by the body's id, or the job
-// the same body started.
-func (f *Frontend) cancel(ctx context.Context, w http.ResponseWriter, rep *parse.Rep, user hooks.UserCtx) *hooks.Error {
+// the same body started: the caller's own, else (as CouchDB looks it up by
+// the replication id the body gives) another user's, which only a server
+// admin may cancel.
+func (f *Frontend) cancel(ctx context.Context, w http.ResponseWriter, rep *parse.Rep, user hooks.UserCtx, opts parse.Options) *hooks.Error {
 	var jobID string
 	if rep.ID != "" {
 		id, err := f.recs.Resolve(ctx, rep.ID)
@@ -111,6 +117,13 @@ func (f *Frontend) cancel(ctx context.Context, w http.ResponseWriter, rep *parse
 		jobID = id
 	} else {
 		jobID = parse.TransientJobID(rep, f.cfg.ServerUUID)
+		if _, err := f.recs.Get(ctx, jobID); errors.Is(err, jobs.ErrNotFound) && parse.CheckHosts(rep, opts) == nil {
+			if repID, err := f.cfg.RepID(ctx, rep); err == nil {
+				if id, err := f.recs.Resolve(ctx, repID.String()); err == nil {
+					jobID = id
+				}
+			}
+		}
 	}
 	rec, err := f.recs.Get(ctx, jobID)
 	if err != nil || !rec.FoundByID() {
@@ -120,7 +133,7 @@ func (f *Frontend) cancel(ctx context.Context, w http.ResponseWriter, rep *parse
 		return &hooks.Error{Status: 401, Err: "unauthorized", Reason: "Persistent replication collision"}
 	}
 	if !user.IsAdmin() && rec.Rep != nil && rec.Rep.UserCtx.Name != user.Name {
-		return &hooks.Error{Status: 401, Err: "unauthorized", Reason: "Can't cancel a replication triggered by another user"}
+		return errNotServerAdmin
 	}
 	repID := rec.RepID
 	if repID == "" && rec.Rep != nil {
@@ -176,7 +189,7 @@ func (f *Frontend) start(ctx context.Context, w http.ResponseWriter, rep *parse.
 						herr = &hooks.Error{Status: 401, Err: "unauthorized", Reason: "Persistent replication collision"}
 						return nil
 					case !user.IsAdmin() && o.Rep != nil && o.Rep.UserCtx.Name != user.Name:
-						herr = &hooks.Error{Status: 401, Err: "unauthorized", Reason: "Replication `" + repID.String() + "` belongs to another user"}
+						herr = errNotServerAdmin
 						return nil
 					}
 					claim = false

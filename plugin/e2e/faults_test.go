@@ -13,6 +13,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -92,7 +93,9 @@ type faultCluster struct {
 	writer  *faultWriter
 	jobs    int // continuous jobs
 	results []faultResult
-	lost    int // acknowledged writes missing at the end; -1 until verified
+	// timedOut lists what the current fault waited for in vain.
+	timedOut []string
+	lost     int // acknowledged writes missing at the end; -1 until verified
 }
 
 func newFaultCluster(t *testing.T) *faultCluster {
@@ -184,9 +187,13 @@ func (f *faultCluster) run(name string, fault func(r *faultResult)) {
 	f.t.Logf("fault: %s", name)
 	r := faultResult{name: name}
 	restarts, regressions := f.restarts(), f.rec.regressionCount()
+	f.timedOut = nil
 	defer func() {
 		r.restarts = f.restarts() - restarts
 		r.regressions = f.rec.regressionCount() - regressions
+		if len(f.timedOut) > 0 {
+			r.err += " (timed out: " + strings.Join(f.timedOut, "; ") + ")"
+		}
 		if f.t.Failed() && r.err == "" {
 			r.err = "(failed)"
 		}
@@ -198,6 +205,23 @@ func (f *faultCluster) run(name string, fault func(r *faultResult)) {
 	fault(&r)
 }
 
+// within waits up to limit for cond and returns how long it took; on
+// timeout it records what did not happen in the fault's result (the table
+// says so and the test fails at its end) and returns -1, so the suite
+// goes on to the next fault: a run of an older version shows every fault.
+func (f *faultCluster) within(what string, limit time.Duration, cond func() bool) time.Duration {
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > limit {
+			f.t.Logf("  timed out after %v waiting for %s", limit, what)
+			f.timedOut = append(f.timedOut, what)
+			return -1
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
 // settle writes a probe doc to every source and returns how long it took
 // to reach every continuous job's target.
 func (f *faultCluster) settle(tag string) time.Duration {
@@ -206,7 +230,7 @@ func (f *faultCluster) settle(tag string) time.Duration {
 	for i := 0; i < faultDBs; i++ {
 		f.front.must("PUT", fmt.Sprintf("/src%02d/%s", i, id), `{"probe":true}`, 201)
 	}
-	f.front.eventually("probe "+id+" replicated everywhere", 5*time.Minute, func() bool {
+	if f.within("probe "+id+" replicated everywhere", 5*time.Minute, func() bool {
 		for i := 0; i < faultDBs; i++ {
 			for _, tgt := range []string{fmt.Sprintf("tgt%02d", i), fmt.Sprintf("rtgt%02d", i)} {
 				if strings.HasPrefix(tgt, "rtgt") && i >= 2 {
@@ -218,14 +242,16 @@ func (f *faultCluster) settle(tag string) time.Duration {
 			}
 		}
 		return true
-	})
+	}) < 0 {
+		return -1
+	}
 	return time.Since(start)
 }
 
 // waitOff waits until no job runs on node and all run; it returns how
 // long that took from since.
 func (f *faultCluster) waitOff(node string, since time.Time, limit time.Duration) time.Duration {
-	f.front.eventually("jobs off "+node, limit, func() bool {
+	if f.within("jobs off "+node, limit, func() bool {
 		nodes := f.running()
 		if len(nodes) != f.jobs {
 			return false
@@ -236,13 +262,17 @@ func (f *faultCluster) waitOff(node string, since time.Time, limit time.Duration
 			}
 		}
 		return true
-	})
+	}) < 0 {
+		return -1
+	}
 	return time.Since(since)
 }
 
 // waitShare waits until node runs its share of the jobs again.
 func (f *faultCluster) waitShare(node string, since time.Time) time.Duration {
-	f.front.eventually(node+" running its share again", 3*time.Minute, func() bool { return f.on(node) >= f.jobs/2-1 })
+	if f.within(node+" running its share again", 3*time.Minute, func() bool { return f.on(node) >= f.jobs/2-1 }) < 0 {
+		return -1
+	}
 	return time.Since(since)
 }
 
@@ -301,7 +331,7 @@ func (f *faultCluster) killPlugin(r *faultResult) {
 	}
 	killed := time.Now()
 	syscall.Kill(pid, syscall.SIGKILL)
-	f.front.eventually("the plugin restarted", time.Minute, func() bool {
+	f.within("the plugin restarted", time.Minute, func() bool {
 		newPID, _ := f.nodes[victim].s.PluginPID("replicator")
 		return newPID != 0 && newPID != pid
 	})
@@ -354,7 +384,7 @@ func (f *faultCluster) loseQuorum(r *faultResult) {
 	for _, i := range down {
 		f.etcd.Restart(i)
 	}
-	f.front.eventually("_scheduler/jobs answering again", time.Minute, func() bool {
+	f.within("_scheduler/jobs answering again", time.Minute, func() bool {
 		code, _ := f.front.req("GET", "/_scheduler/jobs", "")
 		return code == 200
 	})
@@ -414,13 +444,49 @@ func (f *faultCluster) verify() int {
 func (f *faultCluster) report() {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n| fault | failover s | settle s | rebalance s | stale-owner writes (requests) | checkpoints backwards | plugin restarts |\n|---|---|---|---|---|---|---|\n")
+	secs := func(d time.Duration) string {
+		if d < 0 {
+			return "timed out"
+		}
+		return fmt.Sprintf("%.1f", d.Seconds())
+	}
 	for _, r := range f.results {
-		fmt.Fprintf(&b, "| %s%s | %.1f | %.1f | %.1f | %d (%d) | %d | %d |\n", r.name, r.err, r.failover.Seconds(), r.settle.Seconds(), r.rebalance.Seconds(),
+		fmt.Fprintf(&b, "| %s%s | %s | %s | %s | %d (%d) | %d | %d |\n", r.name, r.err, secs(r.failover), secs(r.settle), secs(r.rebalance),
 			r.staleWrites, r.staleN, r.regressions, r.restarts)
 	}
 	fmt.Fprintf(&b, "\nacknowledged writes: %d, lost: %d (-1: not verified); checkpoint writes seen: %d\n", f.writer.count(), f.lost, f.rec.checkpoints())
+	for _, a := range f.agents {
+		w, n := f.rec.count(a, time.Time{}, time.Now().Add(time.Hour))
+		fmt.Fprintf(&b, "replicator %s: %d requests, %d writes\n", a, n, w)
+	}
+	for i, c := range []*couch{f.front, f.nodes[0], f.nodes[1]} {
+		fmt.Fprintf(&b, "node %d warnings: %s\n", i, warnings(c.s.Log()))
+	}
 	f.t.Log(b.String())
 	fmt.Println(b.String())
+}
+
+// warnings counts a log's warning and error lines by message.
+func warnings(log string) string {
+	counts := map[string]int{}
+	for _, line := range strings.Split(log, "\n") {
+		_, rest, ok := strings.Cut(line, "[WARN]")
+		if !ok {
+			if _, rest, ok = strings.Cut(line, "[ERROR]"); !ok {
+				continue
+			}
+		}
+		if _, msg, ok := strings.Cut(rest, ": "); ok {
+			msg, _, _ = strings.Cut(msg, ":")
+			counts[strings.TrimSpace(msg)]++
+		}
+	}
+	var parts []string
+	for msg, n := range counts {
+		parts = append(parts, fmt.Sprintf("%q ×%d", msg, n))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
 }
 
 // firstLogAfter returns the time of the first log line after t that

@@ -13,11 +13,13 @@ import (
 func (e *Error) HTTPStatus() int { return e.Status }
 
 // Is reports whether target is an *Error with the same status and error
-// name, so errors.Is(err, &Error{Status: 404, Err: "not_found"}) matches any
-// not_found whatever its reason.
+// name and, unless target's reason is empty, the same reason: errors.Is(err,
+// &Error{Status: 404, Err: "not_found"}) matches any not_found whatever its
+// reason, while a sentinel with a reason (a missing doc, a deleted one, a
+// missing database) matches only itself.
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)
-	return ok && t.Status == e.Status && t.Err == e.Err
+	return ok && t.Status == e.Status && t.Err == e.Err && (t.Reason == "" || t.Reason == e.Reason)
 }
 
 // AsError returns the CouchDB-shaped error err carries: the first *Error in

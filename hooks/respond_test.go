@@ -53,3 +53,34 @@ func TestWriteError(t *testing.T) {
 		t.Errorf("Content-Type = %q", ct)
 	}
 }
+
+// TestErrorIs (issue 32): errors with the same status and name but other
+// reasons are not the same error (a deleted doc is not a missing one, nor
+// a missing database), while a target without a reason names the class.
+func TestErrorIs(t *testing.T) {
+	missing := &Error{Status: 404, Err: "not_found", Reason: "missing"}
+	deleted := &Error{Status: 404, Err: "not_found", Reason: "deleted"}
+	noDB := &Error{Status: 404, Err: "not_found", Reason: "Database does not exist."}
+	class := &Error{Status: 404, Err: "not_found"}
+	conflict := &Error{Status: 409, Err: "conflict", Reason: "Document update conflict."}
+	tests := []struct {
+		err, target error
+		want        bool
+	}{
+		{missing, missing, true},
+		{fmt.Errorf("open: %w", deleted), deleted, true},
+		{missing, deleted, false},
+		{deleted, missing, false},
+		{noDB, missing, false},
+		{missing, class, true},
+		{deleted, class, true},
+		{noDB, class, true},
+		{conflict, class, false},
+		{&Error{Status: 404, Err: "not_found", Reason: "missing"}, missing, true},
+	}
+	for i, tt := range tests {
+		if got := errors.Is(tt.err, tt.target); got != tt.want {
+			t.Errorf("%d: errors.Is(%v, %v) = %v, want %v", i, tt.err, tt.target, got, tt.want)
+		}
+	}
+}

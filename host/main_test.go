@@ -47,7 +47,11 @@ func TestMain(m *testing.M) {
 
 // servedVersion reads the version trailer at the end of the running binary.
 func servedVersion() string {
-	f, err := os.Open("/proc/self/exe")
+	exe, err := os.Executable()
+	if err != nil {
+		return "v1"
+	}
+	f, err := os.Open(exe)
 	if err != nil {
 		return "v1"
 	}
@@ -63,7 +67,12 @@ func servedVersion() string {
 }
 
 func runTests(m *testing.M) int {
-	self, err := os.ReadFile("/proc/self/exe")
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "test binary:", err)
+		return 1
+	}
+	self, err := os.ReadFile(exe)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "test binary:", err)
 		return 1

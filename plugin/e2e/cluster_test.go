@@ -287,12 +287,15 @@ func TestE2EClusterFailover(t *testing.T) {
 				Info struct {
 					Checkpointed any `json:"checkpointed_source_seq"`
 					Through      any `json:"through_seq"`
+					DocsWritten  int `json:"docs_written"`
 				} `json:"info"`
 			} `json:"jobs"`
 		}
 		json.Unmarshal([]byte(body), &list)
 		for _, j := range list.Jobs {
-			if j.Info.Checkpointed == nil || j.Info.Checkpointed != j.Info.Through {
+			// Its 10 docs written and checkpointed (a job that just
+			// started shows checkpointed and through both at 0).
+			if j.Info.Checkpointed == nil || j.Info.Checkpointed != j.Info.Through || j.Info.DocsWritten < 10 {
 				return false
 			}
 		}

@@ -340,6 +340,54 @@ func (l *Lease) renewOnce(ctx context.Context) error {
 	return nil
 }
 
+// Held returns the ids of the jobs of type typ held under the lease, as
+// the store has them.
+func (l *Lease) Held(ctx context.Context, typ string) ([]string, error) {
+	var ids []string
+	begin := l.q.l.leaseJobs(l.id)
+	err := l.q.store.View(ctx, func(t kv.ReadTx) error {
+		ids = ids[:0]
+		return t.Range(begin, kv.PrefixEnd(begin), kv.RangeOptions{KeysOnly: true}, func(k, _ []byte) error {
+			var ktyp, id string
+			if err := decodeKey(begin, k, &ktyp, &id); err != nil {
+				return err
+			}
+			if ktyp == typ {
+				ids = append(ids, id)
+			}
+			return nil
+		})
+	})
+	return ids, err
+}
+
+// Release re-enqueues job typ/id if it is held under the lease, for a
+// holder that no longer runs it (its runner ended without settling it, say
+// its Resubmit failed): while the lease lives, nothing else would. It
+// reports whether the job was released.
+func (l *Lease) Release(ctx context.Context, typ, id string) (bool, error) {
+	released := false
+	err := l.q.Transact(ctx, func(tx *Tx) error {
+		released = false
+		h, err := tx.t.Get(l.q.l.holder(typ, id))
+		if err != nil || string(h) != l.id {
+			return err
+		}
+		tx.unhold(l.id, typ, id)
+		r, err := l.q.readRow(tx.t, typ, id)
+		if err != nil || r == nil || r.state != rowRunning {
+			return err
+		}
+		if err := tx.enqueue(typ, id, r, r.stime, nil); err != nil {
+			return err
+		}
+		tx.writeRow(typ, id, r)
+		released = true
+		return nil
+	})
+	return released, err
+}
+
 func (l *Lease) heartbeatValue(count int64) []byte {
 	return pack(nil, count, l.running.Load(), l.capacity.Load())
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/couchepi/couchepi/plugin/jobdata"
 	"github.com/couchepi/couchepi/plugin/jobs"
 	"github.com/couchepi/couchepi/plugin/replicate"
 )
@@ -182,5 +183,49 @@ func fence(l *jobs.Lease) func() error {
 			return replicate.ErrAbandoned
 		}
 		return nil
+	}
+}
+
+// releaseOrphans re-enqueues the jobs held under the node's lease that no
+// worker of this node runs (a worker ended without settling its job, say
+// because its Resubmit failed while the queue was unreachable): while the
+// node's lease lives nothing else would, and the job would show running
+// with nothing replicating. A job counts as orphaned when two cycles in a
+// row find it so, since a job just accepted gets its worker in between.
+func (s *Server) releaseOrphans(ctx context.Context) {
+	s.mu.Lock()
+	l := s.lease
+	s.mu.Unlock()
+	if l == nil {
+		return
+	}
+	ids, err := l.Held(ctx, jobdata.JobType)
+	if err != nil {
+		s.log.Debug("could not list the jobs held under the node's lease", "error", err)
+		return
+	}
+	var orphans []string
+	seen := map[string]bool{}
+	s.mu.Lock()
+	for _, id := range ids {
+		if w := s.workers[id]; w != nil && w.lease == l && !w.isDone() {
+			continue
+		}
+		if s.orphans[id] {
+			orphans = append(orphans, id)
+		} else {
+			seen[id] = true
+		}
+	}
+	s.orphans = seen
+	s.mu.Unlock()
+	for _, id := range orphans {
+		released, err := l.Release(ctx, jobdata.JobType, id)
+		switch {
+		case err != nil:
+			s.log.Warn("could not release a job no worker runs; trying again next cycle", "job", id, "error", err)
+		case released:
+			s.log.Warn("released a job held under the node's lease that no worker ran", "job", id)
+		}
 	}
 }

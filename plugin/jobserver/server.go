@@ -115,6 +115,9 @@ type Server struct {
 
 	// newInterval tells the scheduling loop that interval_sec changed.
 	newInterval chan struct{}
+	// orphans are the jobs held under the lease that the last cycle found
+	// without a worker (see releaseOrphans).
+	orphans map[string]bool
 }
 
 // New returns a job server; Start runs it.
@@ -354,6 +357,7 @@ func (s *Server) Cycle(ctx context.Context) {
 		}
 	}
 	s.dropOldTransient(ctx, cfg, now)
+	s.releaseOrphans(ctx)
 	s.mu.Lock()
 	s.churn = 0
 	s.mu.Unlock()

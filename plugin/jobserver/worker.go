@@ -679,6 +679,7 @@ func (w *worker) record(ctx context.Context, rec *jobdata.Record, st jobdata.Sta
 		*rec = next
 		return nil
 	case errors.Is(err, jobs.ErrHalt):
+		s.log.Info("job no longer this worker's (removed, or taken over); stopping it without a final checkpoint", "job", w.job.ID)
 		w.abandon(errLockLost)
 	default:
 		s.log.Warn("could not record a job's progress; retrying later", "job", w.job.ID, "error", err)

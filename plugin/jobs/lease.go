@@ -196,6 +196,10 @@ func (l *Lease) Valid() error {
 	default:
 	}
 	if l.q.opts.Now().Sub(l.base) >= time.Duration(l.until.Load()) {
+		// Lost for good, even if a renewal in flight commits after this:
+		// whoever saw the lease invalid may have stopped half way, and a
+		// lease valid again would leave its jobs held with nobody on them.
+		l.lose(ErrLeaseLost, "not renewed within half its TTL")
 		return ErrLeaseLost
 	}
 	return nil
@@ -329,6 +333,9 @@ func (l *Lease) renewOnce(ctx context.Context) error {
 		return err
 	}
 	l.count = next
+	if err := l.Valid(); err != nil {
+		return err // the deadline passed while the renewal was in flight
+	}
 	if until := int64(start.Sub(l.base) + l.ttl/2); until > l.until.Load() {
 		l.until.Store(until)
 	}

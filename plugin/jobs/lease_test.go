@@ -361,3 +361,45 @@ func TestLeaseRunMonitorsExpires(t *testing.T) {
 		}
 	})
 }
+
+// TestLeaseNotRevivedByALateRenewal: a renewal that commits after the
+// holder's deadline passed does not make the lease valid again; whoever
+// saw it invalid may have stopped half way.
+func TestLeaseNotRevivedByALateRenewal(t *testing.T) {
+	clock := newTestClock()
+	s := &slowUpdates{Store: kv.NewMemory()}
+	defer s.Close()
+	q := newQueue(t, s, Options{Now: clock.Now})
+	l := grantManual(t, q, LeaseOptions{Node: "n1"})
+	clock.advance(leaseTTL/2 - time.Second)
+	// The renewal starts while the lease is valid and commits after its
+	// deadline.
+	s.during = func() { clock.advance(2 * time.Second) }
+	if err := l.renewOnce(context.Background()); !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("a renewal committed past the deadline: %v, want ErrLeaseLost", err)
+	}
+	if err := l.Valid(); !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("valid again after a late renewal: %v", err)
+	}
+	select {
+	case <-l.Done():
+	default:
+		t.Fatal("Done not closed")
+	}
+}
+
+// slowUpdates runs during inside every Update, before the transaction
+// commits.
+type slowUpdates struct {
+	kv.Store
+	during func()
+}
+
+func (s *slowUpdates) Update(ctx context.Context, fn func(kv.Tx) error) error {
+	return s.Store.Update(ctx, func(tx kv.Tx) error {
+		if s.during != nil {
+			s.during()
+		}
+		return fn(tx)
+	})
+}

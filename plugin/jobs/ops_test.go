@@ -511,3 +511,54 @@ func TestFoldLargeJobs(t *testing.T) {
 		}
 	})
 }
+
+// TestSetData: SetData replaces a job's data in any state and changes
+// nothing else: a pending job keeps its place (and is tagged from the new
+// data), a running job its runner, a finished job stays finished.
+func TestSetData(t *testing.T) {
+	dataTag := func(_, _ string, data []byte) string { tag, _, _ := bytes.Cut(data, []byte(":")); return string(tag) }
+	backends(t, func(t *testing.T, s kv.Store) {
+		q := newQueue(t, s, Options{Tag: dataTag})
+		ctx := context.Background()
+		big := "b:" + string(bytes.Repeat([]byte("x"), 2*ChunkSize))
+		mustAdd(t, q, "run", "a:1", time.Time{})
+		j := mustAccept(t, q)
+		mustAdd(t, q, "done", "a:2", time.Time{})
+		d := mustAccept(t, q)
+		if err := q.Finish(ctx, d, nil); err != nil {
+			t.Fatal(err)
+		}
+		at := time.Now().Add(-time.Hour)
+		mustAdd(t, q, "wait", big, at) // chunked, then shrunk
+		for _, tc := range []struct {
+			id, data string
+			state    State
+		}{
+			{"run", "a:run2", Running},
+			{"done", "a:done2", Finished},
+			{"wait", "c:wait2", Pending},
+		} {
+			if err := q.Transact(ctx, func(tx *Tx) error { return tx.SetData(typ, tc.id, []byte(tc.data)) }); err != nil {
+				t.Fatalf("SetData %s: %v", tc.id, err)
+			}
+			wantState(t, q, tc.id, tc.state)
+			wantData(t, q, tc.id, tc.data)
+		}
+		if err := q.Transact(ctx, func(tx *Tx) error { return tx.SetData(typ, "nope", []byte("x")) }); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("SetData of a missing job: %v, want ErrNotFound", err)
+		}
+		// The runner still holds its job.
+		if err := q.Update(ctx, j, nil); err != nil {
+			t.Fatalf("runner's Update after SetData: %v", err)
+		}
+		// The pending job kept its time and is offered under its new tag only.
+		var seen []Candidate
+		w, err := q.Accept(ctx, typ, AcceptOptions{NoWait: true, Choose: pickTag("c", &seen)})
+		if err != nil || w.ID != "wait" || string(w.Data) != "c:wait2" {
+			t.Fatalf("accept: %v %+v", err, w)
+		}
+		if len(seen) != 1 || seen[0].Tag != "c" || !seen[0].STime.Equal(at.Truncate(time.Millisecond)) {
+			t.Fatalf("candidates %+v, want the job once, tag c, due at %v", seen, at)
+		}
+	})
+}

@@ -408,6 +408,32 @@ func (tx *Tx) Resubmit(j *Job, stime time.Time, data []byte) error {
 	return nil
 }
 
+// SetData replaces the data of job typ/id in any state, leaving its state,
+// its runner's lock and its place in the pending queue as they are
+// (ErrNotFound if absent); a pending job is tagged again from the new
+// data. It is for rewriting stored data in place (the replicator seals
+// records written before it sealed them): a running job's runner is not
+// told, and its next Update replaces the data again.
+func (tx *Tx) SetData(typ, id string, data []byte) error {
+	r, err := tx.q.jobRow(tx.t, typ, id)
+	if err != nil {
+		return err
+	}
+	if err := tx.setData(typ, id, r, data); err != nil {
+		return err
+	}
+	if r.state == rowPending && tx.q.opts.Tag != nil {
+		if err := tx.clearPending(typ, r.stime, id); err != nil {
+			return err
+		}
+		if err := tx.setPending(typ, id, r, r.stime, data); err != nil {
+			return err
+		}
+	}
+	tx.writeRow(typ, id, r)
+	return nil
+}
+
 // GetState returns the state of typ/id, ErrNotFound if absent.
 func (tx *Tx) GetState(typ, id string) (State, error) {
 	r, err := tx.q.jobRow(tx.t, typ, id)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -52,6 +53,16 @@ func readStoreConfig(cfg hooks.Config) (storeConfig, error) {
 	sc.etcd.Prefix = e["prefix"]
 	sc.etcd.Username, sc.etcd.Password = e["username"], e["password"]
 	sc.etcd.CertFile, sc.etcd.KeyFile, sc.etcd.CAFile = e["cert_file"], e["key_file"], e["ca_file"]
+	if v := strings.TrimSpace(e["compact_interval_sec"]); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return sc, fmt.Errorf("[etcd] compact_interval_sec = %q: want a number of seconds, 0 for never", v)
+		}
+		sc.etcd.CompactInterval = time.Duration(n) * time.Second
+		if n == 0 {
+			sc.etcd.CompactInterval = -1
+		}
+	}
 	return sc, nil
 }
 

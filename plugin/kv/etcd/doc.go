@@ -77,10 +77,19 @@
 // late arrival of the lost request fail). Reads at a compacted revision and
 // failed compares are conflicts and are retried; other errors are returned.
 //
+// # History
+//
+// etcd keeps every value a key had (its MVCC history) until it is
+// compacted. The store compacts it itself every Config.CompactInterval,
+// keeping one interval of it, one node at a time (compact.go): etcd's
+// data file then stays about the same size under a steady load instead of
+// growing with every job update.
+//
 // # Layout
 //
 // Under Config.Prefix: "d/" + key holds data, "t/" + key tombstones,
-// "m/vs" the versionstamp counter, "m/horizon" the tombstone horizon and
+// "m/vs" the versionstamp counter, "m/horizon" the tombstone horizon,
+// "m/compacted" the revision of the last compaction claim and
 // "m/c/" + id the commit markers (on a lease that commits stop renewing
 // after leaseTTL/2, so they expire a minute or so after their commit).
 package etcd

@@ -49,6 +49,11 @@ type Config struct {
 	// CleanInterval is how often old tombstones are removed and so the
 	// longest a transaction may run before it must retry; 10s when zero.
 	CleanInterval time.Duration
+	// CompactInterval is how often etcd's history is compacted, keeping
+	// one interval of it (compact.go); DefaultCompactInterval when zero,
+	// never when negative (etcd's --auto-compaction-retention then has
+	// to). It is kept at least 3 × CleanInterval.
+	CompactInterval time.Duration
 	// Logger receives warnings (lost leases, cleaner errors).
 	Logger hclog.Logger
 }
@@ -62,6 +67,7 @@ type Store struct {
 
 	dataPrefix, tombPrefix    []byte
 	vsKey, horizonKey, marker []byte
+	compactKey                []byte
 	stamps                    stampCounter
 
 	ctx    context.Context // cancelled by Close
@@ -130,6 +136,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		vsKey:      []byte(p + "m/vs"),
 		horizonKey: []byte(p + "m/horizon"),
 		marker:     []byte(p + "m/c/"),
+		compactKey: []byte(p + "m/compacted"),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	octx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
@@ -138,6 +145,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		If(clientv3.Compare(clientv3.Version(string(s.horizonKey)), "=", 0)).
 		Then(clientv3.OpPut(string(s.horizonKey), string(revBytes(0)))).
 		Commit()
+	if err == nil {
+		_, err = cli.Txn(octx).
+			If(clientv3.Compare(clientv3.Version(string(s.compactKey)), "=", 0)).
+			Then(clientv3.OpPut(string(s.compactKey), string(revBytes(0)))).
+			Commit()
+	}
 	if err == nil {
 		err = s.initStamps(octx)
 	}
@@ -150,6 +163,13 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	s.wg.Add(1)
 	go s.cleanLoop(cfg.CleanInterval)
+	if cfg.CompactInterval >= 0 {
+		if cfg.CompactInterval == 0 {
+			cfg.CompactInterval = DefaultCompactInterval
+		}
+		s.wg.Add(1)
+		go s.compactLoop(max(cfg.CompactInterval, 3*cfg.CleanInterval))
+	}
 	return s, nil
 }
 

@@ -14,6 +14,10 @@ func TrustStamps(d time.Duration) (restore func()) {
 	return func() { stampFresh = old }
 }
 
+// CompactRound runs one round of s's compaction loop with candidate, the
+// revision its previous round saw, and returns the revision this one saw.
+func CompactRound(s *Store, candidate int64) (int64, error) { return s.compactRound(candidate) }
+
 // SetLeaseTTL sets the commit markers' lease TTL in seconds; it returns a
 // func restoring it.
 func SetLeaseTTL(sec int64) (restore func()) {

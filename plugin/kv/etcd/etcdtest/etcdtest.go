@@ -30,6 +30,7 @@ type Cluster struct {
 	configs []member      // of the process members, to start them again
 	clients []string
 	t       testing.TB
+	dirs    []string
 }
 
 // StartCluster starts an n-member embedded etcd cluster and stops it when
@@ -121,6 +122,7 @@ func startCluster(t testing.TB, n int) (*Cluster, error) {
 		}
 		c.members = append(c.members, e)
 		c.clients = append(c.clients, cfg.AdvertiseClientUrls[0].String())
+		c.dirs = append(c.dirs, cfg.Dir)
 	}
 	return c, nil
 }
@@ -146,6 +148,7 @@ func StartProcessCluster(t testing.TB, n int) *Cluster {
 		c.procs = append(c.procs, cmd)
 		c.configs = append(c.configs, m)
 		c.clients = append(c.clients, m.Client)
+		c.dirs = append(c.dirs, m.Dir)
 	}
 	for _, ep := range c.clients {
 		waitListening(t, ep)
@@ -216,19 +219,6 @@ func (c *Cluster) Leader() int {
 	return -1
 }
 
-// DataDirs returns the data directory of every member.
-func (c *Cluster) DataDirs() []string {
-	var dirs []string
-	for _, m := range c.configs {
-		dirs = append(dirs, m.Dir)
-	}
-	for _, e := range c.members {
-		if e != nil {
-			dirs = append(dirs, e.Config().Dir)
-		}
-	}
-	return dirs
-}
 
 // ServeMember runs the etcd member described in the environment by
 // StartProcessCluster, until the process is killed, and returns at once
@@ -257,6 +247,10 @@ func ServeMember() {
 
 // Endpoints returns the client URLs of every member.
 func (c *Cluster) Endpoints() []string { return append([]string(nil), c.clients...) }
+
+// DataDirs returns the data directory of every member (its WAL, snapshots
+// and the bbolt file member/snap/db), for tests that read what etcd keeps.
+func (c *Cluster) DataDirs() []string { return append([]string(nil), c.dirs...) }
 
 // Stop stops member i abruptly (as a crash would, without leaving the
 // cluster).

@@ -29,12 +29,21 @@ for i in 0 1 2; do
 done
 endpoints=http://127.0.0.1:2379,http://127.0.0.1:22379,http://127.0.0.1:32379
 
+# Every node needs the key the queue's job records are sealed with
+# (docs/replicator.md, "Credentials at rest"): one key file for all three.
+key="$DATA/replicator.key"
+if [ ! -s "$key" ]; then
+  (umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$key"; echo >>"$key")
+fi
+key="$(cd "$(dirname "$key")" && pwd)/$(basename "$key")"
+
 node() { # port api_frontend replication
   local dir="$DATA/node$1"
   mkdir -p "$dir"
   cat >"$dir/cluster.ini" <<INI
 [replicator]
 job_store = etcd
+secret_key_file = $key
 [etcd]
 endpoints = $endpoints
 [node_types]

@@ -29,8 +29,11 @@ func startClusterNode(t testing.TB, endpoints []string, prefix string, frontend,
 func newClusterNode(t testing.TB, endpoints []string, prefix string, frontend, replication bool, extra string) *couch {
 	skipShort(t)
 	data := t.TempDir()
+	// The nodes of a queue share the key its records are sealed with
+	// (derived from [chttpd_auth] secret, as CouchDB's nodes share it).
 	cfg := e2eConfig + "job_store = etcd\n" + extra +
 		"[etcd]\nendpoints = " + strings.Join(endpoints, ",") + "\nprefix = " + prefix + "\n" +
+		"[chttpd_auth]\nsecret = shared-by-" + prefix + "\n" +
 		fmt.Sprintf("[node_types]\napi_frontend = %v\nreplication = %v\n", frontend, replication)
 	s := minicouchtest.Start(t, minicouchtest.Options{
 		Data: data, Config: cfg, Plugins: []string{minicouchtest.Replicator(t, "v1")},

@@ -122,7 +122,7 @@ func (f *Frontend) apply(ctx context.Context, db string, pos jobdata.DBSeq, batc
 	}
 	err := f.cfg.Queue.Transact(ctx, func(tx *jobs.Tx) error {
 		for _, p := range plans {
-			if err := applyOne(tx, p); err != nil {
+			if err := f.applyOne(tx, p); err != nil {
 				return err
 			}
 		}
@@ -167,15 +167,14 @@ func (f *Frontend) apply(ctx context.Context, db string, pos jobdata.DBSeq, batc
 }
 
 // applyOne makes the job of one doc match its plan, inside tx.
-func applyOne(tx *jobs.Tx, p planned) error {
+func (f *Frontend) applyOne(tx *jobs.Tx, p planned) error {
 	if p.skip {
 		return nil
 	}
 	if p.fresh == nil { // deleted
-		_, err := jobdata.Remove(tx, p.jobID)
-		return err
+		return jobdata.Remove(tx, p.jobID)
 	}
-	return jobdata.Put(tx, p.jobID, p.fresh)
+	return jobdata.Put(tx, f.cfg.Keys, p.jobID, p.fresh)
 }
 
 // CatchUp re-reads a replicator db's changes feed from the last processed
@@ -294,7 +293,7 @@ func (f *Frontend) removeDBJobs(ctx context.Context, db, uuid string) error {
 		last := start+500 >= len(ids)
 		if err := f.cfg.Queue.Transact(ctx, func(tx *jobs.Tx) error {
 			for _, id := range batch {
-				if _, err := jobdata.Remove(tx, id); err != nil {
+				if err := jobdata.Remove(tx, id); err != nil {
 					return err
 				}
 			}

@@ -16,6 +16,7 @@ import (
 	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/jobdata"
 	"github.com/couchepi/couchepi/plugin/jobs"
+	"github.com/couchepi/couchepi/plugin/seal"
 	"github.com/hashicorp/go-hclog"
 )
 
@@ -28,6 +29,8 @@ type RepIDFunc func(ctx context.Context, rep *parse.Rep) (parse.RepID, error)
 type Config struct {
 	// Queue holds the replication jobs and each replicator db's processed seq.
 	Queue *jobs.Queue
+	// Keys seals the credentials of the jobs' records (jobdata.Encode).
+	Keys *seal.Keyring
 	// Services reads replicator dbs (changes feeds, docs) and lists dbs.
 	Services hooks.Services
 	// Logger receives the frontend's logs (nil = none).
@@ -70,7 +73,7 @@ func New(cfg Config) *Frontend {
 	}
 	return &Frontend{
 		cfg:     cfg,
-		recs:    jobdata.Records{Q: cfg.Queue},
+		recs:    jobdata.Records{Q: cfg.Queue, Keys: cfg.Keys},
 		log:     cfg.Logger.Named("frontend"),
 		opts:    parse.DefaultOptions(),
 		dbLocks: map[string]*sync.Mutex{},

@@ -18,6 +18,7 @@ import (
 	"github.com/couchepi/couchepi/plugin/jobdata"
 	"github.com/couchepi/couchepi/plugin/jobs"
 	"github.com/couchepi/couchepi/plugin/kv"
+	"github.com/couchepi/couchepi/plugin/seal"
 )
 
 // memServices is a test fixture: hooks.Services over in-memory dbs.
@@ -151,7 +152,7 @@ func newFixture(t *testing.T) *fixture {
 	uuid := "0123456789abcdef0123456789abcdef"
 	fx := &fixture{t: t, svc: svc, q: q, ctx: ctx}
 	fx.clock.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
-	fx.f = New(Config{Queue: q, Services: svc, ServerUUID: uuid, LocalURL: "http://127.0.0.1:5984/",
+	fx.f = New(Config{Queue: q, Keys: testKeys, Services: svc, ServerUUID: uuid, LocalURL: "http://127.0.0.1:5984/",
 		Now: func() time.Time { return time.Unix(0, fx.clock.Load()) },
 		RepID: func(_ context.Context, rep *parse.Rep) (parse.RepID, error) {
 			return parse.ReplicationID(rep, uuid, ""), nil
@@ -427,10 +428,10 @@ func TestReplicateOneShotWaits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, _ := jobdata.Decode(job.Data)
+	rec, _ := jobdata.Decode(job.Data, testKeys)
 	rec.State = jobdata.Completed
 	rec.CheckpointHistory = json.RawMessage(`{"session_id":"s1","source_last_seq":"3","replication_id_version":4,"history":[]}`)
-	if err := fx.q.Finish(ctx, job, rec.Encode()); err != nil {
+	if err := fx.q.Finish(ctx, job, rec.Encode(testKeys)); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -547,9 +548,9 @@ func TestReplicateOneShotFailures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rec, _ := jobdata.Decode(job.Data)
+			rec, _ := jobdata.Decode(job.Data, testKeys)
 			rec.State, rec.ErrorKind, rec.LastError, rec.StateInfo = jobdata.Failed, tt.kind, tt.reason, jobdata.ErrorInfo(tt.reason)
-			if err := fx.q.Finish(ctx, job, rec.Encode()); err != nil {
+			if err := fx.q.Finish(ctx, job, rec.Encode(testKeys)); err != nil {
 				t.Fatal(err)
 			}
 			select {
@@ -587,9 +588,9 @@ func TestReplicateCancelFinishedJob(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rec, _ := jobdata.Decode(job.Data)
+			rec, _ := jobdata.Decode(job.Data, testKeys)
 			rec.State = tt.state
-			if err := fx.q.Finish(ctx, job, rec.Encode()); err != nil {
+			if err := fx.q.Finish(ctx, job, rec.Encode(testKeys)); err != nil {
 				t.Fatal(err)
 			}
 			if code, resp := post(fx, `{"replication_id":"`+r.LocalID+`","cancel":true}`, admin); code != tt.code {
@@ -640,3 +641,6 @@ func TestReplicateOtherUsersJob(t *testing.T) {
 		t.Fatalf("%d jobs left", n)
 	}
 }
+
+// testKeys seals the job records of these tests.
+var testKeys = seal.NewKeyring(seal.RandomKey())

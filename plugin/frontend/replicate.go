@@ -144,7 +144,7 @@ func (f *Frontend) cancel(ctx context.Context, w http.ResponseWriter, rep *parse
 		repID = id.String()
 	}
 	if err := f.cfg.Queue.Transact(ctx, func(tx *jobs.Tx) error {
-		_, err := jobdata.Remove(tx, jobID)
+		err := jobdata.Remove(tx, jobID)
 		return err
 	}); err != nil {
 		return &hooks.Error{Status: 500, Err: "error", Reason: err.Error()}
@@ -182,7 +182,7 @@ func (f *Frontend) start(ctx context.Context, w http.ResponseWriter, rep *parse.
 		}
 		claim := true // no other live job holds the replication id
 		if owner != "" && owner != jobID {
-			if o, err := jobdata.Get(tx, owner); err == nil {
+			if o, err := jobdata.Get(tx, f.cfg.Keys, owner); err == nil {
 				if o.Active() && o.RepID == repID.String() {
 					switch {
 					case !o.Transient():
@@ -198,7 +198,7 @@ func (f *Frontend) start(ctx context.Context, w http.ResponseWriter, rep *parse.
 		}
 		rec := jobdata.New(rep, "", "", "", f.cfg.Now())
 		rec.RepID, rec.BaseID = repID.String(), repID.Base
-		if err := jobdata.Put(tx, jobID, rec); err != nil {
+		if err := jobdata.Put(tx, f.cfg.Keys, jobID, rec); err != nil {
 			return err
 		}
 		if !claim {
@@ -208,7 +208,7 @@ func (f *Frontend) start(ctx context.Context, w http.ResponseWriter, rep *parse.
 		// the moment it is added: cancel and _scheduler/jobs find it
 		// before it first runs (the job server would claim the id only
 		// then). Put keeps a live job of the same replication as it was.
-		if cur, err := jobdata.Get(tx, jobID); err != nil || cur.RepID != repID.String() {
+		if cur, err := jobdata.Get(tx, f.cfg.Keys, jobID); err != nil || cur.RepID != repID.String() {
 			return err
 		}
 		jobdata.SetRepIDOwner(tx.KV(), repID.String(), jobID)
@@ -268,7 +268,7 @@ func (f *Frontend) wait(ctx context.Context, jobID string) (*jobdata.Record, err
 			return nil, err
 		}
 	}
-	return jobdata.Decode(data)
+	return jobdata.Decode(data, f.cfg.Keys)
 }
 
 // writeResult answers a completed one-shot: {"ok":true} merged in front of

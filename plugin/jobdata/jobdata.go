@@ -1,7 +1,8 @@
 // Package jobdata is the record the replicator keeps per job in the jobs
 // queue (CouchDB 4.x `rep_jobs` job data): the parsed replication with its
 // credentials, where it came from, its state, stats and event history.
-// The record is stored as JSON; it never leaves the plugin unredacted.
+// The record is stored as JSON with its endpoints (and so every credential)
+// sealed (atrest.go); it never leaves the plugin unredacted.
 package jobdata
 
 import (
@@ -74,6 +75,11 @@ type Record struct {
 	History           []Event         `json:"job_history"`                  // newest first, capped at max_history
 	CheckpointHistory json.RawMessage `json:"checkpoint_history,omitempty"` // final checkpoint body of a completed one-shot
 	Parked            *Parked         `json:"parked,omitempty"`             // set while a pending continuous job waits for its source to change
+
+	// sealed is the sealed endpoints Decode opened, opened their
+	// plaintext: Encode keeps sealed while the endpoints are unchanged.
+	sealed string
+	opened []byte
 }
 
 // Parked is how a continuous job that caught up and idled waits: pending,
@@ -132,15 +138,6 @@ func NewFailed(dbName, dbUUID, docID, reason string, now time.Time) *Record {
 	r.LastError = reason
 	r.StateInfo = ErrorInfo(reason)
 	return r
-}
-
-// Decode parses stored job data.
-func Decode(data []byte) (*Record, error) {
-	var r Record
-	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
 }
 
 // StateOf returns the state of encoded record data without decoding the
@@ -211,16 +208,6 @@ func Summarize(data []byte) (s Summary, ok bool) {
 		return nil
 	})
 	return s, s.State != ""
-}
-
-// Encode serialises the record for the jobs queue.
-func (r *Record) Encode() []byte {
-	b, err := json.Marshal(r)
-	if err != nil {
-		// Every field is a plain value or validated JSON: this cannot fail.
-		panic("jobdata: encode: " + err.Error())
-	}
-	return b
 }
 
 // Transient reports whether the job came from POST /_replicate.

@@ -9,7 +9,11 @@ import (
 	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/jobs"
 	"github.com/couchepi/couchepi/plugin/kv"
+	"github.com/couchepi/couchepi/plugin/seal"
 )
+
+// testKeys seals the records of these tests.
+var testKeys = seal.NewKeyring(seal.RandomKey())
 
 // testQueue returns a replication job queue in memory and a replication
 // to put in it.
@@ -36,16 +40,16 @@ func TestRecords(t *testing.T) {
 		r := New(rep, "a/_replicator", "u1", "doc", time.Unix(100, 0))
 		r.RepID = "abc+continuous"
 		SetRepIDOwner(tx.KV(), r.RepID, persistent)
-		if err := tx.Add(JobType, persistent, r.Encode(), time.Time{}); err != nil {
+		if err := tx.Add(JobType, persistent, r.Encode(testKeys), time.Time{}); err != nil {
 			return err
 		}
 		SetTransientDone(tx.KV(), "t1", 50)
-		return tx.Add(JobType, "t1", New(rep, "", "", "", time.Unix(1, 0)).Encode(), time.Time{})
+		return tx.Add(JobType, "t1", New(rep, "", "", "", time.Unix(1, 0)).Encode(testKeys), time.Time{})
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs := Records{Q: q}
+	recs := Records{Q: q, Keys: testKeys}
 	tests := []struct {
 		name, id, want string
 	}{
@@ -71,14 +75,13 @@ func TestRecords(t *testing.T) {
 	}
 	// Remove releases the rep id and the transient index entry.
 	err = q.Transact(ctx, func(tx *jobs.Tx) error {
-		if _, err := Remove(tx, persistent); err != nil {
+		if err := Remove(tx, persistent); err != nil {
 			return err
 		}
-		if _, err := Remove(tx, "t1"); err != nil {
+		if err := Remove(tx, "t1"); err != nil {
 			return err
 		}
-		_, err := Remove(tx, "never-existed")
-		return err
+		return Remove(tx, "never-existed")
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -101,8 +104,8 @@ func TestStateOf(t *testing.T) {
 		want string
 		ok   bool
 	}{
-		{string(failed.Encode()), Failed, true},
-		{string(New(nil, "", "", "", time.Unix(1, 0)).Encode()), Pending, true},
+		{string(failed.Encode(testKeys)), Failed, true},
+		{string(New(nil, "", "", "", time.Unix(1, 0)).Encode(testKeys)), Pending, true},
 		{`{"rep":{"state":"x"},"job_history":[{"state":"y"}],"state":"running"}`, Running, true},
 		{` { "state" : "cr\u0061shing" } `, Crashing, true},
 		{`{"state":1}`, "", false},
@@ -149,9 +152,9 @@ func TestSummarize(t *testing.T) {
 	running.RepID, running.State = "abc+continuous", Running
 	transient := New(rep, "", "", "", time.Unix(1, 0))
 	for _, rec := range []*Record{running, transient, NewFailed("_replicator", "u", "bad", "reason", time.Unix(1, 0))} {
-		got, ok := Summarize(rec.Encode())
+		got, ok := Summarize(rec.Encode(testKeys))
 		if !ok || got != rec.Summary() {
-			t.Errorf("Summarize(%s) = %+v, %v; want %+v", rec.Encode(), got, ok, rec.Summary())
+			t.Errorf("Summarize(%s) = %+v, %v; want %+v", rec.Encode(testKeys), got, ok, rec.Summary())
 		}
 	}
 	// Only top-level members count.
@@ -169,7 +172,7 @@ func TestGet(t *testing.T) {
 	q, rep := testQueue(t)
 	var err error
 	err = q.Transact(ctx, func(tx *jobs.Tx) error {
-		if err := tx.Add(JobType, "good", New(rep, "", "", "", time.Unix(1, 0)).Encode(), time.Time{}); err != nil {
+		if err := tx.Add(JobType, "good", New(rep, "", "", "", time.Unix(1, 0)).Encode(testKeys), time.Time{}); err != nil {
 			return err
 		}
 		return tx.Add(JobType, "bad", []byte("{not json"), time.Time{})
@@ -187,7 +190,7 @@ func TestGet(t *testing.T) {
 	}
 	for _, tc := range tests {
 		err := q.Transact(ctx, func(tx *jobs.Tx) error {
-			rec, err := Get(tx, tc.id)
+			rec, err := Get(tx, testKeys, tc.id)
 			if err == nil && (rec.Rep == nil || rec.Rep.Source.URL != "http://h/a/") {
 				t.Errorf("%s: got %+v", tc.id, rec)
 			}

@@ -18,7 +18,39 @@ var (
 	repIDSpace  = ownPrefix + "repid/"
 	dbSeqSpace  = ownPrefix + "dbseq/"
 	doneSpace   = ownPrefix + "tdone/"
+	sealKey     = []byte(ownPrefix + "seal")
 )
+
+// SealState is what the queue records about how its job records are
+// sealed (see Reseal).
+type SealState struct {
+	// Key is the id of the key records are sealed with: every process
+	// sharing the queue must hold it. "" in a new queue, or one written
+	// before records were sealed.
+	Key string `json:"key"`
+	// Done is set once a Reseal with Key found no record left to seal.
+	Done bool `json:"done"`
+	// Scrub is set when records were rewritten and the store's files may
+	// still hold their old bytes, until the store is compacted.
+	Scrub bool `json:"scrub"`
+}
+
+// GetSealState returns the queue's SealState (zero when none is stored).
+func GetSealState(tx kv.ReadTx) (SealState, error) {
+	var s SealState
+	v, err := tx.Get(sealKey)
+	if err != nil || v == nil {
+		return s, err
+	}
+	err = json.Unmarshal(v, &s)
+	return s, err
+}
+
+// SetSealState stores the queue's SealState.
+func SetSealState(tx kv.Tx, s SealState) {
+	b, _ := json.Marshal(s)
+	tx.Set(sealKey, b)
+}
 
 // SetTransientDone records when a transient job finished, so old ones can
 // be found without reading every job.

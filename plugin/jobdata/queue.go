@@ -7,6 +7,7 @@ import (
 
 	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/jobs"
+	"github.com/couchepi/couchepi/plugin/seal"
 )
 
 // ErrNotFound is returned when no job matches an id.
@@ -16,6 +17,8 @@ var ErrNotFound = jobs.ErrNotFound
 // implements monitor.Source.
 type Records struct {
 	Q *jobs.Queue
+	// Keys opens the records' sealed endpoints.
+	Keys *seal.Keyring
 }
 
 // shownState is the state a record in queue state st shows: a record
@@ -30,8 +33,8 @@ func shownState(recState string, st jobs.State) string {
 }
 
 // decodeShown decodes a record as Records shows it (see shownState).
-func decodeShown(data []byte, st jobs.State) (*Record, error) {
-	rec, err := Decode(data)
+func decodeShown(data []byte, st jobs.State, keys *seal.Keyring) (*Record, error) {
+	rec, err := Decode(data, keys)
 	if err != nil {
 		return nil, err
 	}
@@ -40,7 +43,7 @@ func decodeShown(data []byte, st jobs.State) (*Record, error) {
 }
 
 // getShown reads job jobID's record in tx as Records shows it.
-func getShown(tx *jobs.Tx, jobID string) (*Record, error) {
+func getShown(tx *jobs.Tx, keys *seal.Keyring, jobID string) (*Record, error) {
 	st, err := tx.GetState(JobType, jobID)
 	if err != nil {
 		return nil, err
@@ -49,14 +52,14 @@ func getShown(tx *jobs.Tx, jobID string) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	return decodeShown(data, st)
+	return decodeShown(data, st, keys)
 }
 
 // Fold calls fn for every replication job record (records that do not
 // decode are skipped: they cannot be shown or run).
 func (r Records) Fold(ctx context.Context, fn func(jobID string, rec *Record) error) error {
 	return r.Q.Fold(ctx, JobType, func(id string, st jobs.State, data []byte) error {
-		rec, err := decodeShown(data, st)
+		rec, err := decodeShown(data, st, r.Keys)
 		if err != nil {
 			return nil
 		}
@@ -97,27 +100,35 @@ func (r Records) Get(ctx context.Context, jobID string) (*Record, error) {
 	var rec *Record
 	err := r.Q.Transact(ctx, func(tx *jobs.Tx) error {
 		var err error
-		rec, err = getShown(tx, jobID)
+		rec, err = getShown(tx, r.Keys, jobID)
 		return err
 	})
 	return rec, err
 }
 
 // GetMany returns the records of jobIDs read in one transaction, so that
-// they show one moment of the queue; a job that is gone has a nil record.
+// they show one moment of the queue; a job that is gone, or whose record
+// does not decode, has a nil record.
 func (r Records) GetMany(ctx context.Context, jobIDs []string) ([]*Record, error) {
 	out := make([]*Record, len(jobIDs))
 	err := r.Q.Transact(ctx, func(tx *jobs.Tx) error {
 		for i, id := range jobIDs {
 			out[i] = nil
-			rec, err := getShown(tx, id)
+			st, err := tx.GetState(JobType, id)
 			if errors.Is(err, jobs.ErrNotFound) {
 				continue
 			}
 			if err != nil {
 				return err
 			}
-			out[i] = rec
+			data, err := tx.GetData(JobType, id)
+			if err != nil {
+				return err
+			}
+			// A record that does not decode is skipped, as Fold skips it:
+			// one record sealed with a key this node lacks (or damaged)
+			// does not hide the others.
+			out[i], _ = decodeShown(data, st, r.Keys)
 		}
 		return nil
 	})
@@ -146,7 +157,7 @@ func (r Records) Doc(ctx context.Context, db, docID string) (*Record, error) {
 		if pos.UUID == "" {
 			return ErrNotFound
 		}
-		rec, err = getShown(tx, parse.PersistentJobID(pos.UUID, docID))
+		rec, err = getShown(tx, r.Keys, parse.PersistentJobID(pos.UUID, docID))
 		return err
 	})
 	return rec, err
@@ -177,42 +188,42 @@ func (r Records) Resolve(ctx context.Context, id string) (string, error) {
 }
 
 // Remove deletes a job and releases its replication id, inside tx. A job
-// that does not exist is not an error. It returns the removed record (nil
-// if there was none).
-func Remove(tx *jobs.Tx, jobID string) (*Record, error) {
+// that does not exist is not an error. It opens nothing: the replication
+// id is read from the record's readable part.
+func Remove(tx *jobs.Tx, jobID string) error {
 	data, err := tx.GetData(JobType, jobID)
 	if errors.Is(err, jobs.ErrNotFound) {
-		return nil, nil
+		return nil
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
-	rec, derr := Decode(data)
 	if err := tx.Remove(JobType, jobID); err != nil {
-		return nil, err
+		return err
 	}
 	clearTransientDone(tx.KV(), jobID)
-	if derr != nil {
-		return nil, nil
+	if s, ok := Summarize(data); ok {
+		return ClearRepIDOwner(tx.KV(), s.RepID, jobID)
 	}
-	return rec, ClearRepIDOwner(tx.KV(), rec.RepID, jobID)
+	return nil
 }
 
 // ErrUndecodable wraps the error of a job record Get could read but not
-// decode (written by a newer, incompatible version, or damaged).
+// decode (written by a newer, incompatible version, damaged, or sealed
+// with a key the keyring does not hold).
 var ErrUndecodable = errors.New("jobdata: undecodable job record")
 
-// Get reads and decodes the record of job jobID in tx: jobs.ErrNotFound
-// when there is no such job, an error wrapping ErrUndecodable when its
-// record does not decode.
-func Get(tx *jobs.Tx, jobID string) (*Record, error) {
+// Get reads and decodes the record of job jobID in tx, opening it with
+// keys: jobs.ErrNotFound when there is no such job, an error wrapping
+// ErrUndecodable (and Decode's error) when its record does not decode.
+func Get(tx *jobs.Tx, keys *seal.Keyring, jobID string) (*Record, error) {
 	data, err := tx.GetData(JobType, jobID)
 	if err != nil {
 		return nil, err
 	}
-	rec, err := Decode(data)
+	rec, err := Decode(data, keys)
 	if err != nil {
-		return nil, fmt.Errorf("%w: job %s: %v", ErrUndecodable, jobID, err)
+		return nil, fmt.Errorf("%w: job %s: %w", ErrUndecodable, jobID, err)
 	}
 	return rec, nil
 }
@@ -221,9 +232,9 @@ func Get(tx *jobs.Tx, jobID string) (*Record, error) {
 // job already holds the same normalised replication and is pending or
 // running, nothing changes (the job is not restarted); otherwise the old
 // job, if any, is removed with its replication id and rec is added to run
-// as soon as possible.
-func Put(tx *jobs.Tx, jobID string, rec *Record) error {
-	old, err := Get(tx, jobID)
+// as soon as possible, sealed with keys.
+func Put(tx *jobs.Tx, keys *seal.Keyring, jobID string, rec *Record) error {
+	old, err := Get(tx, keys, jobID)
 	switch {
 	case err == nil:
 		if old.Active() && old.Rep != nil && rec.Rep != nil && old.Rep.Equal(rec.Rep) {
@@ -232,8 +243,8 @@ func Put(tx *jobs.Tx, jobID string, rec *Record) error {
 	case !errors.Is(err, jobs.ErrNotFound) && !errors.Is(err, ErrUndecodable):
 		return err
 	}
-	if _, err := Remove(tx, jobID); err != nil {
+	if err := Remove(tx, jobID); err != nil {
 		return err
 	}
-	return tx.Add(JobType, jobID, rec.Encode(), AddedTime)
+	return tx.Add(JobType, jobID, rec.Encode(keys), AddedTime)
 }

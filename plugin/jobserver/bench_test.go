@@ -53,7 +53,7 @@ func pendingQueueOn(b *testing.B, store kv.Store, n int) (*jobs.Queue, int) {
 					return err
 				}
 				db := fmt.Sprintf("db%d/_replicator", i%10)
-				data := jobdata.New(rep, db, "uuid", fmt.Sprintf("doc%06d", i), now).Encode()
+				data := jobdata.New(rep, db, "uuid", fmt.Sprintf("doc%06d", i), now).Encode(testKeys)
 				size = len(data)
 				if err := tx.Add(jobdata.JobType, parse.PersistentJobID("uuid", fmt.Sprintf("doc%06d", i)), data, time.Time{}); err != nil {
 					return err
@@ -75,7 +75,7 @@ func BenchmarkCountStates100k(b *testing.B) {
 	const n = 100000
 	ctx := context.Background()
 	q, _ := pendingQueue(b, n)
-	recs := jobdata.Records{Q: q}
+	recs := jobdata.Records{Q: q, Keys: testKeys}
 	b.ResetTimer()
 	var count, decode time.Duration
 	for i := 0; i < b.N; i++ {
@@ -108,7 +108,7 @@ func decodeAll(b *testing.B, recs jobdata.Records, n int) time.Duration {
 func BenchmarkSchedulerDocs100k(b *testing.B) {
 	const n = 100000
 	q, _ := pendingQueue(b, n)
-	recs := jobdata.Records{Q: q}
+	recs := jobdata.Records{Q: q, Keys: testKeys}
 	h := monitor.New(recs)
 	b.ResetTimer()
 	var list, decode time.Duration
@@ -156,7 +156,7 @@ func benchCycle(b *testing.B, fill func(n int) (*jobs.Queue, int)) {
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
 	q, size := fill(n)
-	s := New(Options{Queue: q}, DefaultConfig()) // not started: the cycle starts no acceptors
+	s := New(Options{Queue: q, Keys: testKeys}, DefaultConfig()) // not started: the cycle starts no acceptors
 	b.ResetTimer()
 	var cycle time.Duration
 	for i := 0; i < b.N; i++ {

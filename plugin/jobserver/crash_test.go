@@ -27,7 +27,7 @@ func queueServer(t *testing.T) *Server {
 func acceptJob(t *testing.T, s *Server, id string, rec *jobdata.Record) (*jobs.Job, *jobdata.Record) {
 	t.Helper()
 	ctx := context.Background()
-	if err := s.q.Transact(ctx, func(tx *jobs.Tx) error { return jobdata.Put(tx, id, rec) }); err != nil {
+	if err := s.q.Transact(ctx, func(tx *jobs.Tx) error { return jobdata.Put(tx, testKeys, id, rec) }); err != nil {
 		t.Fatal(err)
 	}
 	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -36,7 +36,7 @@ func acceptJob(t *testing.T, s *Server, id string, rec *jobdata.Record) (*jobs.J
 	if err != nil || job.ID != id {
 		t.Fatalf("accept: %v, %v", job, err)
 	}
-	got, err := jobdata.Decode(job.Data)
+	got, err := jobdata.Decode(job.Data, testKeys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestDuplicateOfCrashingDoc(t *testing.T) {
 			owner := testRecord("first")
 			owner.RepID, owner.State = repID.String(), ownerState
 			err := s.q.Transact(context.Background(), func(tx *jobs.Tx) error {
-				if err := tx.Add(jobdata.JobType, "owner", owner.Encode(), jobdata.ParkedTime); err != nil {
+				if err := tx.Add(jobdata.JobType, "owner", owner.Encode(testKeys), jobdata.ParkedTime); err != nil {
 					return err
 				}
 				jobdata.SetRepIDOwner(tx.KV(), repID.String(), "owner")

@@ -153,7 +153,7 @@ func simulate(t *testing.T, cfg Config, docs map[string]int, cycles int, random 
 				t.Fatal(err)
 			}
 			id := parse.PersistentJobID(db, fmt.Sprintf("doc%d", i))
-			if err := q.Add(ctx, jobdata.JobType, id, jobdata.New(rep, db, db, fmt.Sprintf("doc%d", i), clock).Encode(), time.Time{}); err != nil {
+			if err := q.Add(ctx, jobdata.JobType, id, jobdata.New(rep, db, db, fmt.Sprintf("doc%d", i), clock).Encode(testKeys), time.Time{}); err != nil {
 				t.Fatal(err)
 			}
 			runs[id] = 0
@@ -206,7 +206,7 @@ func simulate(t *testing.T, cfg Config, docs map[string]int, cycles int, random 
 			if err != nil {
 				break // nothing due
 			}
-			rec, err := jobdata.Decode(job.Data)
+			rec, err := jobdata.Decode(job.Data, testKeys)
 			if err != nil {
 				t.Fatal(err)
 			}

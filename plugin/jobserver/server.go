@@ -16,6 +16,7 @@ import (
 	"github.com/couchepi/couchepi/plugin/jobdata"
 	"github.com/couchepi/couchepi/plugin/jobs"
 	"github.com/couchepi/couchepi/plugin/replicate"
+	"github.com/couchepi/couchepi/plugin/seal"
 	"github.com/hashicorp/go-hclog"
 )
 
@@ -38,7 +39,9 @@ const shutdownGrace = 10 * time.Second
 
 // Options configure a Server.
 type Options struct {
-	Queue    *jobs.Queue
+	Queue *jobs.Queue
+	// Keys opens and seals the credentials of the jobs' records.
+	Keys     *seal.Keyring
 	Services hooks.Services
 	Logger   hclog.Logger
 	Pool     *couchclient.Pool
@@ -131,7 +134,7 @@ func New(opts Options, cfg Config) *Server {
 	s := &Server{
 		opts:      opts,
 		q:         opts.Queue,
-		recs:      jobdata.Records{Q: opts.Queue},
+		recs:      jobdata.Records{Q: opts.Queue, Keys: opts.Keys},
 		log:       opts.Logger.Named("jobserver"),
 		workers:   map[string]*worker{},
 		byPID:     map[string]*worker{},
@@ -221,7 +224,7 @@ func (s *Server) reclaim(ctx context.Context) error {
 	now := time.Now()
 	for _, id := range ids {
 		err := s.q.Transact(ctx, func(tx *jobs.Tx) error {
-			rec, err := jobdata.Get(tx, id)
+			rec, err := jobdata.Get(tx, s.opts.Keys, id)
 			if err != nil {
 				return err
 			}
@@ -234,7 +237,7 @@ func (s *Server) reclaim(ctx context.Context) error {
 			if err := tx.Remove(jobdata.JobType, id); err != nil {
 				return err
 			}
-			return tx.Add(jobdata.JobType, id, rec.Encode(), time.Time{})
+			return tx.Add(jobdata.JobType, id, rec.Encode(s.opts.Keys), time.Time{})
 		})
 		if err != nil && !errors.Is(err, jobs.ErrNotFound) {
 			return err
@@ -391,7 +394,7 @@ func (s *Server) dropOldTransient(ctx context.Context, cfg Config, now time.Time
 	}
 	for _, id := range old {
 		err := s.q.Transact(ctx, func(tx *jobs.Tx) error {
-			_, err := jobdata.Remove(tx, id)
+			err := jobdata.Remove(tx, id)
 			return err
 		})
 		if err != nil {

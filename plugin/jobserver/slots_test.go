@@ -43,14 +43,14 @@ func slotServer(t *testing.T, maxJobs int) (*Server, *park.Waker) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { q.Close() })
-	waker := park.New(park.Options{Queue: q, LocalURL: "http://127.0.0.1:5984/"})
+	waker := park.New(park.Options{Queue: q, Keys: testKeys, LocalURL: "http://127.0.0.1:5984/"})
 	if err := waker.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(waker.Stop)
 	cfg := DefaultConfig()
 	cfg.MaxJobs = maxJobs
-	return New(Options{Queue: q, Parker: testParker{waker}}, cfg), waker
+	return New(Options{Queue: q, Keys: testKeys, Parker: testParker{waker}}, cfg), waker
 }
 
 // TestSlots: max_jobs bounds the jobs holding a slot; a job that finds

@@ -13,6 +13,7 @@ import (
 	"github.com/couchepi/couchepi/plugin/jobdata"
 	"github.com/couchepi/couchepi/plugin/jobs"
 	"github.com/couchepi/couchepi/plugin/replicate"
+	"github.com/couchepi/couchepi/plugin/seal"
 )
 
 // computeRepID is the default replication id function.
@@ -60,7 +61,7 @@ type worker struct {
 
 func newWorker(s *Server, job *jobs.Job, lease *jobs.Lease) *worker {
 	w := &worker{s: s, job: job, lease: lease, started: time.Now(), exited: make(chan struct{})}
-	if rec, err := jobdata.Decode(job.Data); err == nil {
+	if rec, err := jobdata.Decode(job.Data, s.opts.Keys); err == nil {
 		w.continuous = rec.Continuous()
 		w.key = rec.ShareKey()
 	}
@@ -96,6 +97,11 @@ func (w *worker) stopCause() error {
 // filter's code (CouchDB 3.x re-checks about every minute).
 const filterRecheck = time.Minute
 
+// unreadableRetry is how long a job whose record this node cannot open
+// (sealed with a key it lacks) waits in the queue before it is offered
+// again, to this node or one with the key.
+const unreadableRetry = time.Minute
+
 // isUserFilter reports whether a filter is a design doc filter (its code is
 // part of the replication id).
 func isUserFilter(f string) bool { return f != "" && !strings.HasPrefix(f, "_") }
@@ -106,7 +112,14 @@ func (w *worker) run() {
 	defer w.done.Store(true)
 	s, cfg := w.s, w.s.config()
 	log := s.log.With("job", w.job.ID)
-	rec, err := jobdata.Decode(w.job.Data)
+	rec, err := jobdata.Decode(w.job.Data, s.opts.Keys)
+	if errors.Is(err, seal.ErrUnknownKey) || errors.Is(err, jobdata.ErrNoKeyring) {
+		// Sealed with a key this node lacks: a node that has it can run
+		// it, so give it back untouched rather than finish it.
+		log.Error("job record sealed with a key this node does not hold; giving the job back", "error", err)
+		s.settled("give back unreadable", w.job, s.q.Resubmit(context.Background(), w.job, time.Now().Add(unreadableRetry), nil))
+		return
+	}
 	if err != nil || (rec.Rep == nil && rec.State != jobdata.Failed) {
 		log.Error("undecodable job data; finishing the job", "error", err)
 		s.settled("finish", w.job, s.q.Finish(context.Background(), w.job, nil))
@@ -207,7 +220,7 @@ func (w *worker) markRunning(rec *jobdata.Record, repID parse.RepID, pid string,
 			return err
 		}
 		if owner != "" && owner != w.job.ID {
-			o, err := jobdata.Get(tx, owner)
+			o, err := jobdata.Get(tx, s.opts.Keys, owner)
 			switch {
 			case err == nil:
 				if o.RepID == repID.String() && o.Active() {
@@ -233,7 +246,7 @@ func (w *worker) markRunning(rec *jobdata.Record, repID parse.RepID, pid string,
 		next.LastStart, next.LastUpdated, next.StatsUpdated = now.Unix(), now.Unix(), now.Unix()
 		next.Node, next.PID = s.opts.Node, pid
 		next.History = AppendHistory(next.History, jobdata.Event{Type: jobdata.EventStarted, Timestamp: now.Unix()}, cfg.MaxHistory)
-		data := next.Encode()
+		data := next.Encode(s.opts.Keys)
 		if err := tx.Update(w.job, data); err != nil {
 			return err
 		}
@@ -305,7 +318,7 @@ func (w *worker) fail(rec *jobdata.Record, kind, reason string, now time.Time, c
 // finish stores the final record and finishes the job; a finished
 // transient job is indexed for removal after transient_job_max_age_sec.
 func (w *worker) finish(rec *jobdata.Record) error {
-	data := rec.Encode()
+	data := rec.Encode(w.s.opts.Keys)
 	return w.s.q.Transact(context.Background(), func(tx *jobs.Tx) error {
 		if err := tx.Finish(w.job, data); err != nil {
 			return err
@@ -395,7 +408,7 @@ func (w *worker) crash(rec *jobdata.Record, err error, now time.Time) {
 	}
 	rec.History = AppendHistory(rec.History, jobdata.Event{Type: ev, Timestamp: now.Unix(), Reason: reason}, cfg.MaxHistory)
 	wait := Backoff(rec.ErrorCount, cfg, nil)
-	err = s.q.Resubmit(context.Background(), w.job, now.Add(wait), rec.Encode())
+	err = s.q.Resubmit(context.Background(), w.job, now.Add(wait), rec.Encode(w.s.opts.Keys))
 	if s.settled("re-enqueue crashed", w.job, err) {
 		s.log.Info("replication crashed", "job", w.job.ID, "reason", reason, "error_count", rec.ErrorCount, "retry_in", wait.String())
 	}
@@ -421,7 +434,7 @@ func (w *worker) requeue(rec *jobdata.Record, cause error) {
 		rec.History = AppendHistory(rec.History, ev, cfg.MaxHistory)
 	}
 	rec.PID = ""
-	s.settled("re-enqueue stopped", w.job, s.q.Resubmit(context.Background(), w.job, at, rec.Encode()))
+	s.settled("re-enqueue stopped", w.job, s.q.Resubmit(context.Background(), w.job, at, rec.Encode(w.s.opts.Keys)))
 }
 
 // park puts a caught-up continuous job back in the queue as parked: never
@@ -446,7 +459,7 @@ func (w *worker) park(rec *jobdata.Record, cause error) {
 		reason = "idle; slot given to a pending job"
 	}
 	rec.History = AppendHistory(rec.History, jobdata.Event{Type: jobdata.EventStopped, Timestamp: now.Unix(), Reason: reason}, cfg.MaxHistory)
-	if s.settled("park", w.job, s.q.Resubmit(context.Background(), w.job, jobdata.ParkedTime, rec.Encode())) {
+	if s.settled("park", w.job, s.q.Resubmit(context.Background(), w.job, jobdata.ParkedTime, rec.Encode(w.s.opts.Keys))) {
 		s.log.Debug("replication parked", "job", w.job.ID, "seq", string(seq))
 		if w.resume != nil {
 			s.resumes.put(w.job.ID, w.resume)
@@ -672,7 +685,7 @@ func (w *worker) record(ctx context.Context, rec *jobdata.Record, st jobdata.Sta
 		next.ErrorCount, next.LastError, next.ErrorKind = 0, "", ""
 	}
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.NodeLease/4)
-	err := s.q.Update(uctx, w.job, next.Encode())
+	err := s.q.Update(uctx, w.job, next.Encode(s.opts.Keys))
 	cancel()
 	switch {
 	case err == nil:

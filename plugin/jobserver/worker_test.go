@@ -1,13 +1,18 @@
 package jobserver
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/jobdata"
+	"github.com/couchepi/couchepi/plugin/jobs"
 	"github.com/couchepi/couchepi/plugin/replicate"
+	"github.com/couchepi/couchepi/plugin/seal"
 )
 
 // TestRecordedFailureAnswer: a failure recorded in a job (its kind and
@@ -60,3 +65,49 @@ func TestMaxBackoffRep(t *testing.T) {
 		}
 	}
 }
+
+// TestUnreadableRecordGivenBack: a job whose record is sealed with a key
+// this node does not hold is given back to the queue untouched, for a node
+// that has the key, not finished (which would lose it).
+func TestUnreadableRecordGivenBack(t *testing.T) {
+	s, _ := slotServer(t, 10)
+	ctx := context.Background()
+	rep := &parse.Rep{Source: parse.Endpoint{URL: "http://h/a/"}, Target: parse.Endpoint{URL: "http://h/b/"}}
+	data := jobdata.New(rep, "_replicator", "u", "doc", time.Unix(1, 0)).Encode(seal.NewKeyring(seal.RandomKey()))
+	if err := s.q.SetTypeTimeout(ctx, jobdata.JobType, TypeTimeout); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.q.Add(ctx, jobdata.JobType, "j1", data, jobdata.AddedTime); err != nil {
+		t.Fatal(err)
+	}
+	sub, _, _, err := s.q.Subscribe(ctx, jobdata.JobType, "j1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if err := s.Start(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Stop(ctx) })
+	var seen []jobs.State
+	for len(seen) < 2 {
+		select {
+		case ev := <-sub.Events():
+			seen = append(seen, ev.State)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("events %v: the job was not accepted and settled", seen)
+		}
+	}
+	if seen[0] != jobs.Running || seen[1] != jobs.Pending {
+		t.Fatalf("events %v, want running then pending", seen)
+	}
+	if got, err := s.q.GetData(ctx, jobdata.JobType, "j1"); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("the record changed: %v", err)
+	}
+	if n, err := s.q.PendingCount(ctx, jobdata.JobType, time.Now(), 10); err != nil || n != 0 {
+		t.Fatalf("the job is due again at once (%d due, %v): it would be accepted in a loop", n, err)
+	}
+}
+
+// testKeys seals the job records of these tests.
+var testKeys = seal.NewKeyring(seal.RandomKey())

@@ -12,6 +12,7 @@ import (
 	"github.com/couchepi/couchepi/plugin/jobdata"
 	"github.com/couchepi/couchepi/plugin/jobs"
 	"github.com/couchepi/couchepi/plugin/kv"
+	"github.com/couchepi/couchepi/plugin/seal"
 	"github.com/prometheus/common/expfmt"
 )
 
@@ -50,7 +51,7 @@ func benchScrape(b *testing.B, n, running int) {
 		if err := q.Transact(ctx, func(tx *jobs.Tx) error {
 			for i := done; i < done+5000; i++ {
 				id := fmt.Sprintf("d%06d", i)
-				if err := jobdata.Put(tx, parse.PersistentJobID("uuid", id), jobdata.New(rep, "_replicator", "uuid", id, start)); err != nil {
+				if err := jobdata.Put(tx, testKeys, parse.PersistentJobID("uuid", id), jobdata.New(rep, "_replicator", "uuid", id, start)); err != nil {
 					return err
 				}
 			}
@@ -65,7 +66,7 @@ func benchScrape(b *testing.B, n, running int) {
 		lags[i] = int64(i % 900)
 	}
 	sources := func() Sources {
-		src := Sources{Records: jobdata.Records{Q: q}, LagAlert: 5 * time.Minute}
+		src := Sources{Records: jobdata.Records{Q: q, Keys: testKeys}, LagAlert: 5 * time.Minute}
 		if running > 0 {
 			src.Lags = func() []int64 { return lags }
 		}
@@ -100,3 +101,6 @@ func benchScrape(b *testing.B, n, running int) {
 		b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/scrape")
 	})
 }
+
+// testKeys seals the job records of these tests.
+var testKeys = seal.NewKeyring(seal.RandomKey())

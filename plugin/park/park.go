@@ -37,6 +37,7 @@ import (
 	"github.com/couchepi/couchepi/plugin/couchclient"
 	"github.com/couchepi/couchepi/plugin/jobdata"
 	"github.com/couchepi/couchepi/plugin/jobs"
+	"github.com/couchepi/couchepi/plugin/seal"
 	"github.com/hashicorp/go-hclog"
 )
 
@@ -44,6 +45,8 @@ import (
 type Options struct {
 	// Queue is the job queue the parked jobs are in.
 	Queue *jobs.Queue
+	// Keys opens and seals the credentials of the jobs' records.
+	Keys *seal.Keyring
 	// Pool reaches the sources (checks and _db_updates feeds).
 	Pool *couchclient.Pool
 	// Logger receives structured logs; nil discards them.
@@ -341,7 +344,7 @@ func (w *Waker) wake(id string) {
 	woke := false
 	err := w.opts.Queue.Transact(ctx, func(tx *jobs.Tx) error {
 		woke = false
-		rec, err := jobdata.Get(tx, id)
+		rec, err := jobdata.Get(tx, w.opts.Keys, id)
 		if err != nil {
 			return err
 		}
@@ -350,7 +353,7 @@ func (w *Waker) wake(id string) {
 		}
 		rec.Parked = nil
 		woke = true
-		return tx.Add(jobdata.JobType, id, rec.Encode(), jobdata.WokenTime)
+		return tx.Add(jobdata.JobType, id, rec.Encode(w.opts.Keys), jobdata.WokenTime)
 	})
 	if err != nil && !errors.Is(err, jobs.ErrNotFound) {
 		// Left registered: the next refresh or signal tries again.
@@ -410,7 +413,7 @@ func (w *Waker) refresh(ctx context.Context) error {
 		if st != jobs.Pending {
 			return nil
 		}
-		rec, err := jobdata.Decode(data)
+		rec, err := jobdata.Decode(data, w.opts.Keys)
 		if err != nil || rec.Parked == nil {
 			return nil
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/couchepi/couchepi/plugin/jobdata"
 	"github.com/couchepi/couchepi/plugin/jobs"
 	"github.com/couchepi/couchepi/plugin/kv"
+	"github.com/couchepi/couchepi/plugin/seal"
 )
 
 // TestParkedOnForbiddenHost: a job parked on a remote source that the host
@@ -51,7 +52,7 @@ func TestParkedOnForbiddenHost(t *testing.T) {
 	rec.Parked = &jobdata.Parked{Since: time.Now().Unix(), Seq: json.RawMessage(`"1"`)}
 	const id = "parked"
 	if err := q.Transact(context.Background(), func(tx *jobs.Tx) error {
-		return tx.Add(jobdata.JobType, id, rec.Encode(), jobdata.ParkedTime)
+		return tx.Add(jobdata.JobType, id, rec.Encode(testKeys), jobdata.ParkedTime)
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +61,7 @@ func TestParkedOnForbiddenHost(t *testing.T) {
 	defer pool.Close()
 	o, _ := parse.OptionsFromConfig(map[string]string{"denied_networks": "127.0.0.0/8, ::1"})
 	pool.Configure(o)
-	w := New(Options{Queue: q, Pool: pool, LocalURL: "http://127.0.0.1:5984/"})
+	w := New(Options{Queue: q, Keys: testKeys, Pool: pool, LocalURL: "http://127.0.0.1:5984/"})
 	if err := w.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +71,7 @@ func TestParkedOnForbiddenHost(t *testing.T) {
 	for {
 		var got *jobdata.Record
 		q.Transact(context.Background(), func(tx *jobs.Tx) error {
-			got, err = jobdata.Get(tx, id)
+			got, err = jobdata.Get(tx, testKeys, id)
 			return err
 		})
 		if got != nil && got.Parked == nil {
@@ -85,3 +86,6 @@ func TestParkedOnForbiddenHost(t *testing.T) {
 		t.Fatalf("the forbidden source got %d requests", n)
 	}
 }
+
+// testKeys seals the job records of these tests.
+var testKeys = seal.NewKeyring(seal.RandomKey())

@@ -58,7 +58,7 @@ func TestWakesBoundedAndDrained(t *testing.T) {
 			rep := &parse.Rep{Source: parse.Endpoint{URL: "http://127.0.0.1:1/"}, Target: parse.Endpoint{URL: "http://127.0.0.1:1/tgt/"}, Continuous: true}
 			rec := jobdata.New(rep, "", "", "", time.Now())
 			rec.Parked = &jobdata.Parked{Since: time.Now().Unix(), Seq: json.RawMessage(`"1"`)}
-			if err := tx.Add(jobdata.JobType, fmt.Sprintf("j%03d", i), rec.Encode(), jobdata.ParkedTime); err != nil {
+			if err := tx.Add(jobdata.JobType, fmt.Sprintf("j%03d", i), rec.Encode(testKeys), jobdata.ParkedTime); err != nil {
 				return err
 			}
 		}
@@ -68,7 +68,7 @@ func TestWakesBoundedAndDrained(t *testing.T) {
 		t.Fatal(err)
 	}
 	store.most.Store(0)
-	w := New(Options{Queue: q, LocalURL: "http://127.0.0.1:5984/"})
+	w := New(Options{Queue: q, Keys: testKeys, LocalURL: "http://127.0.0.1:5984/"})
 	if err := w.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -52,8 +52,10 @@ type replicator struct {
 	stopMon context.CancelFunc
 	started bool
 	events  sync.WaitGroup // event and catch-up calls in progress
-	// cancelStart ends a background start still waiting for its store.
+	// cancelStart ends a background start still waiting for its store;
+	// startErr is why a background start gave up.
 	cancelStart context.CancelFunc
+	startErr    error
 }
 
 func newReplicator(log hclog.Logger) *replicator {
@@ -140,22 +142,29 @@ func (p *replicator) Start(ctx context.Context, host hooks.Services) error {
 	if err != nil {
 		return err
 	}
+	keys, err := loadKeyring(conf, stc, p.log)
+	if err != nil {
+		return err
+	}
 	if stc.kind != "etcd" {
-		return p.start(ctx, host, stc)
+		return p.start(ctx, host, stc, keys)
 	}
 	bg, cancel := context.WithCancel(context.Background())
 	p.mu.Lock()
 	p.cancelStart = cancel
 	p.mu.Unlock()
 	go func() {
-		if err := p.start(bg, host, stc); err != nil && bg.Err() == nil {
+		if err := p.start(bg, host, stc, keys); err != nil && bg.Err() == nil {
 			p.log.Error("replicator could not start", "store", stc.String(), "error", err)
+			p.mu.Lock()
+			p.startErr = err
+			p.mu.Unlock()
 		}
 	}()
 	return nil
 }
 
-func (p *replicator) start(ctx context.Context, host hooks.Services, stc storeConfig) error {
+func (p *replicator) start(ctx context.Context, host hooks.Services, stc storeConfig, keys keyring) error {
 	info, err := host.ServerInfo(ctx)
 	if err != nil {
 		return fmt.Errorf("server info: %w", err)
@@ -164,19 +173,8 @@ func (p *replicator) start(ctx context.Context, host hooks.Services, stc storeCo
 	conf, sc, po := p.conf, p.serverConf, p.parseOpts
 	p.mu.Unlock()
 	nt := readNodeTypes(conf)
-	store, err := openStore(ctx, stc, p.log)
+	store, q, err := openSealedQueue(ctx, stc, keys, &info.UUID, p.log)
 	if err != nil {
-		return fmt.Errorf("open job store %s: %w", stc, err)
-	}
-	if stc.kind != "bolt" {
-		if info.UUID, err = clusterUUID(ctx, store, info.UUID); err != nil {
-			store.Close()
-			return fmt.Errorf("cluster uuid: %w", err)
-		}
-	}
-	q, err := jobs.New(store, jobs.Options{Logger: p.log, Prefix: jobdata.QueuePrefix, Tag: jobdata.ShareTag})
-	if err != nil {
-		store.Close()
 		return err
 	}
 	pool := couchclient.NewPool(couchclient.PoolOptions{Logger: p.log, Version: version, HealthThreshold: sc.HealthThreshold, LocalURL: info.URL})
@@ -192,7 +190,7 @@ func (p *replicator) start(ctx context.Context, host hooks.Services, stc storeCo
 	if stc.kind != "bolt" {
 		refresh = parkRefresh
 	}
-	waker := park.New(park.Options{Queue: q, Pool: pool, Logger: p.log, LocalURL: info.URL, Refresh: refresh})
+	waker := park.New(park.Options{Queue: q, Keys: keys.Keyring, Pool: pool, Logger: p.log, LocalURL: info.URL, Refresh: refresh})
 	if err := waker.Start(ctx); err != nil {
 		q.Close()
 		store.Close()
@@ -205,12 +203,12 @@ func (p *replicator) start(ctx context.Context, host hooks.Services, stc storeCo
 		}
 		return server.StopJob(ctx, jobID)
 	}
-	front := frontend.New(frontend.Config{Queue: q, Services: host, Logger: p.log, ServerUUID: info.UUID, LocalURL: info.URL, RepID: repID, StopJob: stopJob})
+	front := frontend.New(frontend.Config{Queue: q, Keys: keys.Keyring, Services: host, Logger: p.log, ServerUUID: info.UUID, LocalURL: info.URL, RepID: repID, StopJob: stopJob})
 	front.SetOptions(po)
 	if nt.replication {
 		// On a shared queue the doc of a job may live on another server:
 		// the api_frontend that has it writes its terminal state.
-		server = jobserver.New(jobserver.Options{Queue: q, Services: host, Logger: p.log, Pool: pool, ServerUUID: info.UUID, Node: info.Node, RepID: repID,
+		server = jobserver.New(jobserver.Options{Queue: q, Keys: keys.Keyring, Services: host, Logger: p.log, Pool: pool, ServerUUID: info.UUID, Node: info.Node, RepID: repID,
 			SkipDocStates: stc.kind != "bolt", Parker: parker{waker}, Replaces: previousProcess(info.Node)}, sc)
 		// A single-owner (bolt) store's running jobs were left by a dead
 		// process; in a shared store they may be another node's, and the
@@ -241,7 +239,7 @@ func (p *replicator) start(ctx context.Context, host hooks.Services, stc storeCo
 	}
 	p.host, p.store, p.queue, p.pool, p.front, p.server, p.waker = host, store, q, pool, front, server, waker
 	p.localURL = info.URL
-	p.recs = jobdata.Records{Q: q}
+	p.recs = jobdata.Records{Q: q, Keys: keys.Keyring}
 	p.src = p.recs
 	if server != nil {
 		// The jobs this node runs show their stats as of the request.
@@ -261,7 +259,7 @@ func (p *replicator) start(ctx context.Context, host hooks.Services, stc storeCo
 			}
 		}()
 	}
-	p.log.Info("replicator started", "version", version, "store", stc.String(), "node", info.Node,
+	p.log.Info("replicator started", "version", version, "store", stc.String(), "node", info.Node, "key", keys.ID(), "key_from", keys.source,
 		"api_frontend", nt.apiFrontend, "replication", nt.replication)
 	return nil
 }
@@ -465,7 +463,13 @@ func previousProcess(node string) func(jobs.LeaseInfo) bool {
 func (p *replicator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f, mon, _ := p.components()
 	if f == nil {
-		hooks.WriteError(w, &hooks.Error{Status: http.StatusServiceUnavailable, Err: "service_unavailable", Reason: "The replicator is starting."})
+		reason := "The replicator is starting."
+		p.mu.Lock()
+		if p.startErr != nil {
+			reason = "The replicator could not start: " + p.startErr.Error()
+		}
+		p.mu.Unlock()
+		hooks.WriteError(w, &hooks.Error{Status: http.StatusServiceUnavailable, Err: "service_unavailable", Reason: reason})
 		return
 	}
 	if err := p.probeStore(r.Context()); err != nil {

@@ -219,7 +219,6 @@ func (c *Cluster) Leader() int {
 	return -1
 }
 
-
 // ServeMember runs the etcd member described in the environment by
 // StartProcessCluster, until the process is killed, and returns at once
 // in any other process. Call it first in TestMain.

@@ -1,0 +1,350 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/couchepi/couchepi/hooks"
+	"github.com/couchepi/couchepi/parse"
+	"github.com/couchepi/couchepi/plugin/jobdata"
+	"github.com/couchepi/couchepi/plugin/jobs"
+	"github.com/couchepi/couchepi/plugin/kv"
+	"github.com/couchepi/couchepi/plugin/kv/etcd"
+	"github.com/couchepi/couchepi/plugin/kv/etcd/etcdtest"
+	"github.com/couchepi/couchepi/plugin/seal"
+	"github.com/hashicorp/go-hclog"
+)
+
+// writeKeyFile writes a key file of n keys and returns its path and keys.
+func writeKeyFile(t *testing.T, n int) (string, []*seal.Key) {
+	t.Helper()
+	var text strings.Builder
+	var out []*seal.Key
+	for range n {
+		m := make([]byte, seal.KeySize)
+		for i := range m {
+			m[i] = byte(len(out)*31 + i + 1)
+		}
+		k, _ := seal.NewKey(m)
+		out = append(out, k)
+		text.WriteString(hex.EncodeToString(m) + "\n")
+	}
+	path := filepath.Join(t.TempDir(), "shared.key")
+	if err := os.WriteFile(path, []byte(text.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path, out
+}
+
+func TestLoadKeyring(t *testing.T) {
+	log := hclog.NewNullLogger()
+	keyFile, fileKeys := writeKeyFile(t, 2)
+	derived := seal.KeyFromSecret("cluster secret", secretLabel)
+	etcdStore := storeConfig{kind: "etcd"}
+	for _, tc := range []struct {
+		name    string
+		cfg     hooks.Config
+		sc      func(dir string) storeConfig
+		current string
+		holds   []string
+		err     string
+	}{
+		{name: "etcd: key file", cfg: hooks.Config{"replicator": {"secret_key_file": keyFile}},
+			current: fileKeys[0].ID(), holds: []string{fileKeys[1].ID()}},
+		{name: "etcd: chttpd_auth secret", cfg: hooks.Config{"chttpd_auth": {"secret": "cluster secret"}},
+			current: derived.ID()},
+		{name: "etcd: couch_httpd_auth secret", cfg: hooks.Config{"couch_httpd_auth": {"secret": "cluster secret"}},
+			current: derived.ID()},
+		{name: "etcd: key file, and the secret used before it", cfg: hooks.Config{"replicator": {"secret_key_file": keyFile}, "chttpd_auth": {"secret": "cluster secret"}},
+			current: fileKeys[0].ID(), holds: []string{derived.ID()}},
+		{name: "etcd: no key", cfg: hooks.Config{}, err: "needs a key every node shares"},
+		{name: "bad key file", cfg: hooks.Config{"replicator": {"secret_key_file": filepath.Join(t.TempDir(), "missing")}}, err: "secret_key_file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			keys, err := loadKeyring(tc.cfg, etcdStore, log)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want one saying %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if keys.ID() != tc.current {
+				t.Errorf("current key %s, want %s", keys.ID(), tc.current)
+			}
+			for _, id := range tc.holds {
+				if !keys.Holds(id) {
+					t.Errorf("keyring lacks %s", id)
+				}
+			}
+		})
+	}
+	t.Run("bolt: a key created beside the store", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "state")
+		sc := storeConfig{kind: "bolt", path: filepath.Join(dir, "replicator.db")}
+		// [chttpd_auth] secret is per node: a bolt store does not use it.
+		cfg := hooks.Config{"chttpd_auth": {"secret": "cluster secret"}}
+		first, err := loadKeyring(cfg, sc, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(filepath.Join(dir, keyFileName))
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("key file: %v %v", fi, err)
+		}
+		again, err := loadKeyring(cfg, sc, log)
+		if err != nil || again.ID() != first.ID() || first.ID() == derived.ID() {
+			t.Fatalf("second start: key %s (first %s), %v", again.ID(), first.ID(), err)
+		}
+		// Configuring a key file later keeps the created key for reading.
+		withFile, err := loadKeyring(hooks.Config{"replicator": {"secret_key_file": keyFile}}, sc, log)
+		if err != nil || withFile.ID() != fileKeys[0].ID() || !withFile.Holds(first.ID()) {
+			t.Fatalf("with a key file: current %s, holds the created key %v, %v", withFile.ID(), withFile.Holds(first.ID()), err)
+		}
+	})
+}
+
+// legacyRep is a replication whose credential older versions stored in
+// plaintext.
+func legacyRep(secret string) *parse.Rep {
+	return &parse.Rep{
+		Source: parse.Endpoint{URL: "http://h/src/", Auth: &parse.BasicAuth{Username: "u", Password: secret}},
+		Target: parse.Endpoint{URL: "http://h/tgt/", Headers: map[string]string{"X-Token": secret}},
+	}
+}
+
+// addLegacy writes records as versions before sealing did (the record's
+// plain JSON), several times each, and records of jobs since removed (of
+// deleted docs, 50 KB each), so that the store's history and free pages
+// hold them too.
+func addLegacy(t *testing.T, q *jobs.Queue, secret string, ids ...string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := q.SetTypeTimeout(ctx, jobdata.JobType, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	add := func(id string, rec *jobdata.Record) {
+		t.Helper()
+		data, err := json.Marshal(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Add(ctx, jobdata.JobType, id, data, jobdata.AddedTime); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for round := 0; round < 3; round++ {
+		for _, id := range ids {
+			add(id, jobdata.New(legacyRep(secret), "_replicator", "u1", id, time.Unix(int64(round), 0)))
+		}
+	}
+	for i := 0; i < 10; i++ {
+		id := "deleted-" + strconv.Itoa(i)
+		rep := legacyRep(secret)
+		rep.Selector = json.RawMessage(`{"pad":"` + strings.Repeat("p", 50<<10) + `"}`)
+		add(id, jobdata.New(rep, "_replicator", "u1", id, time.Unix(0, 0)))
+		if err := q.Remove(ctx, jobdata.JobType, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func newQueue(t *testing.T, s kv.Store) *jobs.Queue {
+	t.Helper()
+	q, err := jobs.New(s, jobs.Options{Prefix: jobdata.QueuePrefix, Tag: jobdata.ShareTag})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+func sealState(t *testing.T, q *jobs.Queue) jobdata.SealState {
+	t.Helper()
+	var st jobdata.SealState
+	err := q.Transact(context.Background(), func(tx *jobs.Tx) error {
+		var err error
+		st, err = jobdata.GetSealState(tx.KV())
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// TestSealRecords: a node refuses a queue sealed with a key it lacks;
+// with the queue's key as its previous one, it seals every record with
+// its own and the queue's key becomes its; records are sealed again
+// only when there is something to seal.
+func TestSealRecords(t *testing.T) {
+	ctx := context.Background()
+	log := hclog.NewNullLogger()
+	q := newQueue(t, kv.NewMemory())
+	defer q.Close()
+	addLegacy(t, q, "legacy-secret", "a", "b")
+	a, b := seal.RandomKey(), seal.RandomKey()
+	ringA := keyring{seal.NewKeyring(a), "test A"}
+	ringB := keyring{seal.NewKeyring(b), "test B"}
+	rotating := keyring{seal.NewKeyring(b, a), "test B, A"}
+
+	scrub, err := sealRecords(ctx, q, ringA, true, log)
+	if err != nil || !scrub {
+		t.Fatalf("first start: scrub %v, %v; want the legacy records sealed and a scrub", scrub, err)
+	}
+	if st := sealState(t, q); st != (jobdata.SealState{Key: a.ID(), Done: true, Scrub: true}) {
+		t.Fatalf("state %+v", st)
+	}
+	if err := scrubDone(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	if scrub, err := sealRecords(ctx, q, ringA, true, log); err != nil || scrub {
+		t.Fatalf("restart with the same key: scrub %v, %v", scrub, err)
+	}
+	_, err = sealRecords(ctx, q, ringB, true, log)
+	var mismatch errKeyMismatch
+	if !errors.As(err, &mismatch) || !strings.Contains(err.Error(), a.ID()) || !strings.Contains(err.Error(), "secret_key_file") {
+		t.Fatalf("a node without the queue's key: %v", err)
+	}
+	if _, err := sealRecords(ctx, q, ringB, false, log); !errors.As(err, &mismatch) || !strings.Contains(err.Error(), "remove the job store") {
+		t.Fatalf("a single node without its store's key: %v", err)
+	}
+	if scrub, err := sealRecords(ctx, q, rotating, true, log); err != nil || !scrub {
+		t.Fatalf("rotation: scrub %v, %v", scrub, err)
+	}
+	if st := sealState(t, q); st.Key != b.ID() || !st.Done {
+		t.Fatalf("after rotation: %+v", st)
+	}
+	recs := jobdata.Records{Q: q, Keys: ringB.Keyring}
+	for _, id := range []string{"a", "b"} {
+		rec, err := recs.Get(ctx, id)
+		if err != nil || rec.Rep.Source.Auth.Password != "legacy-secret" {
+			t.Fatalf("%s with the new key alone: %+v, %v", id, rec, err)
+		}
+	}
+	if _, err := sealRecords(ctx, q, ringA, true, log); !errors.As(err, &mismatch) {
+		t.Fatalf("a node left with the old key only: %v", err)
+	}
+}
+
+// TestOpenSealedQueueBolt (issue 30 item 12): a bolt store written by a
+// version that kept credentials in plaintext holds none of them once the
+// queue is opened: records are sealed and the file is rewritten without
+// the free pages that kept the old values.
+func TestOpenSealedQueueBolt(t *testing.T) {
+	ctx := context.Background()
+	log := hclog.NewNullLogger()
+	dir := t.TempDir()
+	sc := storeConfig{kind: "bolt", path: filepath.Join(dir, "replicator.db")}
+	secret := "bolt-legacy-3e1f0c"
+	old, err := kv.OpenBolt(sc.path, kv.BoltOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := newQueue(t, old)
+	addLegacy(t, q, secret, "j1", "j2")
+	q.Close()
+	old.Close()
+	count := func() int {
+		b, err := os.ReadFile(sc.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bytes.Count(b, []byte(secret))
+	}
+	if count() == 0 {
+		t.Fatal("the legacy store does not hold the secret: the test shows nothing")
+	}
+	keys, err := loadKeyring(hooks.Config{}, sc, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uuid := "own"
+	store, q, err := openSealedQueue(ctx, sc, keys, &uuid, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != 0 {
+		t.Errorf("the store holds the secret %d times after opening", n)
+	}
+	if st := sealState(t, q); st != (jobdata.SealState{Key: keys.ID(), Done: true}) {
+		t.Errorf("state %+v, want sealed and scrubbed", st)
+	}
+	recs := jobdata.Records{Q: q, Keys: keys.Keyring}
+	for _, id := range []string{"j1", "j2"} {
+		if rec, err := recs.Get(ctx, id); err != nil || rec.Rep.Target.Headers["X-Token"] != secret {
+			t.Errorf("%s: %+v, %v", id, rec, err)
+		}
+	}
+	q.Close()
+	store.Close()
+}
+
+// TestOpenSealedQueueEtcd (issue 30 item 12): the same on etcd: once a
+// node opened a queue written in plaintext, etcd's data files hold none of
+// the credentials (its history is compacted and every member
+// defragmented; its WAL keeps old entries until etcd purges them).
+func TestOpenSealedQueueEtcd(t *testing.T) {
+	ctx := context.Background()
+	log := hclog.NewNullLogger()
+	c := etcdtest.StartCluster(t, 3)
+	sc := storeConfig{kind: "etcd", etcd: etcd.Config{Endpoints: c.Endpoints(), Prefix: "legacy/", CompactInterval: -1}}
+	secret := "etcd-legacy-9b27d4"
+	old, err := etcd.Open(ctx, sc.etcd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := newQueue(t, old)
+	addLegacy(t, q, secret, "j1", "j2")
+	q.Close()
+	old.Close()
+	dbs := func() (n int) {
+		for _, dir := range c.DataDirs() {
+			b, err := os.ReadFile(filepath.Join(dir, "member", "snap", "db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += bytes.Count(b, []byte(secret))
+		}
+		return n
+	}
+	// etcd writes its data file every 100 ms.
+	deadline := time.Now().Add(10 * time.Second)
+	for dbs() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("etcd's data files do not hold the legacy secret: the test shows nothing")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	keys, err := loadKeyring(hooks.Config{"chttpd_auth": {"secret": "shared"}}, sc, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uuid := "own"
+	store, q, err := openSealedQueue(ctx, sc, keys, &uuid, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	defer q.Close()
+	if n := dbs(); n != 0 {
+		t.Errorf("etcd's data files hold the secret %d times after opening", n)
+	}
+	if st := sealState(t, q); st != (jobdata.SealState{Key: keys.ID(), Done: true}) {
+		t.Errorf("state %+v, want sealed and scrubbed", st)
+	}
+	recs := jobdata.Records{Q: q, Keys: keys.Keyring}
+	if rec, err := recs.Get(ctx, "j2"); err != nil || rec.Rep.Source.Auth.Password != secret {
+		t.Errorf("j2: %+v, %v", rec, err)
+	}
+}

@@ -27,12 +27,17 @@ func startClusterNode(t testing.TB, endpoints []string, prefix string, frontend,
 
 // newClusterNode is startClusterNode without the wait.
 func newClusterNode(t testing.TB, endpoints []string, prefix string, frontend, replication bool, extra string) *couch {
+	return newClusterNodeEtcd(t, endpoints, prefix, frontend, replication, extra, "")
+}
+
+// newClusterNodeEtcd is newClusterNode with etcdExtra in the [etcd] section.
+func newClusterNodeEtcd(t testing.TB, endpoints []string, prefix string, frontend, replication bool, extra, etcdExtra string) *couch {
 	skipShort(t)
 	data := t.TempDir()
 	// The nodes of a queue share the key its records are sealed with
 	// (derived from [chttpd_auth] secret, as CouchDB's nodes share it).
 	cfg := e2eConfig + "job_store = etcd\n" + extra +
-		"[etcd]\nendpoints = " + strings.Join(endpoints, ",") + "\nprefix = " + prefix + "\n" +
+		"[etcd]\nendpoints = " + strings.Join(endpoints, ",") + "\nprefix = " + prefix + "\n" + etcdExtra +
 		"[chttpd_auth]\nsecret = shared-by-" + prefix + "\n" +
 		fmt.Sprintf("[node_types]\napi_frontend = %v\nreplication = %v\n", frontend, replication)
 	s := minicouchtest.Start(t, minicouchtest.Options{

@@ -43,7 +43,9 @@
 //     (3.x accepts anything for use_checkpoints); doc_ids must be non-empty
 //     strings (4.x rule) that percent-decode to UTF-8; a "ddoc/name" filter
 //     and the `_view` filter's view must have non-empty parts; selectors are
-//     validated as Mango does (unknown operators, wrong argument types).
+//     validated as Mango does (unknown operators, wrong argument types,
+//     a `$regex` that does not compile), a `$regex` with Go's regexp (RE2,
+//     what minicouch evaluates it with) where CouchDB uses PCRE.
 //   - Bare database names are refused in documents ("Local endpoints are
 //     not supported: …"); a URL with another scheme, such as a typo like
 //     htp://, says so ("`source` must be an http:// or https:// URL, not

@@ -66,6 +66,8 @@ func TestReplicationDocErrors(t *testing.T) {
 		{"selector bad arg", `"selector":{"a":{"$in":5}}`, "`selector` is invalid: bad argument for operator `$in`"},
 		{"selector unsupported", `"selector":{"$where":"x"}`, "`selector` is invalid: operator `$where` is not supported"},
 		{"selector no field", `"selector":{"":1}`, "`selector` is invalid: missing field name"},
+		{"selector bad regex", `"selector":{"a":{"$regex":"(("}}`, "`selector` is invalid: `$regex` \"((\" is not a valid regular expression: missing closing )"},
+		{"selector PCRE-only regex", `"selector":{"$or":[{"a":{"$not":{"$regex":"x(?=y)"}}}]}`, "`selector` is invalid: `$regex` \"x(?=y)\" is not a valid regular expression: invalid or unsupported Perl syntax"},
 		{"doc_ids and filter", `"doc_ids":["a"],"filter":"a/b"`, "`doc_ids`,`filter`,`selector` are mutually  exclusive"},
 		{"filter and selector", `"selector":{"a":1},"filter":"a/b"`, "`doc_ids`,`filter`,`selector` are mutually  exclusive"},
 		{"doc_ids and selector", `"selector":{"a":1},"doc_ids":[]`, "`doc_ids`,`filter`,`selector` are mutually  exclusive"},

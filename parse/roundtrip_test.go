@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -23,6 +24,7 @@ var shapes = []string{
 	`{"cancel":true,"replication_id":"abc continuous"}`,
 	`{"source":"local","target":{"url":"other"},"cancel":true}`,
 	`{"source":"http://[::1]:5984/a","target":"http://h/b","source_proxy":"http://p:3128","target_proxy":"https://q"}`,
+	`{"source":"http://h/a","target":"http://h/b","selector":{"a":{"$regex":"^x[0-9]+"},"b":{"$not":{"$regex":"(?i)y$"}}}}`,
 }
 
 func requestOptions() Options {
@@ -83,6 +85,17 @@ func checkFuzzResult(t *testing.T, rep *Rep, err error) {
 		return
 	}
 	checkRoundTrip(t, rep)
+	if len(rep.Selector) > 0 {
+		v, err := decodeOrdered(rep.Selector)
+		if err != nil {
+			t.Fatalf("accepted selector does not decode: %s", rep.Selector)
+		}
+		for _, re := range regexArgs(v) {
+			if _, err := regexp.Compile(re); err != nil {
+				t.Fatalf("accepted selector has a $regex the evaluator cannot compile: %q: %v", re, err)
+			}
+		}
+	}
 	id := ReplicationID(rep, observedUUID, "function(doc) { return true; }")
 	if len(id.Base) != 32 {
 		t.Fatalf("bad id %+v", id)
@@ -91,6 +104,26 @@ func checkFuzzResult(t *testing.T, rep *Rep, err error) {
 	if red, err := json.Marshal(rep.Redacted()); err != nil || (rep.Source.Auth != nil && len(rep.Source.Auth.Password) > 3 && strings.Contains(string(red), `"`+rep.Source.Auth.Password+`"`)) {
 		t.Fatalf("redaction failed: %s", red)
 	}
+}
+
+// regexArgs returns the string arguments of every `$regex` in a decoded
+// selector, however deep.
+func regexArgs(v any) []string {
+	var out []string
+	switch t := v.(type) {
+	case object:
+		for _, f := range t {
+			if s, ok := f.Value.(string); ok && f.Key == "$regex" {
+				out = append(out, s)
+			}
+			out = append(out, regexArgs(f.Value)...)
+		}
+	case []any:
+		for _, e := range t {
+			out = append(out, regexArgs(e)...)
+		}
+	}
+	return out
 }
 
 func FuzzReplicationDoc(f *testing.F) {

@@ -3,8 +3,13 @@ package parse
 import (
 	"encoding/json"
 	"errors"
+	"regexp"
+	"regexp/syntax"
 	"slices"
 	"strings"
+	"unicode/utf8"
+
+	"github.com/couchepi/couchepi/internal/jsonobj"
 )
 
 // normalizeSelector validates a Mango selector and returns it in the
@@ -57,6 +62,37 @@ func normalizeUnsorted(raw json.RawMessage) (any, error) {
 func errBadArg(op string) error { return errors.New("bad argument for operator `" + op + "`") }
 
 var errBadField = errors.New("invalid field")
+
+// checkRegex refuses a `$regex` the selector evaluator cannot compile,
+// as CouchDB's normaliser refuses one re:compile rejects. The evaluator
+// that runs it (minicouch's, when the source is a minicouch) is Go's
+// regexp, so its syntax (RE2) is the one checked: a PCRE-only construct
+// such as a lookahead is refused too, not left to fail every run.
+func checkRegex(expr string) error {
+	if _, err := regexp.Compile(expr); err != nil {
+		detail := err.Error()
+		var se *syntax.Error
+		if errors.As(err, &se) {
+			detail = se.Code.String()
+		}
+		return errors.New("`$regex` " + quoteArg(expr) + " is not a valid regular expression: " + detail)
+	}
+	return nil
+}
+
+// quoteArg quotes a user's text for a reason as a JSON string, cut to 100
+// bytes so that a huge argument does not make a huge reason.
+func quoteArg(s string) string {
+	const max = 100
+	if len(s) > max {
+		cut := max
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return string(jsonobj.AppendString(nil, s))
+}
 
 // single returns the only member of a one-member object.
 func single(v any) (field, bool) {
@@ -124,9 +160,18 @@ func normOps(v any) (any, error) {
 			return nil, errBadArg(f.Key)
 		}
 		return v, nil
-	case "$type", "$regex", "$beginsWith":
+	case "$type", "$beginsWith":
 		if _, ok := arg.(string); !ok {
 			return nil, errBadArg(f.Key)
+		}
+		return v, nil
+	case "$regex":
+		s, ok := arg.(string)
+		if !ok {
+			return nil, errBadArg(f.Key)
+		}
+		if err := checkRegex(s); err != nil {
+			return nil, err
 		}
 		return v, nil
 	case "$mod":

@@ -3,6 +3,7 @@ package parse
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -17,6 +18,7 @@ func TestNormalizeSelector(t *testing.T) {
 		{`{"$not":{"$and":[{"a":1},{"b":{"$in":[1]}}]}}`, `{"$or":[{"a":{"$ne":1}},{"b":{"$nin":[1]}}]}`},
 		{`{"$nor":[{"a":{"$exists":true}}]}`, `{"$and":[{"a":{"$exists":false}}]}`},
 		{`{"a":{"$not":{"$regex":"x"}}}`, `{"a":{"$not":{"$regex":"x"}}}`},
+		{`{"a":{"$regex":"^(?i)b[0-9]+\\.c$"}}`, `{"a":{"$regex":"^(?i)b[0-9]+\\.c$"}}`},
 		{`{"a":{"$elemMatch":{"b":1,"c":2}}}`, `{"a":{"$elemMatch":{"$and":[{"b":{"$eq":1}},{"c":{"$eq":2}}]}}}`},
 		{`{"a":{"z":1,"y":{"k":[{"q":1,"p":2}]}}}`, `{"$and":[{"a.z":{"$eq":1}},{"a.y.k":{"$eq":[{"p":2,"q":1}]}}]}`},
 		{`{"$text":"hi"}`, `{"$default":{"$text":"hi"}}`},
@@ -43,6 +45,9 @@ func TestNormalizeSelector(t *testing.T) {
 		`{"a":{"$near":1}}`:              "operator `$near` is not supported",
 		`{"a":{"$bogus":1}}`:             "unknown operator `$bogus`",
 		`{"a":{"$default":{"$text":1}}}`: "invalid field",
+		`{"a":{"$regex":"[z-a]"}}`:       "`$regex` \"[z-a]\" is not a valid regular expression: invalid character class range",
+		`{"a":{"$regex":1}}`:             "bad argument for operator `$regex`",
+		`{"a":{"$elemMatch":{"$regex":"` + strings.Repeat("(", 120) + `"}}}`: "`$regex` \"" + strings.Repeat("(", 100) + "…\" is not a valid regular expression: missing closing )",
 	}
 	for in, want := range bad {
 		if _, err := normalizeSelector(json.RawMessage(in)); err == nil || err.Error() != want {

@@ -49,6 +49,7 @@ func TestE2EDocValidation(t *testing.T) {
 		{"bare db name source", "admin:pass", fmt.Sprintf(`{"source":"src","target":%q}`, tgt), "Local endpoints are not supported: `source` must be an http:// or https:// URL"},
 		{"non-http url", "admin:pass", fmt.Sprintf(`{"source":"ftp://%s/src","target":%q}`, c.addr, tgt), "`source` must be an http:// or https:// URL, not ftp://"},
 		{"another user's owner", "bob:bobpw", doc(`,"owner":"alice"`), "Can't update replication documents from other users."},
+		{"selector regex that does not compile", "admin:pass", doc(`,"selector":{"a":{"$regex":"(("}}`), "`selector` is invalid: `$regex` \"((\" is not a valid regular expression: missing closing )"},
 	}
 	for i, tc := range tests {
 		code, body := c.reqAs(tc.auth, "PUT", fmt.Sprintf("/_replicator/bad%d", i), tc.body)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
@@ -11,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/couchepi/couchepi/hooks"
+	"github.com/couchepi/couchepi/internal/jsonobj"
 )
 
 // Middleware gives plugins to a CouchDB-compatible server whose write path
@@ -280,7 +282,11 @@ func (m *Middleware) docOf(r *http.Request, id string) ([]byte, *hooks.Error) {
 	}
 	var doc map[string]json.RawMessage
 	if json.Unmarshal(b, &doc) != nil || doc == nil {
-		return nil, &hooks.Error{Status: 400, Err: "bad_request", Reason: "invalid UTF-8 JSON"}
+		reason := "invalid UTF-8 JSON"
+		if errors.Is(jsonobj.Invalid(b), jsonobj.ErrTooDeep) {
+			reason = jsonobj.ErrTooDeep.Error()
+		}
+		return nil, &hooks.Error{Status: 400, Err: "bad_request", Reason: reason}
 	}
 	if id == "" {
 		return b, nil

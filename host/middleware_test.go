@@ -119,6 +119,7 @@ func TestMiddleware(t *testing.T) {
 		{"refused PUT", "PUT", "/x_guarded/d1", "bob", `{"type":"t"}`, 403, `Document is missing required field \"owner\".`, false},
 		{"refused POST", "POST", "/x_guarded", "bob", `{"_id":"d1","owner":"o"}`, 403, `required field \"type\"`, false},
 		{"not JSON", "PUT", "/x_guarded/d1", "bob", `{"type"`, 400, `invalid UTF-8 JSON`, false},
+		{"nested too deeply", "PUT", "/x_guarded/d1", "bob", `{"type":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`, 400, `"JSON nested too deeply: more than 10000 levels of objects and arrays"`, false},
 		{"accepted PUT", "PUT", "/x_guarded/d1", "bob", `{"type":"t","owner":"o","secret":"s"}`, 201, `"id":"d1"`, true},
 		{"accepted POST", "POST", "/x_guarded", "bob", `{"_id":"d2","type":"t","owner":"o"}`, 201, `"id":"d2"`, true},
 		{"write to an audited db", "PUT", "/audit_a/a1", "bob", `{}`, 201, `"id":"a1"`, true},

@@ -44,7 +44,7 @@ func BeforeDocUpdateHosts(doc []byte, user UserCtx, opts Options) ([]byte, error
 func beforeDocUpdate(doc []byte, user UserCtx, hosts *Options) ([]byte, error) {
 	ms, err := jsonobj.Parse(doc)
 	if err != nil {
-		return nil, newError(reasonNotObject)
+		return nil, notObject(err, false)
 	}
 	if id, ok := stringMember(ms, "_id"); ok && (strings.HasPrefix(id, "_design/") || strings.HasPrefix(id, "_local/")) {
 		return doc, nil

@@ -116,7 +116,7 @@ type field struct {
 // numbers as json.Number.
 func decodeOrdered(raw []byte) (any, error) {
 	if !json.Valid(raw) {
-		return nil, jsonobj.ErrInvalid
+		return nil, jsonobj.Invalid(raw)
 	}
 	v, _ := scanOrdered(raw, jsonscan.SkipSpace(raw, 0))
 	return v, nil

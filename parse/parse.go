@@ -31,7 +31,7 @@ func ReplicationDoc(body []byte, user UserCtx, opts Options) (*Rep, error) {
 func ReplicationDocState(body []byte, user UserCtx, opts Options) (rep *Rep, state string, err error) {
 	ms, jerr := jsonobj.Parse(body)
 	if jerr != nil {
-		return nil, "", newError(reasonNotObject)
+		return nil, "", notObject(jerr, false)
 	}
 	state, _ = stringMember(ms, "_replication_state")
 	if state == "completed" || state == "failed" {
@@ -66,10 +66,7 @@ func ReplicateRequest(body []byte, user UserCtx, opts Options) (*Rep, error) {
 func parseRep(body []byte, user UserCtx, opts Options, request bool) (*Rep, *Error) {
 	ms, err := jsonobj.Parse(body)
 	if err != nil {
-		if request {
-			return nil, newError(reasonBodyNotObject)
-		}
-		return nil, newError(reasonNotObject)
+		return nil, notObject(err, request)
 	}
 	return parseRepObject(ms, user, opts, request)
 }

@@ -366,3 +366,28 @@ func TestReplicationDocState(t *testing.T) {
 		}
 	}
 }
+
+// TestNestedTooDeeply: a doc or body nested deeper than JSON readers go
+// is refused with a reason saying so, on every entry point, rather than
+// as "not a JSON object".
+func TestNestedTooDeeply(t *testing.T) {
+	deep := strings.Repeat(`{"a":`, 10001) + "1" + strings.Repeat("}", 10001)
+	body := []byte(`{"source":` + src + `,"target":` + tgt + `,"selector":` + deep + `}`)
+	const tail = " is JSON nested too deeply: more than 10000 levels of objects and arrays"
+	tests := []struct {
+		name string
+		run  func() error
+		want string
+	}{
+		{"ReplicationDoc", func() error { _, err := ReplicationDoc(body, UserCtx{}, DefaultOptions()); return err }, "Replication document" + tail},
+		{"ReplicationDocState", func() error { _, _, err := ReplicationDocState(body, UserCtx{}, DefaultOptions()); return err }, "Replication document" + tail},
+		{"BeforeDocUpdate", func() error { _, err := BeforeDocUpdate(body, UserCtx{Name: "bob"}); return err }, "Replication document" + tail},
+		{"ReplicateRequest", func() error { _, err := ReplicateRequest(body, UserCtx{Name: "bob"}, DefaultOptions()); return err }, "Request body" + tail},
+	}
+	for _, tt := range tests {
+		var pe *Error
+		if err := tt.run(); !errors.As(err, &pe) || pe.Reason != tt.want {
+			t.Errorf("%s: %v, want %q", tt.name, err, tt.want)
+		}
+	}
+}

@@ -1,6 +1,11 @@
 package parse
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/couchepi/couchepi/internal/jsonobj"
+)
 
 // Reason texts of validation errors. Where CouchDB 4.x has a clean sentence
 // it is used verbatim (note the double space in reasonMutuallyExclusive);
@@ -73,3 +78,17 @@ func reasonUserCtxRoleClaim(role string) string {
 }
 
 func reasonSelector(detail string) string { return "`selector` is invalid: " + detail }
+
+// notObject is the error for a doc (or, request, a _replicate body) that
+// is not a JSON object: one nested deeper than JSON readers go says so
+// rather than claim it is not an object.
+func notObject(err error, request bool) *Error {
+	what, reason := "Replication document", reasonNotObject
+	if request {
+		what, reason = "Request body", reasonBodyNotObject
+	}
+	if errors.Is(err, jsonobj.ErrTooDeep) {
+		return newError(what + " is " + jsonobj.ErrTooDeep.Error())
+	}
+	return newError(reason)
+}

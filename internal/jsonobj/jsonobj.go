@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"unicode/utf8"
 
 	"github.com/couchepi/couchepi/internal/jsonscan"
@@ -24,19 +25,30 @@ type Member struct {
 // lookups do.
 type Object []Member
 
-// Errors returned by Parse.
+// Errors returned by Parse. ErrTooDeep's text is what servers answer for
+// such a body.
 var (
 	ErrInvalid   = errors.New("invalid JSON")
 	ErrNotObject = errors.New("not a JSON object")
+	ErrTooDeep   = fmt.Errorf("JSON nested too deeply: more than %d levels of objects and arrays", jsonscan.MaxDepth)
 )
 
 // Parse splits raw, which must be exactly one JSON object, into its members.
 // Values alias raw.
 func Parse(raw []byte) (Object, error) {
 	if !json.Valid(raw) {
-		return nil, ErrInvalid
+		return nil, Invalid(raw)
 	}
 	return ParseValid(raw)
+}
+
+// Invalid returns why raw, which a JSON reader refused, is not JSON:
+// ErrTooDeep when it nests deeper than readers go, else ErrInvalid.
+func Invalid(raw []byte) error {
+	if jsonscan.TooDeep(raw) {
+		return ErrTooDeep
+	}
+	return ErrInvalid
 }
 
 // ParseValid is Parse for input already known to be valid JSON: it skips

@@ -2,6 +2,7 @@ package jsonobj
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -20,6 +21,7 @@ func TestParse(t *testing.T) {
 		{`{"a":1}x`, ``, ErrInvalid},
 		{`{"a":}`, ``, ErrInvalid},
 		{``, ``, ErrInvalid},
+		{`{"a":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`, ``, ErrTooDeep},
 	}
 	for _, tt := range tests {
 		o, err := Parse([]byte(tt.in))

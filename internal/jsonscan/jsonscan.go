@@ -158,3 +158,29 @@ func Unquote(raw []byte) (string, error) {
 	err := json.Unmarshal(raw, &s)
 	return s, err
 }
+
+// MaxDepth is how deeply encoding/json (and every JSON reader of this
+// module) lets objects and arrays nest: deeper text is not valid JSON to it.
+const MaxDepth = 10000
+
+// TooDeep reports whether objects and arrays in b, counted outside
+// strings, nest deeper than MaxDepth at some point: it tells why a text a
+// JSON reader refused was refused, so the answer can say so. b need not be
+// valid JSON.
+func TooDeep(b []byte) bool {
+	depth := 0
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			i = SkipString(b, i) - 1
+		case '{', '[':
+			depth++
+			if depth > MaxDepth {
+				return true
+			}
+		case '}', ']':
+			depth--
+		}
+	}
+	return false
+}

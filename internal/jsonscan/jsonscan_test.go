@@ -48,7 +48,11 @@ func FuzzSkipValue(f *testing.F) {
 		b := []byte(s)
 		if !json.Valid(b) {
 			SkipValue(b, SkipSpace(b, 0)) // must not panic
+			TooDeep(b)
 			return
+		}
+		if TooDeep(b) {
+			t.Fatalf("TooDeep(%q) is true for JSON encoding/json takes", s)
 		}
 		i := SkipSpace(b, 0)
 		end := SkipValue(b, i)
@@ -59,6 +63,41 @@ func FuzzSkipValue(f *testing.F) {
 			t.Fatalf("SkipValue(%q) stopped at %d, trailing %q", s, end, b[end:])
 		}
 	})
+}
+
+// TestTooDeep: TooDeep tells exactly the nesting encoding/json refuses,
+// counting no bracket inside a string.
+func TestTooDeep(t *testing.T) {
+	nest := func(n int, open, close, inner string) string {
+		return strings.Repeat(open, n) + inner + strings.Repeat(close, n)
+	}
+	tests := []struct {
+		name string
+		in   string
+		want bool
+	}{
+		{"flat", `{"a":[1,2]}`, false},
+		{"arrays at the limit", nest(MaxDepth, "[", "]", ""), false},
+		{"arrays past the limit", nest(MaxDepth+1, "[", "]", ""), true},
+		{"objects past the limit", nest(MaxDepth+1, `{"a":`, "}", "1"), true},
+		{"mixed past the limit", `{"s":` + nest(MaxDepth, "[", "]", "") + `}`, true},
+		{"past the limit, then broken", nest(MaxDepth+1, "[", "", ""), true},
+		{"brackets in strings", `["` + strings.Repeat("[", MaxDepth+1) + `"]`, false},
+		{"escaped quote in a string", `["\"` + strings.Repeat("{", MaxDepth+1) + `"]`, false},
+		{"broken but shallow", `{"a":[}`, false},
+	}
+	for _, tt := range tests {
+		b := []byte(tt.in)
+		if got := TooDeep(b); got != tt.want {
+			t.Errorf("%s: TooDeep = %v, want %v", tt.name, got, tt.want)
+		}
+		if tt.want && json.Valid(b) {
+			t.Errorf("%s: encoding/json takes what TooDeep calls too deep", tt.name)
+		}
+	}
+	if !json.Valid([]byte(nest(MaxDepth, "[", "]", ""))) {
+		t.Error("encoding/json refuses MaxDepth levels: MaxDepth is not its limit")
+	}
 }
 
 func TestMembers(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/couchepi/couchepi/hooks"
+	"github.com/couchepi/couchepi/internal/jsonscan"
 )
 
 // maxRequestSize is `[chttpd] max_http_request_size` (default 4 GiB).
@@ -158,6 +159,16 @@ func validJSON(b []byte) bool {
 	return utf8.Valid(b) && jsonValid(b)
 }
 
+// jsonError is the answer to a body that is not valid UTF-8 JSON: CouchDB's
+// `invalid UTF-8 JSON`, unless it is JSON nested deeper than minicouch
+// reads (jsonscan.MaxDepth), which the reason then says.
+func jsonError(b []byte) *hooks.Error {
+	if jsonscan.TooDeep(b) {
+		return errTooDeep
+	}
+	return errInvalidJSON
+}
+
 // readJSONRequest checks the Content-Type, then reads the body into v:
 // the 415 for a wrong type comes before anything about the body.
 func readJSONRequest(r *http.Request, v any) *hooks.Error {
@@ -186,7 +197,7 @@ func decodeJSON(b []byte, v any) *hooks.Error {
 	if err := json.Unmarshal(b, v); err != nil {
 		var se *json.SyntaxError
 		if errors.As(err, &se) || len(bytes.TrimSpace(b)) == 0 {
-			return errInvalidJSON
+			return jsonError(b)
 		}
 		return typeError(err)
 	}

@@ -30,7 +30,7 @@ func (s *Server) bulkDocs(d *dbReq) {
 	// only once the docs are written and the answer is sent.
 	defer releaseBody(raw)
 	if !validJSON(raw) {
-		writeError(d.w, errInvalidJSON)
+		writeError(d.w, jsonError(raw))
 		return
 	}
 	// One validation pass over the whole body; the docs are then found by

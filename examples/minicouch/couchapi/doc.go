@@ -119,7 +119,7 @@ func (s *Server) writeOne(d *dbReq, doc *store.Doc, newEdits bool, status int) {
 // parseDocBody parses a JSON doc body with CouchDB's errors.
 func parseDocBody(b []byte) (*store.Doc, *hooks.Error) {
 	if !validJSON(bytes.TrimSpace(b)) {
-		return nil, errInvalidJSON
+		return nil, jsonError(b)
 	}
 	doc, err := parseValidDoc(b)
 	if err != nil {

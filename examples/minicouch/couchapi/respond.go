@@ -10,6 +10,7 @@ import (
 
 	"github.com/couchepi/couchepi/examples/minicouch/jsonenc"
 	"github.com/couchepi/couchepi/hooks"
+	"github.com/couchepi/couchepi/internal/jsonobj"
 )
 
 // ServerHeader is the Server header CouchDB 3.5 sends.
@@ -18,6 +19,7 @@ const ServerHeader = "CouchDB/3.5.0 (Erlang OTP/26)"
 // Common CouchDB errors of the HTTP layer.
 var (
 	errInvalidJSON  = &hooks.Error{Status: 400, Err: "bad_request", Reason: "invalid UTF-8 JSON"}
+	errTooDeep      = &hooks.Error{Status: 400, Err: "bad_request", Reason: jsonobj.ErrTooDeep.Error()}
 	errBadRev       = &hooks.Error{Status: 400, Err: "bad_request", Reason: "Invalid rev format"}
 	errTooLarge     = &hooks.Error{Status: 413, Err: "too_large", Reason: "the request entity is too large"}
 	errBadCtypeJSON = &hooks.Error{Status: 415, Err: "bad_content_type", Reason: "Content-Type must be application/json"}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/couchepi/couchepi/examples/minicouch/revtree"
 
+	"github.com/couchepi/couchepi/internal/jsonobj"
 	"github.com/couchepi/couchepi/internal/jsonscan"
 )
 
@@ -62,6 +63,9 @@ var replicationMembers = map[string]bool{
 // member is ignored, as CouchDB does; a bare "<gen>-" rev is accepted.
 func ParseDoc(raw []byte) (*Doc, error) {
 	if !json.Valid(raw) {
+		if jsonscan.TooDeep(raw) {
+			return nil, BadRequest(jsonobj.ErrTooDeep.Error())
+		}
 		return nil, BadRequest("invalid UTF-8 JSON")
 	}
 	return ParseValidDoc(raw)

@@ -26,6 +26,7 @@ func TestParseDoc(t *testing.T) {
 		{in: `{"\u005fid":"esc","a":1}`, id: "esc", body: `{"a":1}`},
 		{in: `[1]`, err: "bad_request", reason: "Document must be a JSON object"},
 		{in: `{"a":`, err: "bad_request", reason: "invalid UTF-8 JSON"},
+		{in: `{"a":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`, err: "bad_request", reason: "JSON nested too deeply: more than 10000 levels of objects and arrays"},
 		{in: `{"_foo":1}`, err: "doc_validation", reason: "Bad special document member: _foo"},
 		{in: `{"_id":1}`, err: "bad_request", reason: "Document id must be a string"},
 		{in: `{"_id":"_bad"}`, err: "illegal_docid", reason: "Only reserved document ids may start with underscore."},

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/couchepi/couchepi/hooks"
 	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/jobdata"
 	"github.com/couchepi/couchepi/plugin/jobs"
+	"github.com/couchepi/couchepi/plugin/kv"
 )
 
 // changesPage is how many changes catch-up reads per request.
@@ -57,58 +59,86 @@ func (f *Frontend) AfterDocWrite(ctx context.Context, ev hooks.DocWrite) error {
 }
 
 // planned is a doc change with its parse done: the record of the job to
-// add (nil = remove the job), or skip (nothing to do for this doc).
+// add and its encoding (nil = remove the job), or skip (nothing to do for
+// this doc).
 type planned struct {
 	jobID string
 	docID string
+	uuid  string // the db's
 	fresh *jobdata.Record
+	data  []byte
 	skip  bool
 	// stripState: the doc is in a legacy state ("triggered", "error")
 	// whose fields CouchDB 3.x removes before running it.
 	stripState bool
 }
 
-// plan parses one doc version (CouchDB 4.x couch_replicator
-// after_doc_write): design docs and docs in a terminal state are skipped;
-// a deleted doc removes its job; a doc that does not parse (it bypassed
-// before_doc_update, e.g. by a restore) becomes a job in state failed so
-// `_scheduler/docs` shows why.
-func (f *Frontend) plan(c docChange) planned {
-	p := planned{jobID: parse.PersistentJobID(c.uuid, c.docID), docID: c.docID}
+// docRecord is the job record one doc version becomes (CouchDB 4.x
+// couch_replicator after_doc_write): none, with skip, for design and
+// local docs and docs in a terminal state; none, without skip, for a
+// deleted doc (its job goes); a failed record with the reason for a doc
+// that does not parse (it bypassed before_doc_update, e.g. by a restore),
+// so `_scheduler/docs` shows why. legacy reports a 3.x state ("triggered",
+// "error") whose fields are to be removed from the doc.
+func docRecord(c docChange, opts parse.Options, now time.Time) (rec *jobdata.Record, skip, legacy bool) {
 	if strings.HasPrefix(c.docID, "_design/") || strings.HasPrefix(c.docID, "_local/") {
-		p.skip = true
-		return p
+		return nil, true, false
 	}
 	if c.deleted {
-		return p
+		return nil, false, false
 	}
-	rep, state, err := parse.ReplicationDocState(c.body, parse.UserCtx{}, f.options())
+	rep, state, err := parse.ReplicationDocState(c.body, parse.UserCtx{}, opts)
 	switch state {
 	case jobdata.Completed, jobdata.Failed:
-		p.skip = true
-		return p
+		return nil, true, false
 	case "triggered", "error":
-		p.stripState = true
+		legacy = true
 	}
-	now := f.cfg.Now()
 	if err != nil {
 		var pe *parse.Error
 		reason := err.Error()
 		if errors.As(err, &pe) {
 			reason = pe.Reason
 		}
-		p.fresh = jobdata.NewFailed(c.db, c.uuid, c.docID, reason, now)
-		return p
+		return jobdata.NewFailed(c.db, c.uuid, c.docID, reason, now), false, legacy
 	}
 	rep.DB, rep.DocID = c.db, c.docID
-	p.fresh = jobdata.New(rep, c.db, c.uuid, c.docID, now)
+	return jobdata.New(rep, c.db, c.uuid, c.docID, now), false, legacy
+}
+
+// plan parses one doc version into its job change. A record too large to
+// be added as a job (a doc that got past before_doc_update's size check:
+// a restore, an older version) becomes a failed job with the reason
+// instead, so that it fails alone.
+func (f *Frontend) plan(c docChange) planned {
+	p := planned{jobID: parse.PersistentJobID(c.uuid, c.docID), docID: c.docID, uuid: c.uuid}
+	p.fresh, p.skip, p.stripState = docRecord(c, f.options(), f.cfg.Now())
+	if p.fresh == nil {
+		return p
+	}
+	data, ok := p.fresh.EncodeNew(f.cfg.Keys)
+	if !ok {
+		p.fresh = jobdata.NewFailed(c.db, c.uuid, c.docID, jobdata.TooLargeReason(len(data)), f.cfg.Now())
+		data = p.fresh.Encode(f.cfg.Keys)
+	}
+	p.data = data
 	return p
 }
 
-// apply applies doc changes of one db in one transaction and records pos
-// as the db's position (unless its seq is ""): a doc whose parsed replication equals that of its
-// pending/running job changes nothing; otherwise the job is replaced by a
-// fresh one. Only the last change of each doc in the batch counts.
+// txBudget bounds the job data one transaction of apply writes: a store
+// refuses a commit larger than it takes at once (etcd: 1.5 MiB per request
+// by default), so a batch of large records is split, and a record near
+// jobs.MaxDataSize goes in a transaction of its own.
+const txBudget = 256 << 10
+
+// apply applies doc changes of one db and records pos as the db's
+// position (unless its seq is ""): a doc whose parsed replication equals
+// that of its pending/running job changes nothing; otherwise the job is
+// replaced by a fresh one. Only the last change of each doc in the batch
+// counts. The changes go in as few transactions as txBudget allows, the
+// position with the last. When a transaction fails, its changes are
+// applied one by one and a doc whose job still cannot be stored becomes a
+// failed job (failAlone): one doc never holds back the others.
 func (f *Frontend) apply(ctx context.Context, db string, pos jobdata.DBSeq, batch []docChange) error {
 	last := map[string]int{}
 	for i, c := range batch {
@@ -120,19 +150,19 @@ func (f *Frontend) apply(ctx context.Context, db string, pos jobdata.DBSeq, batc
 			plans = append(plans, f.plan(c))
 		}
 	}
-	err := f.cfg.Queue.Transact(ctx, func(tx *jobs.Tx) error {
-		for _, p := range plans {
-			if err := f.applyOne(tx, p); err != nil {
-				return err
-			}
+	groups := splitPlans(plans, txBudget)
+	for i, g := range groups {
+		var at jobdata.DBSeq
+		if i == len(groups)-1 {
+			at = pos
 		}
-		if pos.Seq != "" {
-			jobdata.SetDBSeq(tx.KV(), db, pos)
+		err := f.cfg.Queue.Transact(ctx, func(tx *jobs.Tx) error { return f.applyGroup(tx, db, at, g) })
+		if err != nil && ctx.Err() == nil {
+			err = f.failAlone(ctx, db, at, g, err)
 		}
-		return nil
-	})
-	if err != nil {
-		return err
+		if err != nil {
+			return err
+		}
 	}
 	for _, p := range plans {
 		switch {
@@ -166,6 +196,82 @@ func (f *Frontend) apply(ctx context.Context, db string, pos jobdata.DBSeq, batc
 	return nil
 }
 
+// splitPlans cuts plans into groups whose records total at most budget
+// bytes; a record larger than budget is a group of its own.
+func splitPlans(plans []planned, budget int) [][]planned {
+	var groups [][]planned
+	start, size := 0, 0
+	for i, p := range plans {
+		if i > start && size+len(p.data) > budget {
+			groups = append(groups, plans[start:i])
+			start, size = i, 0
+		}
+		size += len(p.data)
+	}
+	return append(groups, plans[start:])
+}
+
+// applyGroup makes the jobs of plans match them and, unless at.Seq is "",
+// records at as db's position, inside tx.
+func (f *Frontend) applyGroup(tx *jobs.Tx, db string, at jobdata.DBSeq, plans []planned) error {
+	for _, p := range plans {
+		if err := f.applyOne(tx, p); err != nil {
+			return err
+		}
+	}
+	if at.Seq != "" {
+		jobdata.SetDBSeq(tx.KV(), db, at)
+	}
+	return nil
+}
+
+// failAlone applies plans, whose transaction failed with cause, one
+// transaction each. A doc whose job cannot be stored on its own, twice
+// (a record too large for the store is not tried again), becomes a failed
+// job saying why, as long as that can be stored: then the store works and
+// the trouble is this doc's. When even that fails, the store is at fault
+// and the error is returned, for the host to retry the whole catch-up.
+func (f *Frontend) failAlone(ctx context.Context, db string, at jobdata.DBSeq, plans []planned, cause error) error {
+	f.log.Warn("applying replication doc changes together failed; applying them one by one", "db", db, "docs", len(plans), "error", cause)
+	for i := range plans {
+		p := &plans[i]
+		one := func(tx *jobs.Tx) error { return f.applyGroup(tx, db, jobdata.DBSeq{}, []planned{*p}) }
+		err := f.cfg.Queue.Transact(ctx, one)
+		if err != nil && ctx.Err() == nil && !tooLarge(err) {
+			err = f.cfg.Queue.Transact(ctx, one)
+		}
+		if err == nil {
+			continue
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		reason := "The job of this replication could not be stored: " + err.Error()
+		failed := jobdata.NewFailed(db, p.uuid, p.docID, reason, f.cfg.Now())
+		data := failed.Encode(f.cfg.Keys)
+		if ferr := f.cfg.Queue.Transact(ctx, func(tx *jobs.Tx) error {
+			return jobdata.PutEncoded(tx, f.cfg.Keys, p.jobID, failed, data)
+		}); ferr != nil {
+			return err
+		}
+		f.log.Warn("replication doc failed: its job cannot be stored", "db", db, "doc_id", p.docID, "error", err)
+		p.fresh, p.data, p.skip = failed, data, false
+	}
+	if at.Seq == "" {
+		return nil
+	}
+	return f.cfg.Queue.Transact(ctx, func(tx *jobs.Tx) error {
+		jobdata.SetDBSeq(tx.KV(), db, at)
+		return nil
+	})
+}
+
+// tooLarge reports whether err says a job record or a transaction is
+// larger than the queue or its store takes.
+func tooLarge(err error) bool {
+	return errors.Is(err, jobs.ErrDataTooLarge) || errors.Is(err, kv.ErrTooLarge)
+}
+
 // applyOne makes the job of one doc match its plan, inside tx.
 func (f *Frontend) applyOne(tx *jobs.Tx, p planned) error {
 	if p.skip {
@@ -174,7 +280,7 @@ func (f *Frontend) applyOne(tx *jobs.Tx, p planned) error {
 	if p.fresh == nil { // deleted
 		return jobdata.Remove(tx, p.jobID)
 	}
-	return jobdata.Put(tx, f.cfg.Keys, p.jobID, p.fresh)
+	return jobdata.PutEncoded(tx, f.cfg.Keys, p.jobID, p.fresh, p.data)
 }
 
 // CatchUp re-reads a replicator db's changes feed from the last processed

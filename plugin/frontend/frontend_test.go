@@ -138,7 +138,13 @@ func (fx *fixture) advance(d time.Duration) { fx.clock.Add(int64(d)) }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	q, err := jobs.New(kv.NewMemory(), jobs.Options{Prefix: jobdata.QueuePrefix})
+	return newFixtureOn(t, kv.NewMemory())
+}
+
+// newFixtureOn is newFixture with the queue in store.
+func newFixtureOn(t *testing.T, store kv.Store) *fixture {
+	t.Helper()
+	q, err := jobs.New(store, jobs.Options{Prefix: jobdata.QueuePrefix})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +302,7 @@ func TestValidation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, err := BeforeDocUpdate([]byte(tt.doc), tt.user, parse.DefaultOptions(), nil)
+			out, err := BeforeDocUpdate("_replicator", []byte(tt.doc), tt.user, parse.DefaultOptions(), nil)
 			if tt.status == 0 {
 				if err != nil || !strings.Contains(string(out), tt.wantSub) {
 					t.Fatalf("got %s, %v", out, err)

@@ -44,9 +44,14 @@ func (f *Frontend) replicate(w http.ResponseWriter, r *http.Request, user hooks.
 	if user.Name == "" && !user.IsAdmin() {
 		return &hooks.Error{Status: 401, Err: "unauthorized", Reason: "You are not authorized to access this db."}
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	if err != nil {
 		return &hooks.Error{Status: 400, Err: "bad_request", Reason: "Could not read the request body"}
+	}
+	if len(body) > maxBody {
+		// Cut short, it would be "not a JSON object"; whole, its job could
+		// not be stored anyway (jobdata.MaxNewSize).
+		return &hooks.Error{Status: 413, Err: "too_large", Reason: "the request entity is too large"}
 	}
 	opts := f.options()
 	opts.LocalURL = f.cfg.LocalURL
@@ -173,6 +178,11 @@ func (f *Frontend) start(ctx context.Context, w http.ResponseWriter, rep *parse.
 		return repIDError(err)
 	}
 	jobID := parse.TransientJobID(rep, f.cfg.ServerUUID)
+	fresh := jobdata.New(rep, "", "", "", f.cfg.Now())
+	data, ok := fresh.EncodeNew(f.cfg.Keys)
+	if !ok {
+		return &hooks.Error{Status: 400, Err: "bad_request", Reason: jobdata.TooLargeReason(len(data))}
+	}
 	var herr *hooks.Error
 	err = f.cfg.Queue.Transact(ctx, func(tx *jobs.Tx) error {
 		herr = nil
@@ -196,9 +206,8 @@ func (f *Frontend) start(ctx context.Context, w http.ResponseWriter, rep *parse.
 				}
 			}
 		}
-		rec := jobdata.New(rep, "", "", "", f.cfg.Now())
-		rec.RepID, rec.BaseID = repID.String(), repID.Base
-		if err := jobdata.Put(tx, f.cfg.Keys, jobID, rec); err != nil {
+		fresh.RepID, fresh.BaseID = repID.String(), repID.Base
+		if err := jobdata.PutEncoded(tx, f.cfg.Keys, jobID, fresh, fresh.Encode(f.cfg.Keys)); err != nil {
 			return err
 		}
 		if !claim {

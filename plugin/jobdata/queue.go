@@ -234,6 +234,12 @@ func Get(tx *jobs.Tx, keys *seal.Keyring, jobID string) (*Record, error) {
 // job, if any, is removed with its replication id and rec is added to run
 // as soon as possible, sealed with keys.
 func Put(tx *jobs.Tx, keys *seal.Keyring, jobID string, rec *Record) error {
+	return PutEncoded(tx, keys, jobID, rec, rec.Encode(keys))
+}
+
+// PutEncoded is Put for a record the caller has already encoded (sealed
+// with keys) as data.
+func PutEncoded(tx *jobs.Tx, keys *seal.Keyring, jobID string, rec *Record, data []byte) error {
 	old, err := Get(tx, keys, jobID)
 	switch {
 	case err == nil:
@@ -246,5 +252,5 @@ func Put(tx *jobs.Tx, keys *seal.Keyring, jobID string, rec *Record) error {
 	if err := Remove(tx, jobID); err != nil {
 		return err
 	}
-	return tx.Add(JobType, jobID, rec.Encode(keys), AddedTime)
+	return tx.Add(JobType, jobID, data, AddedTime)
 }

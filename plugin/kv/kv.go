@@ -111,6 +111,11 @@ type RangeOptions struct {
 // FoundationDB retries a transaction whose reads were invalidated.
 var ErrConflict = errors.New("kv: transaction conflict")
 
+// ErrTooLarge is wrapped by the error of a commit larger than the store
+// takes at once (etcd's request limit, FoundationDB's 10 MB): retrying
+// the same transaction fails the same way; a smaller one may pass.
+var ErrTooLarge = errors.New("kv: transaction too large for the store")
+
 // ErrClosed is returned by operations on a closed store.
 var ErrClosed = errors.New("kv: store closed")
 

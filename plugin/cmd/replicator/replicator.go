@@ -323,7 +323,7 @@ func (p *replicator) BeforeDocUpdate(ctx context.Context, db string, doc []byte,
 	if err != nil {
 		return nil, err
 	}
-	return frontend.BeforeDocUpdate(doc, user, opts, func(id string) ([]byte, error) {
+	return frontend.BeforeDocUpdate(db, doc, user, opts, func(id string) ([]byte, error) {
 		p.mu.Lock()
 		host := p.host
 		p.mu.Unlock()

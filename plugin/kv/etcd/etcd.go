@@ -23,8 +23,13 @@ import (
 const DefaultPrefix = "couchepi/"
 
 // ErrTooLarge is returned when a transaction's commit is larger than etcd
-// accepts in one request.
-var ErrTooLarge = errors.New("kv/etcd: transaction too large for one etcd request")
+// accepts in one request; it is also kv.ErrTooLarge (errors.Is).
+var ErrTooLarge error = tooLargeError{}
+
+type tooLargeError struct{}
+
+func (tooLargeError) Error() string        { return "kv/etcd: transaction too large for one etcd request" }
+func (tooLargeError) Is(target error) bool { return target == kv.ErrTooLarge }
 
 // ErrUnknownResult is returned when the store could not learn whether a
 // commit was applied (etcd unreachable while resolving it).

@@ -25,6 +25,9 @@ const APIVersion = 710
 // due to conflict" error, used to retry on kv.ErrConflict.
 const codeNotCommitted = 1020
 
+// codeTooLarge is FoundationDB's transaction_too_large (over 10 MB).
+const codeTooLarge = 2101
+
 // Options configures Open.
 type Options struct {
 	// ClusterFile is the cluster file path; "" means the default.
@@ -111,6 +114,10 @@ func (s *store) Update(ctx context.Context, fn func(kv.Tx) error) error {
 		}
 		return nil, nil
 	})
+	var fe fdb.Error
+	if errors.As(err, &fe) && fe.Code == codeTooLarge {
+		return fmt.Errorf("kv/fdb: %w: %v", kv.ErrTooLarge, err)
+	}
 	return err
 }
 

@@ -38,8 +38,15 @@ type Cluster struct {
 // before etcd binds them; then it starts over on new ports.
 func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
+	return StartClusterWith(t, n, nil)
+}
+
+// StartClusterWith is StartCluster with configure (when not nil) applied
+// to each member's configuration, e.g. to lower MaxRequestBytes.
+func StartClusterWith(t testing.TB, n int, configure func(*embed.Config)) *Cluster {
+	t.Helper()
 	for attempt := 1; ; attempt++ {
-		c, err := startCluster(t, n)
+		c, err := startCluster(t, n, configure)
 		if err == nil {
 			t.Cleanup(c.close)
 			for _, e := range c.members {
@@ -103,13 +110,16 @@ func newMembers(t testing.TB, n int) []member {
 	return ms
 }
 
-func startCluster(t testing.TB, n int) (*Cluster, error) {
+func startCluster(t testing.TB, n int, configure func(*embed.Config)) (*Cluster, error) {
 	ms := newMembers(t, n)
 	cfgs := make([]*embed.Config, n)
 	for i, m := range ms {
 		var err error
 		if cfgs[i], err = m.config(); err != nil {
 			return nil, err
+		}
+		if configure != nil {
+			configure(cfgs[i])
 		}
 	}
 	c := &Cluster{t: t}

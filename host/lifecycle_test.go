@@ -251,6 +251,33 @@ func TestQueueOverflow(t *testing.T) {
 	}
 }
 
+// TestCatchUpFailureStaysWithItsDB: a db whose catch-up keeps failing
+// (the plugin cannot read its changes) is retried on its own, while the
+// other dbs' events and catch-ups are delivered; once it can be read, it
+// catches up with every write.
+func TestCatchUpFailureStaysWithItsDB(t *testing.T) {
+	h, srv := newTestHost(t, Config{QueueSize: 4, Config: guardConfig(nil)}, Spec{Path: docguardV1})
+	srv.createDB("audit_bad")
+	srv.createDB("audit_good")
+	srv.failChanges("audit_bad", &hooks.Error{Status: 500, Err: "error", Reason: "the db's file cannot be read"})
+	write := func(db string, from, n int) {
+		for i := from; i < from+n; i++ {
+			if _, err := srv.put(context.Background(), db, []byte(fmt.Sprintf(`{"_id":"d%d"}`, i)), alice); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// More writes than the queue holds: audit_bad waits for a catch-up,
+	// which fails.
+	write("audit_bad", 0, 100)
+	eventually(t, 30*time.Second, "a catch-up of audit_bad tried", func() bool { return stats(t, h).CatchUp["audit_bad"] > 0 })
+	// Another db's events and catch-ups go through meanwhile.
+	write("audit_good", 0, 100)
+	eventually(t, 30*time.Second, "audit_good audited while audit_bad fails", func() bool { return stats(t, h).Audit["audit_good"].Docs == 100 })
+	srv.failChanges("audit_bad", nil)
+	eventually(t, 30*time.Second, "audit_bad audited once readable", func() bool { return stats(t, h).Audit["audit_bad"].Docs == 100 })
+}
+
 // TestReloadRefused: a reload whose new binary cannot take over (missing,
 // not the pinned checksum, not a plugin) fails with the reason and leaves
 // the running process in charge: same pid and version, still enforcing its

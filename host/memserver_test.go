@@ -20,6 +20,9 @@ type memServer struct {
 
 	mu  sync.Mutex
 	dbs map[string]*memDB
+	// changesErr makes reading a db's changes fail, as a server whose
+	// storage for that db is failing.
+	changesErr map[string]error
 }
 
 type memDB struct {
@@ -44,6 +47,16 @@ func (s *memServer) createDB(name string) {
 	s.dbs[name] = &memDB{uuid: uuid, docs: map[string]*memDoc{}}
 	s.mu.Unlock()
 	s.host.AfterDBCreate(name, uuid)
+}
+
+// failChanges makes reading db's changes fail with err (nil: succeed again).
+func (s *memServer) failChanges(db string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.changesErr == nil {
+		s.changesErr = map[string]error{}
+	}
+	s.changesErr[db] = err
 }
 
 func (s *memServer) deleteDB(name string) {
@@ -147,6 +160,9 @@ func (s *memServer) Changes(_ context.Context, dbName, since string, limit int) 
 	db := s.dbs[dbName]
 	if db == nil {
 		return hooks.ChangesPage{}, hooks.NotFound("Database does not exist.")
+	}
+	if err := s.changesErr[dbName]; err != nil {
+		return hooks.ChangesPage{}, err
 	}
 	from := 0
 	if since != "" {

@@ -2,6 +2,7 @@ package host
 
 import (
 	"sync"
+	"time"
 
 	"github.com/couchepi/couchepi/hooks"
 	pb "github.com/couchepi/couchepi/internal/hookspb"
@@ -14,7 +15,10 @@ const dbUpdated = string(hooks.DBUpdated)
 // (so per-db order holds) and a FIFO of dbs with events. A db_updated event
 // replaces a db_updated event at the tail of its db's FIFO. When it is full, or
 // the plugin is down, a db's queued events are dropped and the db is marked
-// for CatchUp instead: nothing is lost silently.
+// for CatchUp instead: nothing is lost silently. While a db waits for its
+// CatchUp, its new events are dropped too (the CatchUp reads them), so
+// none is delivered ahead of the CatchUp, which would move the plugin's
+// position in the db past the changes the CatchUp has yet to read.
 type eventQueue struct {
 	mu       sync.Mutex
 	capacity int
@@ -23,13 +27,16 @@ type eventQueue struct {
 	order    []string // dbs with events, oldest first
 	catchUp  map[string]bool
 	catchFIF []string
-	down     bool
-	dropped  uint64
-	pushed   uint64
+	// catchAt holds the dbs whose catch-up failed: not tried again
+	// before the time given.
+	catchAt map[string]time.Time
+	down    bool
+	dropped uint64
+	pushed  uint64
 }
 
 func newEventQueue(capacity int) *eventQueue {
-	return &eventQueue{capacity: capacity, dbs: map[string][]*pb.Event{}, catchUp: map[string]bool{}}
+	return &eventQueue{capacity: capacity, dbs: map[string][]*pb.Event{}, catchUp: map[string]bool{}, catchAt: map[string]time.Time{}}
 }
 
 // push queues ev; it never blocks.
@@ -38,7 +45,7 @@ func (q *eventQueue) push(ev *pb.Event) {
 	defer q.mu.Unlock()
 	db := ev.GetDb()
 	q.pushed++
-	if q.down || q.n >= q.capacity {
+	if q.down || q.n >= q.capacity || q.catchUp[db] {
 		q.dropped++
 		q.markCatchUpLocked(db)
 		return
@@ -89,15 +96,31 @@ func (q *eventQueue) setDown(down bool) {
 	q.mu.Unlock()
 }
 
-// takeCatchUps removes and returns the dbs waiting for a CatchUp.
-func (q *eventQueue) takeCatchUps() []string {
+// deferCatchUp asks for a CatchUp of db, not to be taken before at (its
+// last one failed).
+func (q *eventQueue) deferCatchUp(db string, at time.Time) {
+	q.mu.Lock()
+	q.markCatchUpLocked(db)
+	q.catchAt[db] = at
+	q.mu.Unlock()
+}
+
+// takeCatchUps removes and returns the dbs waiting for a CatchUp, but for
+// those put off past now.
+func (q *eventQueue) takeCatchUps(now time.Time) []string {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	dbs := q.catchFIF
-	q.catchFIF = nil
-	for _, db := range dbs {
+	var dbs, later []string
+	for _, db := range q.catchFIF {
+		if at, ok := q.catchAt[db]; ok && now.Before(at) {
+			later = append(later, db)
+			continue
+		}
+		delete(q.catchAt, db)
 		delete(q.catchUp, db)
+		dbs = append(dbs, db)
 	}
+	q.catchFIF = later
 	return dbs
 }
 

@@ -2,6 +2,7 @@ package host
 
 import (
 	"testing"
+	"time"
 
 	pb "github.com/couchepi/couchepi/internal/hookspb"
 )
@@ -46,5 +47,41 @@ func TestEventQueueCoalescesDBUpdated(t *testing.T) {
 				t.Errorf("%d events still counted as waiting", waiting)
 			}
 		})
+	}
+}
+
+// TestEventQueueCatchUpOrder: while a db waits for a catch-up, its new
+// events are dropped (the catch-up reads them), so none is delivered ahead
+// of it; a catch-up put off after a failure is not taken before its time,
+// and the other dbs' events are delivered meanwhile.
+func TestEventQueueCatchUpOrder(t *testing.T) {
+	write := func(db, seq string) *pb.Event { return &pb.Event{Hook: "after_doc_write", Db: db, Seq: seq} }
+	now := time.Now()
+	q := newEventQueue(100)
+	q.push(write("a", "1"))
+	q.markCatchUp("a")
+	q.push(write("a", "2"))
+	q.push(write("b", "1"))
+	if got := q.takeCatchUps(now); len(got) != 1 || got[0] != "a" {
+		t.Fatalf("catch-ups %v, want [a]", got)
+	}
+	// a's catch-up failed: put off; a's new events are not delivered.
+	q.deferCatchUp("a", now.Add(time.Second))
+	q.push(write("a", "3"))
+	if got := q.takeCatchUps(now); len(got) != 0 {
+		t.Fatalf("catch-ups %v before their time", got)
+	}
+	batch := q.take(100)
+	if len(batch) != 1 || batch[0].GetDb() != "b" {
+		t.Fatalf("delivered %v, want b's event only", batch)
+	}
+	if got := q.takeCatchUps(now.Add(time.Second)); len(got) != 1 || got[0] != "a" {
+		t.Fatalf("catch-ups %v when due, want [a]", got)
+	}
+	if q.pending() {
+		t.Error("pending after everything was taken")
+	}
+	if pushed, dropped, waiting := q.counts(); pushed != 4 || dropped != 3 || waiting != 0 {
+		t.Errorf("pushed %d, dropped %d, waiting %d; want 4, 3, 0", pushed, dropped, waiting)
 	}
 }

@@ -30,11 +30,12 @@ import (
 // through would skip the plugin's validation. _local docs pass untouched,
 // as in CouchDB.
 //
-// For a db subscribed to after_doc_read, GET /{db}/{docid} answers the
-// doc as the plugins return it; other reads that return doc bodies there
-// (include_docs, open_revs, _find, _bulk_get) are for
-// admins only (403 for others), since the middleware cannot pass every
-// doc inside them through the plugins.
+// For a db subscribed to after_doc_read, GET and HEAD /{db}/{docid}
+// answer the doc as the plugins return it; other reads that return doc
+// bodies there (include_docs, open_revs, _find, _bulk_get) or revisions of
+// docs (_all_docs, _changes, _revs_diff, _missing_revs) are for admins
+// only (403 for others), since the middleware cannot pass every doc inside
+// them through the plugins, which may show a doc under another revision.
 type Middleware struct {
 	// Host is the plugin host.
 	Host *Host
@@ -98,10 +99,12 @@ func (m *Middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.Next.ServeHTTP(w, r)
 	case m.readFiltered(db) && !m.user(r).IsAdmin() && returnsDocs(r, segs):
 		hooks.WriteError(w, hooks.Forbidden("Only admins may read docs of "+db+" this way; read them one by one."))
+	case m.readFiltered(db) && !m.user(r).IsAdmin() && listsRevs(segs):
+		hooks.WriteError(w, hooks.Forbidden("Only admins may list the revisions of "+db+"; read its docs one by one."))
 	case len(segs) == 2 && !strings.HasPrefix(segs[1], "_") || len(segs) == 3 && segs[1] == "_design":
 		id := strings.Join(segs[1:], "/")
 		switch r.Method {
-		case http.MethodGet:
+		case http.MethodGet, http.MethodHead:
 			m.docRead(w, r, db)
 		case http.MethodPut, http.MethodDelete:
 			m.docWrite(w, r, db, id)
@@ -162,14 +165,35 @@ func returnsDocs(r *http.Request, segs []string) bool {
 	return last == "_find" || last == "_bulk_get"
 }
 
-// docRead answers a single-doc GET, through after_doc_read when db is
-// subscribed to it.
+// listsRevs reports whether a request to a db path (segs) answers with
+// revisions of docs without their bodies: _all_docs, _changes, _revs_diff
+// and _missing_revs. A plugin's after_doc_read may show a reader a doc
+// under another revision (the replicator does, to readers who do not own
+// a replication doc), which these answers would give away.
+func listsRevs(segs []string) bool {
+	if len(segs) != 2 {
+		return false
+	}
+	switch segs[1] {
+	case "_all_docs", "_changes", "_revs_diff", "_missing_revs":
+		return true
+	}
+	return false
+}
+
+// docRead answers a single-doc GET or HEAD, through after_doc_read when db
+// is subscribed to it (a HEAD is answered with the headers of the GET, so
+// its ETag never names a revision the GET would not show).
 func (m *Middleware) docRead(w http.ResponseWriter, r *http.Request, db string) {
 	if !m.readFiltered(db) {
 		m.Next.ServeHTTP(w, r)
 		return
 	}
 	rec := &buffered{header: http.Header{}}
+	if r.Method == http.MethodHead {
+		r = r.Clone(r.Context())
+		r.Method = http.MethodGet
+	}
 	m.Next.ServeHTTP(rec, r)
 	body := rec.body.Bytes()
 	if rec.status == http.StatusOK {

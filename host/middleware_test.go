@@ -128,6 +128,12 @@ func TestMiddleware(t *testing.T) {
 		{"_bulk_docs elsewhere", "POST", "/audit_a/_bulk_docs", "bob", `{"docs":[{}]}`, 201, `[]`, true},
 		{"attachment to a guarded db", "PUT", "/x_guarded/d1/f.txt", "bob", `hi`, 501, `not_implemented`, false},
 		{"a reader does not see the secret", "GET", "/x_guarded/d1", "bob", "", 200, `"owner":"o"`, true},
+		{"_changes of a filtered db", "GET", "/x_guarded/_changes", "bob", "", 403, `Only admins may list the revisions of x_guarded`, false},
+		{"_all_docs of a filtered db", "GET", "/x_guarded/_all_docs", "bob", "", 403, `Only admins may list the revisions of x_guarded`, false},
+		{"_revs_diff of a filtered db", "POST", "/x_guarded/_revs_diff", "bob", `{"d1":["9-a"]}`, 403, `Only admins may list the revisions of x_guarded`, false},
+		{"_missing_revs of a filtered db", "POST", "/x_guarded/_missing_revs", "bob", `{"d1":["9-a"]}`, 403, `Only admins may list the revisions of x_guarded`, false},
+		{"_revs_diff, as an admin", "POST", "/x_guarded/_revs_diff", "admin", `{"d1":["9-a"]}`, 404, ``, true},
+		{"_revs_diff elsewhere", "POST", "/audit_a/_revs_diff", "bob", `{"a1":["9-a"]}`, 404, ``, true},
 		{"plugin route, as its user", "POST", "/_docguard/echo", "bob", `hello`, 200, `"user":{"name":"bob"`, false},
 		{"active tasks merged", "GET", "/_active_tasks", "admin", "", 200, `"type":"indexer"`, true},
 	}
@@ -146,6 +152,24 @@ func TestMiddleware(t *testing.T) {
 	}
 	if _, body := do("GET", "/x_guarded/d1", "admin", ""); !strings.Contains(body, `"secret":"s"`) {
 		t.Errorf("admin read lost the field: %s", body)
+	}
+	// HEAD answers with the headers of the filtered GET: no ETag of the
+	// stored doc, a length that is the filtered body's.
+	for _, user := range []string{"bob", "admin"} {
+		req, _ := http.NewRequest("HEAD", srv.URL+"/x_guarded/d1", nil)
+		req.Header.Set("X-User", user)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		_, get := do("GET", "/x_guarded/d1", user, "")
+		if resp.StatusCode != 200 || resp.ContentLength != int64(len(get)) {
+			t.Errorf("HEAD as %s: %d, length %d; the GET has %d bytes", user, resp.StatusCode, resp.ContentLength, len(get))
+		}
+		if etag := resp.Header.Get("ETag"); (user == "bob") != (etag == "") {
+			t.Errorf("HEAD as %s: ETag %q", user, etag)
+		}
 	}
 	if _, body := do("GET", "/_active_tasks", "admin", ""); !strings.Contains(body, `"type":"docguard_audit"`) {
 		t.Errorf("active tasks lack the plugin's: %s", body)

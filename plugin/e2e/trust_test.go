@@ -84,6 +84,8 @@ func TestE2EReplicatorDocOwnership(t *testing.T) {
 		{"GET", "/_replicator/_changes?include_docs=true&style=all_docs&conflicts=true", ""},
 		{"POST", "/_replicator/_bulk_get?revs=true", `{"docs":[{"id":"c2"}]}`},
 		{"POST", "/_replicator/_find", `{"selector":{"_id":"c2"}}`},
+		{"POST", "/_replicator/_revs_diff", `{"c2":["9-0123456789abcdef0123456789abcdef"]}`},
+		{"POST", "/_replicator/_missing_revs", `{"c2":["9-0123456789abcdef0123456789abcdef"]}`},
 	}
 	for _, r := range reads {
 		code, body := c.reqAs("bob:bobpw", r.method, r.path, r.body)
@@ -110,6 +112,27 @@ func TestE2EReplicatorDocOwnership(t *testing.T) {
 	}
 	if code, body := c.reqAs("alice:alicepw", "GET", "/_replicator/c2", ""); code != 200 || !strings.Contains(body, "secret1") {
 		t.Errorf("the owner must see her doc as stored: %d %s", code, body)
+	}
+	// _revs_diff diffs against the revision bob is shown: it is not
+	// missing, the stored one is (he cannot tell it exists), and only the
+	// shown one is a possible ancestor. The owner and admins diff against
+	// the stored revisions.
+	var shown struct {
+		Rev string `json:"_rev"`
+	}
+	_, body := c.reqAs("bob:bobpw", "GET", "/_replicator/c2", "")
+	json.Unmarshal([]byte(body), &shown)
+	later := "9-0123456789abcdef0123456789abcdef"
+	diffs := []struct{ who, ask, want string }{
+		{"bob:bobpw", `{"c2":["` + shown.Rev + `"]}`, `{}`},
+		{"bob:bobpw", `{"c2":["` + stored.Rev + `","` + later + `"]}`, `{"c2":{"missing":["` + stored.Rev + `","` + later + `"],"possible_ancestors":["` + shown.Rev + `"]}}`},
+		{"alice:alicepw", `{"c2":["` + stored.Rev + `","` + later + `"]}`, `{"c2":{"missing":["` + later + `"],"possible_ancestors":["` + stored.Rev + `"]}}`},
+		{"admin:pass", `{"c2":["` + shown.Rev + `"]}`, `{"c2":{"missing":["` + shown.Rev + `"]}}`},
+	}
+	for _, d := range diffs {
+		if code, body := c.reqAs(d.who, "POST", "/_replicator/_revs_diff", d.ask); code != 200 || body != d.want {
+			t.Errorf("%s _revs_diff %s: %d %s, want %s", strings.Split(d.who, ":")[0], d.ask, code, body, d.want)
+		}
 	}
 
 	// Takeover attempts by bob, even knowing the stored rev.

@@ -369,12 +369,15 @@ func (s *Server) revsDiff(d *dbReq) {
 		}
 	}
 	res, err := d.db.RevsDiff(d.ctx(), req)
+	if err == nil {
+		if res == nil {
+			res = map[string]store.RevsDiff{}
+		}
+		err = s.presentRevsDiff(d, req, res)
+	}
 	if err != nil {
 		writeError(d.w, err)
 		return
-	}
-	if res == nil {
-		res = map[string]store.RevsDiff{}
 	}
 	writeJSON(d.w, 200, res)
 }
@@ -387,6 +390,12 @@ func (s *Server) missingRevs(d *dbReq) {
 		return
 	}
 	res, err := d.db.RevsDiff(d.ctx(), req)
+	if err == nil {
+		if res == nil {
+			res = map[string]store.RevsDiff{}
+		}
+		err = s.presentRevsDiff(d, req, res)
+	}
 	if err != nil {
 		writeError(d.w, err)
 		return

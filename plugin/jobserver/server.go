@@ -224,20 +224,27 @@ func (s *Server) reclaim(ctx context.Context) error {
 	now := time.Now()
 	for _, id := range ids {
 		err := s.q.Transact(ctx, func(tx *jobs.Tx) error {
-			rec, err := jobdata.Get(tx, s.opts.Keys, id)
+			data, err := tx.GetData(jobdata.JobType, id)
 			if err != nil {
 				return err
 			}
-			if rec.State == jobdata.Running {
-				rec.State = jobdata.Pending
-				rec.LastUpdated = now.Unix()
-				rec.History = AppendHistory(rec.History, jobdata.Event{Type: jobdata.EventStopped, Timestamp: now.Unix(), Reason: "node restarted"}, s.config().MaxHistory)
-				rec.PID = ""
+			// A record that does not decode (an older or newer version's,
+			// or damaged) is re-enqueued as it is: its worker finishes it,
+			// and it does not keep the server, and every other job, from
+			// starting.
+			if rec, err := jobdata.Decode(data, s.opts.Keys); err == nil {
+				if rec.State == jobdata.Running {
+					rec.State = jobdata.Pending
+					rec.LastUpdated = now.Unix()
+					rec.History = AppendHistory(rec.History, jobdata.Event{Type: jobdata.EventStopped, Timestamp: now.Unix(), Reason: "node restarted"}, s.config().MaxHistory)
+					rec.PID = ""
+				}
+				data = rec.Encode(s.opts.Keys)
 			}
 			if err := tx.Remove(jobdata.JobType, id); err != nil {
 				return err
 			}
-			return tx.Add(jobdata.JobType, id, rec.Encode(s.opts.Keys), time.Time{})
+			return tx.Add(jobdata.JobType, id, data, time.Time{})
 		})
 		if err != nil && !errors.Is(err, jobs.ErrNotFound) {
 			return err

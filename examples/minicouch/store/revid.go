@@ -91,7 +91,7 @@ var etfPool = sync.Pool{New: func() any { return &etf{} }}
 // {minor_version, 1}.
 type etf struct {
 	buf   []byte
-	stack []span
+	stack []member
 }
 
 func (e *etf) atom(s string) {
@@ -167,56 +167,103 @@ func (e *etf) float(f float64) {
 
 // json writes the JSON value v as the term jiffy decodes it to.
 func (e *etf) json(v []byte) error {
-	v = v[jsonscan.SkipSpace(v, 0):]
-	for len(v) > 0 && isSpace(v[len(v)-1]) {
-		v = v[:len(v)-1]
-	}
-	if len(v) == 0 {
+	i := jsonscan.SkipSpace(v, 0)
+	if i == len(v) {
 		return jsonscan.ErrNotObject
 	}
-	switch v[0] {
-	case '{':
-		return e.object(v)
-	case '[':
-		return e.array(v)
-	case '"':
-		return e.str(v)
-	case 't':
-		e.atom("true")
-	case 'f':
-		e.atom("false")
-	case 'n':
-		e.atom("null")
-	default:
-		return e.number(v)
-	}
-	return nil
+	_, err := e.value(v, i)
+	return err
 }
 
-// span is a part of the JSON being encoded: a member's raw key and value,
-// or an array element (key nil). The spans of the objects and arrays
-// being encoded share one stack.
-type span struct{ key, val []byte }
+// value writes the term of the valid JSON value at b[i] and returns the
+// index after it. Each byte of b is read once, however deeply objects and
+// arrays nest (finding a nested value's end, then encoding it, would read
+// a body nested n deep n times).
+func (e *etf) value(b []byte, i int) (int, error) {
+	switch b[i] {
+	case '{':
+		return e.object(b, i)
+	case '[':
+		return e.array(b, i)
+	case '"':
+		end := jsonscan.SkipString(b, i)
+		return end, e.str(b[i:end])
+	case 't':
+		e.atom("true")
+		return i + 4, nil
+	case 'f':
+		e.atom("false")
+		return i + 5, nil
+	case 'n':
+		e.atom("null")
+		return i + 4, nil
+	}
+	end := jsonscan.SkipValue(b, i)
+	return end, e.number(b[i:end])
+}
 
-func (e *etf) object(v []byte) error {
+// member is an object member written to buf: its raw key and where its
+// {Key, Value} tuple lies. The members of the objects being written share
+// one stack.
+type member struct {
+	key        []byte
+	start, end int
+}
+
+// object writes the object at b[i] as {[{Key, Value}, …]} and returns the
+// index after it. Members are written as they come; then the earlier ones
+// of a repeated key are cut out (jiffy's dedupe_keys: the last value wins,
+// at its place) and the list's length is filled in.
+func (e *etf) object(b []byte, i int) (int, error) {
+	e.tupleHeader(1)
+	i = jsonscan.SkipSpace(b, i+1)
+	if b[i] == '}' {
+		e.nil()
+		return i + 1, nil
+	}
+	head := len(e.buf)
+	e.listHeader(math.MaxUint32) // its length is set once known
 	base := len(e.stack)
 	defer func() { e.stack = e.stack[:base] }()
-	if err := jsonscan.Members(v, func(rawKey, val []byte) error {
-		e.stack = append(e.stack, span{rawKey, val})
-		return nil
-	}); err != nil {
-		return err
+	for {
+		kEnd := jsonscan.SkipString(b, i)
+		m := member{key: b[i:kEnd], start: len(e.buf)}
+		e.tupleHeader(2)
+		if err := e.str(m.key); err != nil {
+			return 0, err
+		}
+		end, err := e.value(b, jsonscan.SkipSpace(b, jsonscan.SkipSpace(b, kEnd)+1)) // past the colon
+		if err != nil {
+			return 0, err
+		}
+		m.end = len(e.buf)
+		e.stack = append(e.stack, m)
+		i = jsonscan.SkipSpace(b, end)
+		if b[i] == '}' {
+			break
+		}
+		i = jsonscan.SkipSpace(b, i+1) // past the comma
 	}
-	members := e.stack[base:]
-	// jiffy's dedupe_keys: a repeated key keeps its last value, at its
-	// last place.
-	n := 0
+	n, err := e.dedupe(e.stack[base:])
+	if err != nil {
+		return 0, err
+	}
+	binary.BigEndian.PutUint32(e.buf[head+1:], uint32(n))
+	e.nil()
+	return i + 1, nil
+}
+
+// dedupe cuts out of buf the members (the last written) whose key is
+// repeated later, keeping the others in order, and returns how many are
+// kept.
+func (e *etf) dedupe(members []member) (int, error) {
+	drop := make([]bool, len(members))
+	dropped := 0
 	if len(members) <= 16 {
 		for i := range members {
-			if !repeatedLater(members, i) {
-				n++
-			} else {
-				members[i].val = nil
+			if repeatedLater(members, i) {
+				drop[i] = true
+				dropped++
 			}
 		}
 	} else {
@@ -224,38 +271,32 @@ func (e *etf) object(v []byte) error {
 		for i := len(members) - 1; i >= 0; i-- {
 			k, err := jsonscan.Unquote(members[i].key)
 			if err != nil {
-				return err
+				return 0, err
 			}
 			if seen[k] {
-				members[i].val = nil
+				drop[i] = true
+				dropped++
 				continue
 			}
 			seen[k] = true
-			n++
 		}
 	}
-	e.tupleHeader(1)
-	e.listHeader(n)
-	for i := base; i < base+len(members); i++ {
-		m := e.stack[i] // the stack may move while values are encoded
-		if m.val == nil {
-			continue
-		}
-		e.tupleHeader(2)
-		if err := e.str(m.key); err != nil {
-			return err
-		}
-		if err := e.json(m.val); err != nil {
-			return err
+	if dropped == 0 {
+		return len(members), nil
+	}
+	w := members[0].start
+	for i, m := range members {
+		if !drop[i] {
+			w += copy(e.buf[w:], e.buf[m.start:m.end])
 		}
 	}
-	e.nil()
-	return nil
+	e.buf = e.buf[:w]
+	return len(members) - dropped, nil
 }
 
 // repeatedLater reports whether member i's key appears again after it
 // (keys spelt with escapes compared decoded).
-func repeatedLater(members []span, i int) bool {
+func repeatedLater(members []member, i int) bool {
 	k := members[i].key
 	kEscaped := bytes.IndexByte(k, '\\') >= 0
 	for _, m := range members[i+1:] {
@@ -273,44 +314,48 @@ func repeatedLater(members []span, i int) bool {
 	return false
 }
 
-func (e *etf) array(v []byte) error {
-	base := len(e.stack)
-	defer func() { e.stack = e.stack[:base] }()
-	if err := eachElement(v, func(el []byte) error {
-		e.stack = append(e.stack, span{val: el})
-		return nil
-	}); err != nil {
-		return err
+// array writes the array at b[i] as a list and returns the index after
+// it. term_to_binary writes a list of bytes (integers 0..255) as a string:
+// such a list, written element by element as small integers, is rewritten
+// so once it ends.
+func (e *etf) array(b []byte, i int) (int, error) {
+	i = jsonscan.SkipSpace(b, i+1)
+	if b[i] == ']' {
+		e.nil()
+		return i + 1, nil
 	}
-	n := len(e.stack) - base
-	// term_to_binary writes a list of bytes (integers 0..255) as a
-	// string.
-	if n > 0 && n <= math.MaxUint16 && allBytes(e.stack[base:]) {
-		e.buf = append(e.buf, 107) // STRING_EXT
-		e.buf = binary.BigEndian.AppendUint16(e.buf, uint16(n))
-		for _, el := range e.stack[base:] {
-			b, _ := smallUint(el.val)
-			e.buf = append(e.buf, byte(b))
+	head := len(e.buf)
+	e.listHeader(math.MaxUint32) // its length is set once known
+	n, bytesOnly := 0, true
+	for {
+		end, err := e.value(b, i)
+		if err != nil {
+			return 0, err
 		}
-		return nil
-	}
-	e.listHeader(n)
-	for i := base; i < base+n; i++ {
-		if err := e.json(e.stack[i].val); err != nil {
-			return err
+		if bytesOnly {
+			v, ok := smallUint(b[i:end])
+			bytesOnly = ok && v <= 255
 		}
+		n++
+		i = jsonscan.SkipSpace(b, end)
+		if b[i] == ']' {
+			break
+		}
+		i = jsonscan.SkipSpace(b, i+1) // past the comma
 	}
+	if bytesOnly && n <= math.MaxUint16 {
+		// Each element is SMALL_INTEGER_EXT (97, byte) after the header.
+		e.buf[head] = 107 // STRING_EXT
+		binary.BigEndian.PutUint16(e.buf[head+1:], uint16(n))
+		for k := 0; k < n; k++ {
+			e.buf[head+3+k] = e.buf[head+5+2*k+1]
+		}
+		e.buf = e.buf[:head+3+n]
+		return i + 1, nil
+	}
+	binary.BigEndian.PutUint32(e.buf[head+1:], uint32(n))
 	e.nil()
-	return nil
-}
-
-func allBytes(elems []span) bool {
-	for _, el := range elems {
-		if n, ok := smallUint(el.val); !ok || n > 255 {
-			return false
-		}
-	}
-	return true
+	return i + 1, nil
 }
 
 // smallUint parses a JSON integer of up to 18 digits without a sign.
@@ -376,28 +421,3 @@ func (e *etf) number(v []byte) error {
 	e.float(f)
 	return nil
 }
-
-// eachElement calls fn for each element of the valid JSON array arr.
-func eachElement(arr []byte, fn func(el []byte) error) error {
-	i := jsonscan.SkipSpace(arr, 1)
-	if i < len(arr) && arr[i] == ']' {
-		return nil
-	}
-	for i < len(arr) {
-		end := jsonscan.SkipValue(arr, i)
-		if end == i {
-			return jsonscan.ErrNotObject
-		}
-		if err := fn(arr[i:end]); err != nil {
-			return err
-		}
-		i = jsonscan.SkipSpace(arr, end)
-		if i >= len(arr) || arr[i] == ']' {
-			return nil
-		}
-		i = jsonscan.SkipSpace(arr, i+1) // past the comma
-	}
-	return nil
-}
-
-func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }

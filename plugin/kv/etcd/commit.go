@@ -11,6 +11,8 @@ import (
 	"github.com/couchepi/couchepi/plugin/kv"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // maxTxnOps is etcd's default --max-txn-ops: the most compares, or
@@ -62,7 +64,7 @@ func (s *Store) commit(ctx context.Context, t *tx) error {
 		return nil
 	}
 	switch {
-	case errors.Is(err, rpctypes.ErrRequestTooLarge), errors.Is(err, rpctypes.ErrGRPCRequestTooLarge):
+	case tooLarge(err):
 		return fmt.Errorf("%w: %d writes: %v", ErrTooLarge, len(t.writes), err)
 	case errors.Is(err, rpctypes.ErrLeaseNotFound), errors.Is(err, rpctypes.ErrGRPCLeaseNotFound):
 		s.dropLease(lease)
@@ -71,6 +73,21 @@ func (s *Store) commit(ctx context.Context, t *tx) error {
 		return fmt.Errorf("kv/etcd: commit refused: %w", err)
 	}
 	return s.resolve(marker, lease, start, err)
+}
+
+// tooLarge reports whether err refuses a request for its size: etcd's
+// --max-request-bytes, or gRPC's bound on a message (2 MiB by default),
+// which the client enforces before sending and the server on receipt,
+// both as ResourceExhausted; etcd's rate limiting ("too many requests")
+// is ResourceExhausted too, and is not this.
+func tooLarge(err error) bool {
+	switch {
+	case errors.Is(err, rpctypes.ErrRequestTooLarge), errors.Is(err, rpctypes.ErrGRPCRequestTooLarge):
+		return true
+	case errors.Is(err, rpctypes.ErrTooManyRequests), errors.Is(err, rpctypes.ErrGRPCRequestTooManyRequests):
+		return false
+	}
+	return status.Code(err) == codes.ResourceExhausted
 }
 
 // definite reports whether err is one etcd returns before applying

@@ -68,7 +68,8 @@
 // few covering ranges (which can only add conflicts, never miss one); and
 // its writes are grouped into nested Txns, which etcd applies atomically
 // with the rest. A commit larger than the server's request
-// limit (--max-request-bytes, 1.5 MiB by default) fails with ErrTooLarge.
+// limit (--max-request-bytes, 1.5 MiB by default) or than a gRPC message
+// (2 MiB) fails at once with ErrTooLarge, which is kv.ErrTooLarge.
 //
 // A commit whose outcome is unknown (connection lost, leader change, timeout
 // after the request was sent) is resolved, never guessed: each commit also

@@ -1,6 +1,9 @@
 package etcd_test
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -39,4 +42,30 @@ func TestBinary(t *testing.T) {
 	b := etcdtest.StartBinary(t)
 	t.Logf("etcd binary: %s", etcdtest.Version(etcdtest.BinaryPath()))
 	kvtest.Run(t, open([]string{b.Endpoint()}))
+}
+
+// TestTooLarge: a commit larger than etcd takes fails at once with
+// kv.ErrTooLarge, whether etcd refuses it (over --max-request-bytes,
+// 1.5 MiB) or the client will not send it (over gRPC's 2 MiB), rather
+// than being taken for a commit whose outcome is unknown and retried.
+func TestTooLarge(t *testing.T) {
+	c := etcdtest.StartCluster(t, 1)
+	s := open(c.Endpoints())(t)
+	defer s.Close()
+	for _, size := range []int{1800 << 10, 3 << 20} {
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		err := s.Update(ctx, func(tx kv.Tx) error {
+			for i := 0; i < size/(64<<10); i++ {
+				tx.Set([]byte(fmt.Sprintf("k%03d", i)), make([]byte, 64<<10))
+			}
+			return nil
+		})
+		cancel()
+		if !errors.Is(err, kv.ErrTooLarge) {
+			t.Errorf("commit of %d KiB: %v, want kv.ErrTooLarge", size>>10, err)
+		}
+	}
+	if err := s.Update(t.Context(), func(tx kv.Tx) error { tx.Set([]byte("small"), []byte("ok")); return nil }); err != nil {
+		t.Errorf("a small commit after them: %v", err)
+	}
 }

@@ -125,11 +125,16 @@ func (f *Frontend) plan(c docChange) planned {
 	return p
 }
 
-// txBudget bounds the job data one transaction of apply writes: a store
-// refuses a commit larger than it takes at once (etcd: 1.5 MiB per request
-// by default), so a batch of large records is split, and a record near
-// jobs.MaxDataSize goes in a transaction of its own.
-const txBudget = 256 << 10
+// txBudget bounds what one transaction of apply writes (planned.size): a
+// store refuses a commit larger than it takes at once (etcd: 1.5 MiB per
+// request by default), so a batch of many or large records is split, and
+// a record near jobs.MaxDataSize goes in a transaction of its own.
+const txBudget = 1 << 20
+
+// size is about what the plan adds to a transaction: its record, and its
+// keys, several of which hold the job id (the job row, its pending and
+// tag index entries, its log entry, its data chunks).
+func (p planned) size() int { return len(p.data) + 8*(len(p.jobID)+64) }
 
 // apply applies doc changes of one db and records pos as the db's
 // position (unless its seq is ""): a doc whose parsed replication equals
@@ -196,17 +201,17 @@ func (f *Frontend) apply(ctx context.Context, db string, pos jobdata.DBSeq, batc
 	return nil
 }
 
-// splitPlans cuts plans into groups whose records total at most budget
-// bytes; a record larger than budget is a group of its own.
+// splitPlans cuts plans into groups of at most budget bytes (their
+// sizes); a plan larger than budget is a group of its own.
 func splitPlans(plans []planned, budget int) [][]planned {
 	var groups [][]planned
 	start, size := 0, 0
 	for i, p := range plans {
-		if i > start && size+len(p.data) > budget {
+		if i > start && size+p.size() > budget {
 			groups = append(groups, plans[start:i])
 			start, size = i, 0
 		}
-		size += len(p.data)
+		size += p.size()
 	}
 	return append(groups, plans[start:])
 }

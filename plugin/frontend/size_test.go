@@ -1,6 +1,7 @@
 package frontend
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"github.com/couchepi/couchepi/plugin/jobs"
 	"github.com/couchepi/couchepi/plugin/kv/etcd"
 	"github.com/couchepi/couchepi/plugin/kv/etcd/etcdtest"
+	"github.com/hashicorp/go-hclog"
 	"go.etcd.io/etcd/server/v3/embed"
 )
 
@@ -206,6 +208,27 @@ func TestLargeDocsOnEtcd(t *testing.T) {
 		}
 		if pos := fx.position("_replicator"); pos.Seq != "3" {
 			t.Errorf("processed up to %q, want 3", pos.Seq)
+		}
+	})
+	t.Run("a thousand docs in one delivery", func(t *testing.T) {
+		fx := etcdFixture(t, nil)
+		var logged bytes.Buffer
+		fx.f.log = hclog.New(&hclog.LoggerOptions{Output: &logged, Level: hclog.Warn})
+		var evs []hooks.DocWrite
+		for i := 0; i < 1000; i++ {
+			id := fmt.Sprintf("d%04d", i)
+			evs = append(evs, fx.svc.put("_replicator", id, []byte(doc(id, id, docIDs(80)))))
+		}
+		if err := fx.f.AfterDocWrites(fx.ctx, "_replicator", evs); err != nil {
+			t.Fatalf("a thousand docs: %v", err)
+		}
+		if n := len(fx.jobs()); n != 1000 {
+			t.Errorf("%d jobs, want 1000", n)
+		}
+		// They went in transactions that etcd takes, not one by one after
+		// one it refused.
+		if logged.Len() > 0 {
+			t.Errorf("warnings: %s", logged.String())
 		}
 	})
 	t.Run("a doc over the store's bound", func(t *testing.T) {

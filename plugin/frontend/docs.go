@@ -234,8 +234,9 @@ func (f *Frontend) applyGroup(tx *jobs.Tx, db string, at jobdata.DBSeq, plans []
 // transaction each. A doc whose job cannot be stored on its own, twice
 // (a record too large for the store is not tried again), becomes a failed
 // job saying why, as long as that can be stored: then the store works and
-// the trouble is this doc's. When even that fails, the store is at fault
-// and the error is returned, for the host to retry the whole catch-up.
+// the trouble is this doc's. When even that fails, or a deleted doc's job
+// cannot be removed, the store is at fault and the error is returned, for
+// the host to retry the db's catch-up.
 func (f *Frontend) failAlone(ctx context.Context, db string, at jobdata.DBSeq, plans []planned, cause error) error {
 	f.log.Warn("applying replication doc changes together failed; applying them one by one", "db", db, "docs", len(plans), "error", cause)
 	for i := range plans {
@@ -248,8 +249,8 @@ func (f *Frontend) failAlone(ctx context.Context, db string, at jobdata.DBSeq, p
 		if err == nil {
 			continue
 		}
-		if ctx.Err() != nil {
-			return err
+		if ctx.Err() != nil || p.fresh == nil {
+			return err // a deleted doc's job that cannot be removed: the store's trouble
 		}
 		reason := "The job of this replication could not be stored: " + err.Error()
 		failed := jobdata.NewFailed(db, p.uuid, p.docID, reason, f.cfg.Now())

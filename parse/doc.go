@@ -72,6 +72,11 @@
 //   - TransientJobID follows CouchDB 4.x's shape but is only meant to be
 //     stable within couchepi.
 //
+// couchepi adds one option: `doc_write_failure`, "count" (the default, as
+// CouchDB: a document the target refuses is counted in doc_write_failures)
+// or "fail" (the run ends with doc_write_failed), with a `[replicator]`
+// default (Options.DocWriteFailure). It does not enter the replication id.
+//
 // `since_seq` and `winning_revs_only` change the replication id, as in
 // CouchDB 3.5.2 (3.5.0 left since_seq out).
 package parse

@@ -94,6 +94,13 @@ func OptionsFromConfig(replicatorSection map[string]string) (Options, error) {
 		}
 		*dst = n
 	}
+	switch v := replicatorSection["doc_write_failure"]; v {
+	case "", DocWriteFailureCount:
+	case DocWriteFailureFail:
+		o.DocWriteFailure = v
+	default:
+		errs = append(errs, newError("[replicator] "+reasonDocWriteFailure))
+	}
 	boolKey("use_checkpoints", &o.UseCheckpoints)
 	boolKey("use_bulk_get", &o.UseBulkGet)
 	if v := replicatorSection["socket_options"]; v != "" {

@@ -98,6 +98,7 @@ func parseRepObject(ms jsonobj.Object, user UserCtx, opts Options, request bool)
 		RetriesPerRequest:  opts.RetriesPerRequest,
 		SocketOptions:      opts.SocketOptions,
 		UseBulkGet:         opts.UseBulkGet,
+		DocWriteFailure:    docWriteFailure(opts.DocWriteFailure),
 		UserCtx:            cloneUser(user),
 	}
 	var hasDocIDs, hasFilter, hasSelector bool
@@ -179,6 +180,13 @@ func parseRepObject(ms jsonobj.Object, user UserCtx, opts Options, request bool)
 			e = setInt(&rep.CheckpointInterval, m, 1)
 		case "retries_per_request":
 			e = setInt(&rep.RetriesPerRequest, m, 0)
+		case "doc_write_failure":
+			s, ok := rawString(m.Value)
+			if !ok || s != DocWriteFailureCount && s != DocWriteFailureFail {
+				e = newError(reasonDocWriteFailure)
+			} else {
+				rep.DocWriteFailure = docWriteFailure(s)
+			}
 		case "socket_options":
 			s, ok := rawString(m.Value)
 			if !ok {
@@ -293,6 +301,16 @@ func parseProxies(ms jsonobj.Object) (src, tgt string, e *Error) {
 		}
 	}
 	return src, tgt, nil
+}
+
+// docWriteFailure normalises a valid `doc_write_failure` value: "count",
+// the default, is stored as "", so that spelling it out changes nothing
+// (Rep.Equal).
+func docWriteFailure(v string) string {
+	if v == DocWriteFailureFail {
+		return v
+	}
+	return ""
 }
 
 // setBool reads a JSON boolean option.

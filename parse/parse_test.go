@@ -47,6 +47,9 @@ func TestReplicationDocErrors(t *testing.T) {
 		{"cancel", `"cancel":"true"`, "`cancel` must be a boolean"},
 		{"winning_revs_only", `"winning_revs_only":null`, "`winning_revs_only` must be a boolean"},
 		{"use_bulk_get", `"use_bulk_get":"false"`, "`use_bulk_get` must be a boolean"},
+		{"doc_write_failure unknown", `"doc_write_failure":"stop"`, "`doc_write_failure` must be `count` or `fail`"},
+		{"doc_write_failure not a string", `"doc_write_failure":true`, "`doc_write_failure` must be `count` or `fail`"},
+		{"doc_write_failure case", `"doc_write_failure":"FAIL"`, "`doc_write_failure` must be `count` or `fail`"},
 		{"use_checkpoints", `"use_checkpoints":0`, "`use_checkpoints` must be a boolean"},
 		{"create_target_params", `"create_target_params":[]`, "`create_target_params` must be an object"},
 		{"doc_ids not array", `"doc_ids":"a"`, "`doc_ids` must be an array"},
@@ -122,7 +125,8 @@ func TestReplicationDocFields(t *testing.T) {
 				r.ConnectionTimeout == 30000 && r.RetriesPerRequest == 5 && r.CheckpointInterval == 30000 &&
 				r.UseCheckpoints && r.UseBulkGet && !r.Continuous && !r.CreateTarget && !r.WinningRevsOnly &&
 				r.SocketOptions == defaultSocketOptions && r.Source.URL == "http://127.0.0.1:5984/src/" &&
-				r.DocIDs == nil && r.Filter == "" && r.Selector == nil && r.QueryParams == nil
+				r.DocIDs == nil && r.Filter == "" && r.Selector == nil && r.QueryParams == nil &&
+				!r.FailsOnDocWriteFailure()
 		}},
 		{"continuous", `"continuous":true`, func(r *Rep) bool { return r.Continuous }},
 		{"create_target", `"create_target":true,"create_target_params":{"q": 4}`, func(r *Rep) bool {
@@ -132,6 +136,10 @@ func TestReplicationDocFields(t *testing.T) {
 		{"winning_revs_only", `"winning_revs_only":true`, func(r *Rep) bool { return r.WinningRevsOnly }},
 		{"use_bulk_get", `"use_bulk_get":false`, func(r *Rep) bool { return !r.UseBulkGet }},
 		{"use_checkpoints", `"use_checkpoints":false`, func(r *Rep) bool { return !r.UseCheckpoints }},
+		{"doc_write_failure fail", `"doc_write_failure":"fail"`, func(r *Rep) bool { return r.FailsOnDocWriteFailure() }},
+		{"doc_write_failure count is the default, stored as unset", `"doc_write_failure":"count"`, func(r *Rep) bool {
+			return r.DocWriteFailure == "" && !r.FailsOnDocWriteFailure()
+		}},
 		{"doc_ids", `"doc_ids":["b","a%2Fx","a/x","c+d"]`, func(r *Rep) bool {
 			return reflect.DeepEqual(r.DocIDs, []string{"a/x", "b", "c d"})
 		}},

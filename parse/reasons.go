@@ -34,6 +34,7 @@ const (
 	reasonUserCtxNameClaim  = "The given `user_ctx.name` is not valid"
 	reasonNotObject         = "Replication document must be a JSON object"
 	reasonBodyNotObject     = "Request body must be a JSON object"
+	reasonDocWriteFailure   = "`doc_write_failure` must be `count` or `fail`"
 )
 
 func reasonMissing(side string) string { return "Missing `" + side + "` field" }

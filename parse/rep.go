@@ -159,6 +159,13 @@ type Rep struct {
 	SocketOptions      string `json:"socket_options,omitempty"`
 	UseBulkGet         bool   `json:"use_bulk_get"`
 	WinningRevsOnly    bool   `json:"winning_revs_only,omitempty"`
+	// DocWriteFailure is couchepi's `doc_write_failure`: what a document
+	// the target refuses does to the replication. "" counts it in
+	// doc_write_failures and goes on (CouchDB's behaviour, the value
+	// "count"); DocWriteFailureFail ends the run. It is not part of the
+	// replication id: it changes what a run does, not where it
+	// checkpoints.
+	DocWriteFailure string `json:"doc_write_failure,omitempty"`
 
 	// UserCtx is who started it: the HTTP user for transient replications,
 	// the doc's user_ctx (display only) for persistent ones.
@@ -192,6 +199,22 @@ func ParseRepID(s string) RepID {
 	return RepID{Base: s}
 }
 
+// Values of `doc_write_failure` (couchepi's): what a document the target
+// refuses (validate_doc_update, max_document_size, …) does to the
+// replication.
+const (
+	// DocWriteFailureCount counts it in doc_write_failures and goes on,
+	// as CouchDB does; it is the default, stored as "".
+	DocWriteFailureCount = "count"
+	// DocWriteFailureFail ends the run with a doc_write_failed error
+	// naming the document; its checkpoint stays before it.
+	DocWriteFailureFail = "fail"
+)
+
+// FailsOnDocWriteFailure reports whether a refused document ends the run
+// (`doc_write_failure` is "fail").
+func (r *Rep) FailsOnDocWriteFailure() bool { return r.DocWriteFailure == DocWriteFailureFail }
+
 // Error is a validation error of a replication doc or body. It carries only
 // the reason text; the HTTP status is the caller's choice (403 forbidden for
 // doc writes, 400 bad_request for POST /_replicate).
@@ -218,6 +241,11 @@ type Options struct {
 	UseCheckpoints     bool   // use_checkpoints, default true
 	UseBulkGet         bool   // use_bulk_get, default true
 	SocketOptions      string // socket_options, default "[{keepalive, true}, {nodelay, false}]"
+
+	// DocWriteFailure is the default of `doc_write_failure` (couchepi's):
+	// "" counts refused documents and goes on (CouchDB's behaviour),
+	// DocWriteFailureFail ends the run at the first one.
+	DocWriteFailure string
 
 	// MaxDocumentIDLength is max_document_id_length in bytes: longer ids in
 	// the source's changes feed are skipped and counted as doc_write_failures.

@@ -28,6 +28,25 @@ type Stats struct {
 	// the age of the oldest change it knows of and has not written, 0
 	// when caught up (couchepi's).
 	LagSec int64 `json:"lag_sec"`
+	// DocWriteFailuresByReason counts doc_write_failures by kind of
+	// refusal (forbidden, too_large, …; couchepi's).
+	DocWriteFailuresByReason map[string]int64 `json:"doc_write_failures_by_reason,omitempty"`
+	// FailedDocs are the last documents the target refused, newest first
+	// (at most replicate.MaxFailedDocs; couchepi's).
+	FailedDocs []FailedDoc `json:"failed_docs,omitempty"`
+}
+
+// FailedDoc is one document revision a target refused (or the replicator
+// skipped), as a job keeps it: the same unnamed struct type as
+// replicate.FailedDoc, so that the two Stats convert into each other. It
+// holds no document body.
+type FailedDoc = struct {
+	ID     string `json:"id"`
+	Rev    string `json:"rev,omitempty"`
+	Status int    `json:"status,omitempty"` // the refusal's HTTP status; 0 when unknown or skipped
+	Error  string `json:"error"`
+	Reason string `json:"reason"`
+	Time   int64  `json:"time"` // unix s
 }
 
 // RunningInfo is the `info` object of a pending or running job in

@@ -34,6 +34,14 @@ type Stats struct {
 	// the age of the oldest change it knows of and has not written, 0
 	// when caught up (couchepi's).
 	LagSec int64 `json:"lag_sec"`
+	// DocWriteFailuresByReason counts doc_write_failures by kind of
+	// refusal (WriteFailureReasons), as far as this engine saw them: a
+	// count carried over from a checkpoint another replicator wrote is in
+	// DocWriteFailures only (couchepi's).
+	DocWriteFailuresByReason map[string]int64 `json:"doc_write_failures_by_reason,omitempty"`
+	// FailedDocs are the last MaxFailedDocs documents refused, newest
+	// first (couchepi's).
+	FailedDocs []FailedDoc `json:"failed_docs,omitempty"`
 }
 
 // Options are how a replication is run (the Rep says what to replicate).

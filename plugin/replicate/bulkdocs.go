@@ -3,6 +3,7 @@ package replicate
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 
 	"github.com/couchepi/couchepi/plugin/couchclient"
@@ -41,7 +42,10 @@ func (w *bulkWriter) flush(ctx context.Context) error {
 	return w.write(ctx, docs)
 }
 
-// write posts docs; 413 splits the list in halves, a single doc still too large is skipped and counted.
+// write posts docs; 413 splits the list in halves, a single doc still too
+// large is skipped and counted. Docs the target refuses are counted
+// (docWriteFailed); with doc_write_failure "fail" the first one's error is
+// returned, once the answer is read.
 func (w *bulkWriter) write(ctx context.Context, docs []json.RawMessage) error {
 	body := &docsBody{docs: docs}
 	tgt := w.r.tgt
@@ -57,12 +61,15 @@ func (w *bulkWriter) write(ctx context.Context, docs []json.RawMessage) error {
 	switch resp.StatusCode {
 	case http.StatusCreated, http.StatusOK, http.StatusExpectationFailed:
 	case http.StatusRequestEntityTooLarge:
-		drainClose(resp)
 		if len(docs) == 1 {
-			w.r.log.Warn("document too large for the target, skipped", "doc_id", docID(docs[0]))
-			w.r.stats.docWriteFailures.Add(1)
-			return nil
+			id, rev := docIDRev(docs[0])
+			errName, reason := couchErrorBody(resp)
+			if errName == "" {
+				errName, reason = "too_large", "the request entity is too large"
+			}
+			return w.r.docWriteFailed(FailedDoc{ID: id, Rev: rev, Status: http.StatusRequestEntityTooLarge, Error: errName, Reason: reason})
 		}
+		drainClose(resp)
 		half := len(docs) / 2
 		if err := w.write(ctx, docs[:half]); err != nil {
 			return err
@@ -73,6 +80,7 @@ func (w *bulkWriter) write(ctx context.Context, docs []json.RawMessage) error {
 	}
 	var results []struct {
 		ID     string `json:"id"`
+		Rev    string `json:"rev"`
 		Error  string `json:"error"`
 		Reason string `json:"reason"`
 	}
@@ -80,22 +88,70 @@ func (w *bulkWriter) write(ctx context.Context, docs []json.RawMessage) error {
 		return newError("bulk_docs_failed", "invalid _bulk_docs response from "+tgt.RedactedURL()+": "+err.Error(), false)
 	}
 	failed := 0
+	var sent *sentRevs
+	var firstErr error
 	for _, res := range results {
-		if res.Error != "" {
-			failed++
-			w.r.log.Warn("target rejected document", "doc_id", res.ID, "error", res.Error, "reason", res.Reason)
+		if res.Error == "" {
+			continue
+		}
+		failed++
+		rev := res.Rev // CouchDB names it; others may not
+		if rev == "" {
+			if sent == nil {
+				sent = newSentRevs(docs)
+			}
+			rev = sent.take(res.ID)
+		}
+		err := w.r.docWriteFailed(FailedDoc{ID: res.ID, Rev: rev, Status: bulkErrorStatus(res.Error), Error: res.Error, Reason: res.Reason})
+		if firstErr == nil {
+			firstErr = err
 		}
 	}
-	w.r.stats.docWriteFailures.Add(int64(failed))
 	w.r.stats.docsWritten.Add(int64(len(docs) - failed))
-	return nil
+	return firstErr
 }
 
-// docID extracts _id from a doc body (for logs).
-func docID(doc json.RawMessage) string {
+// couchErrorBody reads the "error" and "reason" of a short CouchDB error
+// answer and closes it ("" when it has none).
+func couchErrorBody(resp *http.Response) (errName, reason string) {
 	var v struct {
-		ID string `json:"_id"`
+		Error  string `json:"error"`
+		Reason string `json:"reason"`
+	}
+	json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&v)
+	drainClose(resp)
+	return v.Error, v.Reason
+}
+
+// sentRevs finds the revision of a refused doc in what was sent, when
+// the answer does not name it: the revisions of each id in the order
+// sent, taken one per refusal.
+type sentRevs map[string][]string
+
+func newSentRevs(docs []json.RawMessage) *sentRevs {
+	m := sentRevs{}
+	for _, d := range docs {
+		id, rev := docIDRev(d)
+		m[id] = append(m[id], rev)
+	}
+	return &m
+}
+
+func (s *sentRevs) take(id string) string {
+	revs := (*s)[id]
+	if len(revs) == 0 {
+		return ""
+	}
+	(*s)[id] = revs[1:]
+	return revs[0]
+}
+
+// docIDRev extracts _id and _rev from a doc body (for refused docs).
+func docIDRev(doc json.RawMessage) (id, rev string) {
+	var v struct {
+		ID  string `json:"_id"`
+		Rev string `json:"_rev"`
 	}
 	json.Unmarshal(doc, &v)
-	return v.ID
+	return v.ID, v.Rev
 }

@@ -47,9 +47,10 @@ type changesReader struct {
 	clientFilter bool
 	docIDs       map[string]bool
 	// maxIDLen is max_document_id_length (0 = none): changes of longer ids
-	// (in bytes) are not replicated; onIDTooLong counts each one.
+	// (in bytes) are not replicated; onIDTooLong counts each one, and its
+	// error (doc_write_failure "fail") ends the read.
 	maxIDLen    int
-	onIDTooLong func()
+	onIDTooLong func(c change) error
 
 	// Sharing a slot (see Options.Slot; nil slot: not shared). through
 	// waits until every change up to a seq is replicated; sent is the seq
@@ -413,11 +414,21 @@ func (r *changesReader) emit(ctx context.Context, c change) error {
 		}
 	}
 	if r.maxIDLen > 0 && len(c.ID) > r.maxIDLen {
-		// Skipped and counted as a write failure; its seq still goes out as
-		// a marker so the through_seq (and checkpoint) moves past it.
-		r.log.Error("document id from source is too long, ignoring", "doc_id_prefix", idPrefix(c.ID), "length", len(c.ID), "max_document_id_length", r.maxIDLen)
+		// Skipped and counted as a write failure (logged there); its seq
+		// still goes out as a marker so the through_seq (and checkpoint)
+		// moves past it.
 		if r.onIDTooLong != nil {
-			r.onIDTooLong()
+			if err := r.onIDTooLong(c); err != nil {
+				// The run ends here (doc_write_failure "fail"): what was
+				// handed on before is written first, so that its final
+				// checkpoint gets as far as this change.
+				if r.through != nil {
+					if werr := r.through(ctx, *r.sent.Load()); werr != nil {
+						return werr
+					}
+				}
+				return err
+			}
 		}
 		if c.Seq == nil {
 			return nil

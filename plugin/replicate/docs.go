@@ -86,10 +86,11 @@ func (r *run) fetchAndWrite(ctx context.Context, m missingRev, w *bulkWriter) er
 			return nil
 		}
 		if attempt > 0 {
-			r.log.Warn("revision still missing after retry, skipped", "doc_id", m.id, "rev", m.rev)
 			if out == fetchMissingStub {
-				r.stats.docWriteFailures.Add(1)
+				return r.docWriteFailed(FailedDoc{ID: m.id, Rev: m.rev, Status: http.StatusPreconditionFailed, Error: "missing_stub",
+					Reason: "the target lacks an attachment the revision refers to, also after fetching it again"})
 			}
+			r.log.Warn("revision still missing after retry, skipped", "doc_id", m.id, "rev", m.rev)
 			return nil
 		}
 		r.log.Debug("retrying fetch of unexpectedly missing revision", "doc_id", m.id, "rev", m.rev)
@@ -145,7 +146,7 @@ func (r *run) fetchOne(ctx context.Context, id, rev string, pas []string, urlLim
 	}
 	mt, params, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if mt == "multipart/mixed" {
-		return r.readMultipart(ctx, id, resp.Body, params["boundary"], w)
+		return r.readMultipart(ctx, id, rev, resp.Body, params["boundary"], w)
 	}
 	var rows []struct {
 		OK      json.RawMessage `json:"ok"`
@@ -161,7 +162,7 @@ func (r *run) fetchOne(ctx context.Context, id, rev string, pas []string, urlLim
 			continue
 		}
 		r.stats.docsRead.Add(1)
-		o, err := r.writeJSONDoc(ctx, id, row.OK, w)
+		o, err := r.writeJSONDoc(ctx, id, rev, row.OK, w)
 		if err != nil {
 			return 0, err
 		}
@@ -193,7 +194,7 @@ func (r *run) readFailure(ctx context.Context, id, rev string, err error) error 
 
 // readMultipart handles an open_revs multipart/mixed response: JSON parts are
 // docs without attachment bodies, multipart/related parts are streamed to the target as they are read.
-func (r *run) readMultipart(ctx context.Context, id string, body io.Reader, boundary string, w *bulkWriter) (fetchOutcome, error) {
+func (r *run) readMultipart(ctx context.Context, id, rev string, body io.Reader, boundary string, w *bulkWriter) (fetchOutcome, error) {
 	mr := multipart.NewReader(body, boundary)
 	out := fetchDone
 	for {
@@ -209,7 +210,7 @@ func (r *run) readMultipart(ctx context.Context, id string, body io.Reader, boun
 		var o fetchOutcome
 		if pmt == "multipart/related" {
 			r.stats.docsRead.Add(1)
-			o, err = r.putDoc(ctx, id, ct, part, -1)
+			o, err = r.putDoc(ctx, id, rev, ct, part, -1)
 		} else {
 			var doc []byte
 			doc, err = io.ReadAll(part)
@@ -225,7 +226,7 @@ func (r *run) readMultipart(ctx context.Context, id string, body io.Reader, boun
 				o = fetchMissing
 			} else {
 				r.stats.docsRead.Add(1)
-				o, err = r.writeJSONDoc(ctx, id, doc, w)
+				o, err = r.writeJSONDoc(ctx, id, rev, doc, w)
 			}
 		}
 		part.Close()
@@ -240,16 +241,18 @@ func (r *run) readMultipart(ctx context.Context, id string, body io.Reader, boun
 
 // writeJSONDoc writes a doc fetched as JSON: design docs and docs with
 // attachment stubs are PUT on their own, the rest join the _bulk_docs buffer.
-func (r *run) writeJSONDoc(ctx context.Context, id string, doc json.RawMessage, w *bulkWriter) (fetchOutcome, error) {
+func (r *run) writeJSONDoc(ctx context.Context, id, rev string, doc json.RawMessage, w *bulkWriter) (fetchOutcome, error) {
 	if strings.HasPrefix(id, "_design/") || hasAttachments(doc) {
-		return r.putDoc(ctx, id, "application/json", bytes.NewReader(doc), int64(len(doc)))
+		return r.putDoc(ctx, id, rev, "application/json", bytes.NewReader(doc), int64(len(doc)))
 	}
 	return fetchDone, w.add(ctx, doc)
 }
 
 // putDoc writes one doc to the target with `PUT {docid}?new_edits=false`,
-// streaming body (read once: a failed attempt is not replayed here, the caller refetches).
-func (r *run) putDoc(ctx context.Context, id, contentType string, body io.Reader, length int64) (fetchOutcome, error) {
+// streaming body (read once: a failed attempt is not replayed here, the
+// caller refetches). rev is the revision asked of the source, for the
+// record of a refusal.
+func (r *run) putDoc(ctx context.Context, id, rev, contentType string, body io.Reader, length int64) (fetchOutcome, error) {
 	used := false
 	path := docPath(id)
 	resp, err := r.tgt.Do(ctx, &couchclient.Request{
@@ -288,9 +291,7 @@ func (r *run) putDoc(ctx context.Context, id, contentType string, body io.Reader
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden ||
 		resp.StatusCode == http.StatusRequestEntityTooLarge || resp.StatusCode == http.StatusUnsupportedMediaType ||
 		resp.StatusCode == http.StatusBadRequest && strings.HasPrefix(res.Reason, "Attachment name "):
-		r.log.Warn("target rejected document", "doc_id", id, "status", resp.StatusCode, "error", res.Error, "reason", res.Reason)
-		r.stats.docWriteFailures.Add(1)
-		return fetchDone, nil
+		return fetchDone, r.docWriteFailed(FailedDoc{ID: id, Rev: rev, Status: resp.StatusCode, Error: res.Error, Reason: res.Reason})
 	case resp.StatusCode == http.StatusPreconditionFailed && res.Error == "missing_stub":
 		return fetchMissingStub, nil
 	default:

@@ -236,7 +236,7 @@ func (p *faultProxy) rejectDocs(w http.ResponseWriter, r *http.Request, body []b
 	var keep []json.RawMessage
 	var rejected []map[string]string
 	for _, d := range in.Docs {
-		if id := docID(d); strings.HasPrefix(id, "reject") {
+		if id, _ := docIDRev(d); strings.HasPrefix(id, "reject") {
 			rejected = append(rejected, map[string]string{"id": id, "error": "forbidden", "reason": "injected rejection"})
 		} else {
 			keep = append(keep, d)

@@ -338,7 +338,7 @@ func (r *run) loop(parent context.Context) (*Result, error) {
 	}
 	changes := make(chan change, buffer)
 	reader := &changesReader{src: r.src, rep: r.rep, log: r.log, out: changes, wait: 250 * time.Millisecond,
-		maxIDLen: r.opts.MaxDocumentIDLength, onIDTooLong: func() { r.stats.docWriteFailures.Add(1) },
+		maxIDLen: r.opts.MaxDocumentIDLength, onIDTooLong: r.idTooLong,
 		through: r.tracker.waitThrough, quiet: &r.quiet, srcKey: r.srcKey}
 	if r.rep.Continuous {
 		reader.slot = r.opts.Slot
@@ -348,7 +348,9 @@ func (r *run) loop(parent context.Context) (*Result, error) {
 	}
 	go func() {
 		if err := reader.run(readerCtx, r.startSeq); err != nil && readerCtx.Err() == nil {
-			totals.changesReadFailures.Add(1)
+			if !isDocWriteFailure(err) { // an id too long, with doc_write_failure "fail"
+				totals.changesReadFailures.Add(1)
+			}
 			fail(err)
 		}
 	}()

@@ -15,6 +15,7 @@ type counters struct {
 	docWriteFailures tallied[docWriteFailuresTotal]
 	bulkGetDocs      atomic.Int64
 	bulkGetAttempts  atomic.Int64
+	failures         failureLog
 
 	mu           sync.Mutex
 	pending      *int64
@@ -39,6 +40,7 @@ func (c *counters) seed(s Stats, h *HistoryEntry) {
 	c.docWriteFailures.Store(s.DocWriteFailures)
 	c.bulkGetDocs.Store(s.BulkGetDocs)
 	c.bulkGetAttempts.Store(s.BulkGetAttempts)
+	c.failures.seed(s.FailedDocs, s.DocWriteFailuresByReason)
 }
 
 // sum is a cheap fingerprint telling whether any counter moved.
@@ -74,6 +76,7 @@ func (c *counters) snapshot(through, source json.RawMessage) Stats {
 	if checkpointed == nil {
 		checkpointed = json.RawMessage("null")
 	}
+	failed, byReason := c.failures.snapshot()
 	return Stats{
 		RevisionsChecked:      c.missingChecked.Load(),
 		MissingRevisionsFound: c.missingFound.Load(),
@@ -86,5 +89,8 @@ func (c *counters) snapshot(through, source json.RawMessage) Stats {
 		CheckpointedSourceSeq: checkpointed,
 		SourceSeq:             source,
 		ThroughSeq:            through,
+
+		DocWriteFailuresByReason: byReason,
+		FailedDocs:               failed,
 	}
 }

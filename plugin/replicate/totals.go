@@ -33,6 +33,9 @@ type Totals struct {
 	// Stalls counts runs ended because they stopped making progress
 	// (Options.StallTimeout; couchepi's).
 	Stalls int64
+	// DocWriteFailuresByReason counts DocWriteFailures by kind of refusal,
+	// every kind of WriteFailureReasons present (couchepi's).
+	DocWriteFailuresByReason map[string]int64
 }
 
 // totals holds the live process-wide sums.
@@ -60,7 +63,17 @@ func ReadTotals() Totals {
 		SharedDocs:          totals.sharedDocs.Load(),
 		Resumes:             totals.resumes.Load(),
 		Stalls:              totals.stalls.Load(),
+
+		DocWriteFailuresByReason: readFailureTotals(),
 	}
+}
+
+func readFailureTotals() map[string]int64 {
+	m := make(map[string]int64, len(failureTotals))
+	for r, n := range failureTotals {
+		m[r] = n.Load()
+	}
+	return m
 }
 
 // total names the process-wide sum a run counter also adds to.

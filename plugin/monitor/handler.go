@@ -93,7 +93,7 @@ func (h *Handler) serve(r *http.Request, admin bool) (any, error) {
 				}
 				return nil, err
 			}
-			return jobJSON(rec), nil
+			return jobDetailJSON(rec), nil
 		}
 		return h.jobs(ctx, r.URL.Query())
 	case "docs":
@@ -281,7 +281,7 @@ func (h *Handler) doc(ctx context.Context, db, docID string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return docJSON(rec), nil
+	return docDetailJSON(rec), nil
 }
 
 // splitDocsPath splits the escaped path after `/_scheduler/docs/` into a

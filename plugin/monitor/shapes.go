@@ -45,8 +45,22 @@ func user(rec *jobdata.Record) string {
 	return rec.Rep.UserCtx.Name
 }
 
-// jobJSON renders one `_scheduler/jobs` entry (CouchDB 3.x shape).
+// jobJSON renders one `_scheduler/jobs` entry (CouchDB 3.x shape), with
+// couchepi's doc_write_failures_by_reason after CouchDB's keys.
 func jobJSON(rec *jobdata.Record) json.RawMessage {
+	o := jobObject(rec)
+	return addFailureCounts(o, rec).Raw()
+}
+
+// jobDetailJSON renders `_scheduler/jobs/{id}`: the entry and the job's
+// last refused documents (failed_docs).
+func jobDetailJSON(rec *jobdata.Record) json.RawMessage {
+	o := addFailureCounts(jobObject(rec), rec)
+	return addFailedDocs(o, rec).Raw()
+}
+
+// jobObject builds the CouchDB 3.x members of a `_scheduler/jobs` entry.
+func jobObject(rec *jobdata.Record) *jsonobj.Builder {
 	src, tgt, _, _ := endpoints(rec)
 	var info any
 	switch {
@@ -78,14 +92,27 @@ func jobJSON(rec *jobdata.Record) json.RawMessage {
 		Add("history", history).
 		Add("node", nullable(rec.Node)).
 		Add("start_time", jobdata.ISOTime(rec.StartTime))
-	return o.Raw()
+	return &o
 }
 
-// docJSON renders one `_scheduler/docs` entry (CouchDB 3.x shapes: the
-// terminal states have their own, shorter form, which CouchDB reads from
-// the doc's state fields: a failed doc has error_count 1 and starts when
-// it failed, `_replication_state_time`).
+// docJSON renders one `_scheduler/docs` entry, with couchepi's
+// doc_write_failures_by_reason after CouchDB's keys.
 func docJSON(rec *jobdata.Record) json.RawMessage {
+	return addFailureCounts(docObject(rec), rec).Raw()
+}
+
+// docDetailJSON renders `_scheduler/docs/{db}/{docid}`: the entry and the
+// job's last refused documents (failed_docs).
+func docDetailJSON(rec *jobdata.Record) json.RawMessage {
+	o := addFailureCounts(docObject(rec), rec)
+	return addFailedDocs(o, rec).Raw()
+}
+
+// docObject builds the CouchDB 3.x members of a `_scheduler/docs` entry
+// (the terminal states have their own, shorter form, which CouchDB reads
+// from the doc's state fields: a failed doc has error_count 1 and starts
+// when it failed, `_replication_state_time`).
+func docObject(rec *jobdata.Record) *jsonobj.Builder {
 	src, tgt, srcProxy, tgtProxy := endpoints(rec)
 	var o jsonobj.Builder
 	o.Add("database", rec.DBName).Add("doc_id", rec.DocID)
@@ -109,7 +136,7 @@ func docJSON(rec *jobdata.Record) json.RawMessage {
 			Add("info", info).
 			Add("start_time", jobdata.ISOTime(start)).
 			Add("last_updated", jobdata.ISOTime(rec.LastUpdated))
-		return o.Raw()
+		return &o
 	}
 	var info any
 	switch {
@@ -129,7 +156,44 @@ func docJSON(rec *jobdata.Record) json.RawMessage {
 		Add("start_time", jobdata.ISOTime(rec.StartTime)).
 		Add("source_proxy", nullable(srcProxy)).
 		Add("target_proxy", nullable(tgtProxy))
-	return o.Raw()
+	return &o
+}
+
+// addFailureCounts adds couchepi's doc_write_failures_by_reason, the
+// job's refused documents counted by kind (forbidden, too_large, …), when
+// it has any: a few members, so the listings carry it too.
+func addFailureCounts(o *jsonobj.Builder, rec *jobdata.Record) *jsonobj.Builder {
+	if len(rec.Stats.DocWriteFailuresByReason) > 0 {
+		o.Add("doc_write_failures_by_reason", rec.Stats.DocWriteFailuresByReason) // keys sorted
+	}
+	return o
+}
+
+// addFailedDocs adds couchepi's failed_docs, the job's last refused
+// documents, newest first, when it has any. Only the one-entry endpoints
+// carry it: up to replicate.MaxFailedDocs entries of a few hundred bytes
+// each would multiply the size of a listing of thousands of jobs.
+func addFailedDocs(o *jsonobj.Builder, rec *jobdata.Record) *jsonobj.Builder {
+	docs := rec.Stats.FailedDocs
+	if len(docs) == 0 {
+		return o
+	}
+	list := make([]json.RawMessage, len(docs))
+	for i, d := range docs {
+		var e jsonobj.Builder
+		var status any
+		if d.Status != 0 {
+			status = d.Status
+		}
+		list[i] = e.Add("id", d.ID).
+			Add("rev", nullable(d.Rev)).
+			Add("status", status).
+			Add("error", d.Error).
+			Add("reason", d.Reason).
+			Add("time", jobdata.ISOTime(d.Time)).
+			Raw()
+	}
+	return o.Add("failed_docs", list)
 }
 
 // activeTask renders the `_active_tasks` entry of a running job (CouchDB
@@ -153,8 +217,11 @@ func activeTask(rec *jobdata.Record) json.RawMessage {
 		Add("continuous", rec.Rep.Continuous).
 		Add("database", nullable(rec.DBName)).
 		Add("doc_id", nullable(rec.DocID)).
-		Add("doc_write_failures", s.DocWriteFailures).
-		Add("docs_read", s.DocsRead).
+		Add("doc_write_failures", s.DocWriteFailures)
+	if len(s.DocWriteFailuresByReason) > 0 { // couchepi's, in key order as CouchDB's
+		o.Add("doc_write_failures_by_reason", s.DocWriteFailuresByReason)
+	}
+	o.Add("docs_read", s.DocsRead).
 		Add("docs_written", s.DocsWritten).
 		Add("lag_sec", s.LagSec). // couchepi's (see jobdata.Stats)
 		Add("missing_revisions_found", s.MissingRevisionsFound).

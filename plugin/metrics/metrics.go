@@ -77,6 +77,7 @@ var (
 	docsRead         = desc("couchepi_replicator_docs_read_total", "Documents read from sources by all replications.")
 	docsWritten      = desc("couchepi_replicator_docs_written_total", "Documents written to targets by all replications.")
 	docWriteFailures = desc("couchepi_replicator_doc_write_failures_total", "Documents a target refused (doc_write_failures) in all replications.")
+	failuresByReason = desc("couchepi_replicator_doc_write_failures_by_reason_total", "Documents a target refused, or the replicator skipped, by kind: forbidden, unauthorized, too_large, conflict, bad_request, missing_stub, id_too_long, other.", "reason")
 	revsChecked      = desc("couchepi_replicator_revisions_checked_total", "Revisions checked against targets with _revs_diff.")
 	missingFound     = desc("couchepi_replicator_missing_revisions_found_total", "Revisions targets were missing.")
 	changesRead      = desc("couchepi_replicator_changes_read_total", "Rows read from source _changes feeds.")
@@ -105,7 +106,7 @@ var allDescs = []*prometheus.Desc{
 	checkpointsSuccess, checkpointsFailure, requests, responsesSuccess, responsesFailure,
 	jobsAdds, jobsDuplicateAdds, jobsRemoves, jobsStarts, jobsStops, jobsCrashes, failedStarts,
 	changesReadFailures, workersStarted, dbScans, completedUpdates, failedUpdates, connectionCreates,
-	jobsByState, docsRead, docsWritten, docWriteFailures, revsChecked, missingFound, changesRead,
+	jobsByState, docsRead, docsWritten, docWriteFailures, failuresByReason, revsChecked, missingFound, changesRead,
 	tooManyRequests, backoffs, maxBackoffs, retries, parks, wakes, handoffs, resumes, sharedReads, sharedDocs, batchWaits,
 	stalls, lagSeconds, lagMax, jobsLagging,
 }
@@ -188,6 +189,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(docsRead, float64(t.DocsRead))
 	counter(docsWritten, float64(t.DocsWritten))
 	counter(docWriteFailures, float64(t.DocWriteFailures))
+	for _, r := range replicate.WriteFailureReasons() { // every kind, 0 included: a fixed set of series
+		counter(failuresByReason, float64(t.DocWriteFailuresByReason[r]), r)
+	}
 	counter(revsChecked, float64(t.RevisionsChecked))
 	counter(missingFound, float64(t.MissingFound))
 	counter(changesRead, float64(t.ChangesRead))

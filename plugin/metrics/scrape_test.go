@@ -221,6 +221,8 @@ func TestPrometheusScrape(t *testing.T) {
 			{"couchepi_replicator_docs_read_total", rep, func(v float64) bool { return v >= 2*n }, fmt.Sprintf(">= %d", 2*n)},
 			{"couchepi_replicator_docs_written_total", rep, func(v float64) bool { return v >= 2*n }, fmt.Sprintf(">= %d", 2*n)},
 			{"couchepi_replicator_doc_write_failures_total", rep, func(v float64) bool { return v == 0 }, "0"},
+			{"couchepi_replicator_doc_write_failures_by_reason_total", append([]string{"reason", "forbidden"}, rep...), func(v float64) bool { return v == 0 }, "0, and present"},
+			{"couchepi_replicator_doc_write_failures_by_reason_total", append([]string{"reason", "other"}, rep...), func(v float64) bool { return v == 0 }, "0, and present"},
 			{"couchepi_replicator_changes_read_total", rep, func(v float64) bool { return v >= 2*n }, fmt.Sprintf(">= %d", 2*n)},
 			{"couchepi_replicator_responses_too_many_requests_total", rep, func(v float64) bool { return v == 0 }, "0"},
 			{"couchepi_replicator_rate_limiter_backoffs_total", rep, func(v float64) bool { return v == 0 }, "0"},

@@ -120,7 +120,18 @@ func TestFaults(t *testing.T) {
 					t.Errorf("rejected doc %s is on the target", id)
 				}
 			}
-			if d := diffTrees(s.contents(t, src), got, skip); len(d) > 0 {
+			// Each refused doc is named with its revision (the one sent
+			// when the answer does not name it) and the target's words.
+			srcTree := s.contents(t, src)
+			if len(res.Stats.FailedDocs) != min(tc.rejected, MaxFailedDocs) {
+				t.Errorf("failed docs %+v, want %d", res.Stats.FailedDocs, tc.rejected)
+			}
+			for _, f := range res.Stats.FailedDocs {
+				if _, ok := srcTree[f.ID][f.Rev]; !ok || !skip[f.ID] || f.Error == "" || f.Status < 400 {
+					t.Errorf("failed doc %+v: not a refused revision of the source", f)
+				}
+			}
+			if d := diffTrees(srcTree, got, skip); len(d) > 0 {
 				t.Fatalf("target differs:\n%s", strings.Join(d, "\n"))
 			}
 		})

@@ -66,6 +66,10 @@ Replication options (same meaning as the _replicate/_replicator fields):
   --no-checkpoints             neither read nor write checkpoints
   --no-bulk-get                fetch documents one by one instead of with _bulk_get
   --winning-revs-only          replicate only winning revisions
+  --doc-write-failure count|fail
+                               what a document the target refuses does: counted
+                               and passed over (count, the default) or the end
+                               of the replication (fail)
   --json FILE                  read the replication from a _replicate body; flags override its fields
   --config FILE                CouchDB ini whose [replicator] section applies (defaults, TLS, request_timeout)
   --local-url URL              base URL that bare database names are relative to
@@ -302,6 +306,9 @@ func summary(w io.Writer, mode string, log hclog.Logger, state string, s, carrie
 		if resumed {
 			args = append(args, "total_docs_read", s.DocsRead, "total_docs_written", s.DocsWritten, "total_doc_write_failures", s.DocWriteFailures)
 		}
+		if run.DocWriteFailures > 0 {
+			args = append(args, "doc_write_failures_by_reason", byReasonText(s.DocWriteFailuresByReason))
+		}
 		log.Info(state, args...)
 	case "bar":
 		fmt.Fprintf(w, "%s: %s docs read, %s written, %s failed in %s (%s docs/s)", state,
@@ -312,7 +319,42 @@ func summary(w io.Writer, mode string, log hclog.Logger, state string, s, carrie
 				thousands(s.DocsRead), thousands(s.DocsWritten), thousands(s.DocWriteFailures))
 		}
 		fmt.Fprintln(w)
+		if run.DocWriteFailures > 0 {
+			refused(w, s)
+		}
 	}
+}
+
+// refused lists, on a terminal, the documents the target refused (the
+// last replicate.MaxFailedDocs, newest first) and the counts by kind.
+func refused(w io.Writer, s replicate.Stats) {
+	if len(s.FailedDocs) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "refused documents (%s), newest first:\n", byReasonText(s.DocWriteFailuresByReason))
+	for _, f := range s.FailedDocs {
+		fmt.Fprintf(w, "  %s", f.ID)
+		if f.Rev != "" {
+			fmt.Fprintf(w, " %s", f.Rev)
+		}
+		fmt.Fprint(w, ": ")
+		if f.Status != 0 {
+			fmt.Fprintf(w, "%d ", f.Status)
+		}
+		fmt.Fprintf(w, "%s: %s\n", f.Error, f.Reason)
+	}
+}
+
+// byReasonText is counts by kind as "forbidden 2, too_large 1", in
+// replicate.WriteFailureReasons' order.
+func byReasonText(counts map[string]int64) string {
+	var parts []string
+	for _, r := range replicate.WriteFailureReasons() {
+		if n := counts[r]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %s", r, thousands(n)))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // redactText hides passwords in any URL inside an error text (the engine

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/couchepi/couchepi/plugin/replicate"
+	"github.com/hashicorp/go-hclog"
 )
 
 // syncBuffer is a bytes.Buffer safe to read while run writes to it.
@@ -136,6 +138,38 @@ func TestResumedSummary(t *testing.T) {
 	}
 }
 
+// TestRefusedSummary: a run whose target refused documents ends its
+// summary with them and their counts by kind (issue #31 item 2).
+func TestRefusedSummary(t *testing.T) {
+	st := replicate.Stats{DocsRead: 12, DocsWritten: 10, DocWriteFailures: 2,
+		DocWriteFailuresByReason: map[string]int64{replicate.ReasonTooLarge: 1, replicate.ReasonForbidden: 1},
+		FailedDocs: []replicate.FailedDoc{
+			{ID: "big", Rev: "1-b", Status: 413, Error: "document_too_large", Reason: "big"},
+			{ID: "long...", Error: "id_too_long", Reason: "the document id is 300 bytes long"},
+		}}
+	var b bytes.Buffer
+	summary(&b, "bar", nil, "completed", st, replicate.Stats{}, time.Second)
+	want := "completed: 12 docs read, 10 written, 2 failed in 1s (10 docs/s)\n" +
+		"refused documents (forbidden 1, too_large 1), newest first:\n" +
+		"  big 1-b: 413 document_too_large: big\n" +
+		"  long...: id_too_long: the document id is 300 bytes long\n"
+	if b.String() != want {
+		t.Errorf("got  %q\nwant %q", b.String(), want)
+	}
+	b.Reset()
+	log := hclog.New(&hclog.LoggerOptions{Output: &b})
+	summary(nil, "log", log, "completed", st, replicate.Stats{}, time.Second)
+	if !strings.Contains(b.String(), `doc_write_failures=2 `) || !strings.Contains(b.String(), `doc_write_failures_by_reason="forbidden 1, too_large 1"`) {
+		t.Errorf("log summary %q", b.String())
+	}
+	// Refusals of earlier runs only: the summary of this run names none.
+	b.Reset()
+	summary(&b, "bar", nil, "completed", st, st, time.Second)
+	if strings.Contains(b.String(), "refused") {
+		t.Errorf("a run without refusals lists earlier ones: %q", b.String())
+	}
+}
+
 func TestContinuousInterrupted(t *testing.T) {
 	s := startServer(t)
 	s.seed(t, "src", 50)
@@ -183,6 +217,24 @@ func TestConfigFile(t *testing.T) {
 	}
 	if !strings.Contains(stdout, "docs_written=0") || !strings.Contains(stdout, "doc_write_failures=10") {
 		t.Errorf("ids longer than max_document_id_length were not skipped and counted:\n%s", stdout)
+	}
+	// doc_write_failure: the [replicator] default, and the flag over it.
+	failing := writeFile(t, dir, "fail.ini", "[replicator]\nmax_document_id_length = 9\ndoc_write_failure = fail\n")
+	for i, tc := range []struct {
+		args   []string
+		code   int
+		stderr string
+	}{
+		{[]string{"--config", failing}, exitFailed, "couchrep: doc_write_failed: document `doc000"},
+		{[]string{"--config", short, "--doc-write-failure", "fail"}, exitFailed, "longer than max_document_id_length (9); the replication's doc_write_failure is `fail`"},
+		{[]string{"--config", failing, "--doc-write-failure", "count"}, exitDone, ""},
+		{[]string{"--doc-write-failure", "stop"}, exitUsage, "`doc_write_failure` must be `count` or `fail`"},
+	} {
+		args := append(tc.args, "--create-target", s.base+"src", s.base+fmt.Sprint("tgt-dwf", i))
+		code, stdout, stderr := runCLI(t, nil, args...)
+		if code != tc.code || !strings.Contains(stderr, tc.stderr) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q\nstdout: %s", tc.args, code, stderr, tc.code, tc.stderr, stdout)
+		}
 	}
 	badCert := writeFile(t, dir, "cert.ini", "[replicator]\ncert_file = "+filepath.Join(dir, "none.pem")+"\nkey_file = "+filepath.Join(dir, "none.key")+"\npassword = hunter2\n")
 	code, _, stderr = runCLI(t, nil, "--config", badCert, s.base+"src", s.base+"tgt2")

@@ -290,7 +290,12 @@ func (r *run) putDoc(ctx context.Context, id, rev, contentType string, body io.R
 		return fetchDone, nil
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden ||
 		resp.StatusCode == http.StatusRequestEntityTooLarge || resp.StatusCode == http.StatusUnsupportedMediaType ||
-		resp.StatusCode == http.StatusBadRequest && strings.HasPrefix(res.Reason, "Attachment name "):
+		resp.StatusCode == http.StatusBadRequest:
+		// A refusal of this doc: counted, as the same doc refused in a
+		// _bulk_docs answer is. CouchDB counts a 400 only for an invalid
+		// attachment name and crashes on the others (a revision the
+		// target cannot import, say), which would crash the job again
+		// at every retry.
 		return fetchDone, r.docWriteFailed(FailedDoc{ID: id, Rev: rev, Status: resp.StatusCode, Error: res.Error, Reason: res.Reason})
 	case resp.StatusCode == http.StatusPreconditionFailed && res.Error == "missing_stub":
 		return fetchMissingStub, nil

@@ -197,15 +197,24 @@ func TestUnimportableRevCountsAsFailure(t *testing.T) {
 	if code, body := s.do(t, "PUT", src+"/big", `{"_rev":"9007199254740991-bbbb","x":1}`); code != 201 {
 		t.Fatalf("update past the import bound: %d %s", code, body)
 	}
+	// The same with an attachment: the doc goes in its own PUT, and the
+	// target's 400 is counted as well, not a crash of the job.
+	if code, body := s.do(t, "POST", src+"/_bulk_docs", `{"new_edits":false,"docs":[{"_id":"bigatt","_rev":"9007199254740991-cccc"}]}`); code != 201 {
+		t.Fatalf("plant: %d %s", code, body)
+	}
+	if code, body := s.do(t, "PUT", src+"/bigatt", `{"_rev":"9007199254740991-cccc","_attachments":{"a.txt":{"content_type":"text/plain","data":"aGVsbG8="}}}`); code != 201 {
+		t.Fatalf("update past the import bound: %d %s", code, body)
+	}
 	res := runRep(t, testRep(s, src, tgt), Options{})
 	want := s.contents(t, src)
 	delete(want, "big")
+	delete(want, "bigatt")
 	got := s.contents(t, tgt)
 	if d := diffTrees(want, got, nil); len(d) > 0 {
 		t.Fatalf("target differs:\n%s", strings.Join(d, "\n"))
 	}
-	if res.Stats.DocWriteFailures != 1 {
-		t.Fatalf("doc_write_failures %d, want 1 (stats %+v)", res.Stats.DocWriteFailures, res.Stats)
+	if res.Stats.DocWriteFailures != 2 || res.Stats.DocWriteFailuresByReason[ReasonBadRequest] != 2 {
+		t.Fatalf("doc_write_failures %d, want 2 (stats %+v)", res.Stats.DocWriteFailures, res.Stats)
 	}
 }
 

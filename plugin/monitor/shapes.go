@@ -48,8 +48,7 @@ func user(rec *jobdata.Record) string {
 // jobJSON renders one `_scheduler/jobs` entry (CouchDB 3.x shape), with
 // couchepi's doc_write_failures_by_reason after CouchDB's keys.
 func jobJSON(rec *jobdata.Record) json.RawMessage {
-	o := jobObject(rec)
-	return addFailureCounts(o, rec).Raw()
+	return addFailureCounts(jobObject(rec), rec).Raw()
 }
 
 // jobDetailJSON renders `_scheduler/jobs/{id}`: the entry and the job's

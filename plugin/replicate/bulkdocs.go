@@ -88,7 +88,7 @@ func (w *bulkWriter) write(ctx context.Context, docs []json.RawMessage) error {
 		return newError("bulk_docs_failed", "invalid _bulk_docs response from "+tgt.RedactedURL()+": "+err.Error(), false)
 	}
 	failed := 0
-	var sent *sentRevs
+	var sent sentRevs
 	var firstErr error
 	for _, res := range results {
 		if res.Error == "" {
@@ -128,21 +128,21 @@ func couchErrorBody(resp *http.Response) (errName, reason string) {
 // sent, taken one per refusal.
 type sentRevs map[string][]string
 
-func newSentRevs(docs []json.RawMessage) *sentRevs {
-	m := sentRevs{}
+func newSentRevs(docs []json.RawMessage) sentRevs {
+	s := sentRevs{}
 	for _, d := range docs {
 		id, rev := docIDRev(d)
-		m[id] = append(m[id], rev)
+		s[id] = append(s[id], rev)
 	}
-	return &m
+	return s
 }
 
-func (s *sentRevs) take(id string) string {
-	revs := (*s)[id]
+func (s sentRevs) take(id string) string {
+	revs := s[id]
 	if len(revs) == 0 {
 		return ""
 	}
-	(*s)[id] = revs[1:]
+	s[id] = revs[1:]
 	return revs[0]
 }
 

@@ -295,11 +295,13 @@ func (f *faultCluster) killNode(r *faultResult) {
 }
 
 func (f *faultCluster) pauseNode(r *faultResult) {
-	const victim = 0
-	node := f.nodes[victim]
-	if f.on(f.names[victim]) == 0 {
-		f.waitShare(f.names[victim], time.Now())
+	// The node with more jobs, so that its old workers have something to
+	// resume (after the first fault a node without rebalancing has none).
+	victim := 0
+	if f.on(f.names[1]) > f.on(f.names[0]) {
+		victim = 1
 	}
+	node := f.nodes[victim]
 	pids := []int{node.s.PID()}
 	if pid, err := node.s.PluginPID("replicator"); err == nil && pid > 0 {
 		pids = append(pids, pid)

@@ -154,22 +154,36 @@ func (a *Authenticator) Cookie(ctx context.Context, name string) (string, bool) 
 }
 
 // SetCookieHeader formats the Set-Cookie header CouchDB sends for a
-// session made at now: persistent (Expires and Max-Age of [chttpd_auth]
-// timeout) unless [chttpd_auth] allow_persistent_cookies is false, in
-// mochiweb's order and date format.
-func (a *Authenticator) SetCookieHeader(value string, now time.Time) string {
+// session cookie made at now for a request to r, in mochiweb's order and
+// date format: persistent (Expires and Max-Age of [chttpd_auth] timeout)
+// unless [chttpd_auth] allow_persistent_cookies is false, Secure over
+// https, and [chttpd_auth] cookie_domain and same_site when set. CouchDB
+// clears a session (a failed login, DELETE /_session) with the same
+// attributes and an empty value.
+func (a *Authenticator) SetCookieHeader(r *http.Request, value string, now time.Time) string {
 	h := CookieName + "=" + value + "; Version=1"
 	if a.cfg.GetDefault("chttpd_auth", "allow_persistent_cookies", "true") != "false" {
 		t := a.timeout()
 		h += "; Expires=" + now.Add(t).UTC().Format("Mon, 02-Jan-2006 15:04:05 GMT") +
 			"; Max-Age=" + strconv.Itoa(int(t/time.Second))
 	}
-	return h + "; Path=/; HttpOnly"
+	if r.TLS != nil {
+		h += "; Secure"
+	}
+	if d := a.cfg.GetDefault("chttpd_auth", "cookie_domain", ""); d != "" {
+		h += "; Domain=" + d
+	}
+	h += "; Path=/; HttpOnly"
+	switch strings.ToLower(a.cfg.GetDefault("chttpd_auth", "same_site", "")) {
+	case "none":
+		h += "; SameSite=None"
+	case "lax":
+		h += "; SameSite=Lax"
+	case "strict":
+		h += "; SameSite=Strict"
+	}
+	return h
 }
-
-// ClearCookieHeader is the Set-Cookie header CouchDB sends with a failed
-// login: an empty session cookie.
-const ClearCookieHeader = CookieName + "=; Version=1; Path=/; HttpOnly"
 
 // ErrUnauthorized is CouchDB's 401 for bad basic-auth credentials.
 var ErrUnauthorized = &hooks.Error{Status: 401, Err: "unauthorized", Reason: "Name or password is incorrect."}

@@ -158,7 +158,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if refresh != "" {
-		w.Header().Add("Set-Cookie", s.auth.SetCookieHeader(refresh, time.Now()))
+		w.Header().Add("Set-Cookie", s.auth.SetCookieHeader(r, refresh, time.Now()))
 	}
 	if user.Name == "" && raw != "/_session" && raw != "/_up" &&
 		s.cfg.GetDefault("chttpd", "require_valid_user", "false") == "true" {

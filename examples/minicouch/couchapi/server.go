@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
-	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -236,10 +235,16 @@ func (s *Server) handleUtils(q *request) {
 }
 
 // handleSession is `/_session`: GET the current user, POST to log in
-// (JSON or form), DELETE to log out.
+// (JSON or form, the name as `name` or `username`), DELETE to log out.
+// As CouchDB, POST and DELETE redirect to `next` (a failed login to
+// `fail`) when the query names one.
 func (s *Server) handleSession(q *request) {
 	switch q.r.Method {
 	case "GET", "HEAD":
+		if q.user.Name == "" && q.query("basic") == "true" {
+			writeError(q.w, &hooks.Error{Status: 401, Err: "unauthorized", Reason: "Please login."})
+			return
+		}
 		// CouchDB 3.5 names no authentication_db here.
 		info := map[string]any{"authentication_handlers": []string{"cookie", "default"}}
 		if q.user.Name != "" {
@@ -251,56 +256,39 @@ func (s *Server) handleSession(q *request) {
 		}
 		writeJSON(q.w, 200, map[string]any{"ok": true, "userCtx": q.user, "info": info})
 	case "POST":
-		var name, password string
-		mt, _ := mediaType(q.r)
-		switch mt {
-		case "application/x-www-form-urlencoded":
-			b, herr := readBody(q.r)
-			if herr != nil {
-				writeError(q.w, herr)
-				return
-			}
-			vals, err := url.ParseQuery(string(b))
-			if err != nil {
-				writeError(q.w, badRequest("invalid form"))
-				return
-			}
-			name, password = vals.Get("name"), vals.Get("password")
-		case "application/json":
-			var body struct {
-				Name     any `json:"name"`
-				Password any `json:"password"`
-			}
-			if herr := readJSONBody(q.r, &body); herr != nil {
-				writeError(q.w, herr)
-				return
-			}
-			name, _ = body.Name.(string)
-			password, _ = body.Password.(string)
-		default:
-			writeError(q.w, &hooks.Error{Status: 415, Err: "bad_content_type", Reason: "Content-Type must be application/x-www-form-urlencoded or application/json"})
+		form, herr := readLoginForm(q.r)
+		if herr != nil {
+			writeError(q.w, herr)
 			return
 		}
+		name, herr := loginName(form)
+		if herr != nil {
+			writeError(q.w, herr)
+			return
+		}
+		password, _ := form.value("password")
 		u, lerr := s.auth.Login(q.ctx(), name, password, auth.Peer(q.r))
 		if lerr != nil {
-			if lerr.Status == 401 {
-				q.w.Header().Add("Set-Cookie", auth.ClearCookieHeader)
+			if lerr.Status != 401 {
+				writeError(q.w, lerr)
+				return
 			}
-			writeError(q.w, lerr)
+			q.w.Header().Add("Set-Cookie", s.auth.SetCookieHeader(q.r, "", time.Now()))
+			writeJSON(q.w, s.redirectSession(q, "fail", lerr.Status), lerr)
 			return
 		}
 		if ck, ok := s.auth.Cookie(q.ctx(), name); ok {
-			q.w.Header().Add("Set-Cookie", s.auth.SetCookieHeader(ck, time.Now()))
+			q.w.Header().Add("Set-Cookie", s.auth.SetCookieHeader(q.r, ck, time.Now()))
 		}
 		roles := u.Roles
 		if roles == nil {
 			roles = []string{}
 		}
 		s.log.Debug("session created", "user", name)
-		writeJSON(q.w, 200, map[string]any{"ok": true, "name": name, "roles": roles})
+		writeJSON(q.w, s.redirectSession(q, "next", http.StatusOK), map[string]any{"ok": true, "name": name, "roles": roles})
 	case "DELETE":
-		q.w.Header().Add("Set-Cookie", auth.CookieName+"=; Version=1; Expires=Thu, 01-Jan-1970 00:00:00 GMT; Max-Age=0; Path=/; HttpOnly")
-		writeJSON(q.w, 200, okJSON)
+		q.w.Header().Add("Set-Cookie", s.auth.SetCookieHeader(q.r, "", time.Now()))
+		writeJSON(q.w, s.redirectSession(q, "next", http.StatusOK), okJSON)
 	default:
 		writeError(q.w, methodNotAllowed("GET,HEAD,POST,DELETE"))
 	}

@@ -189,7 +189,7 @@ func (s *Server) allDocs(d *dbReq, kind string) {
 		}
 		if o.UpdateSeq {
 			bw.WriteString(`,"update_seq":`)
-			bw.Write(jsonenc.AppendString(nil, formatSeq(seq, d.db.UUID())))
+			bw.Write(jsonenc.AppendString(nil, s.seqs.format(seq, d.db.UUID())))
 		}
 		bw.WriteString(`,"rows":[`)
 	}

@@ -68,6 +68,7 @@ type Server struct {
 	url     string
 	fauxton string
 	node    string
+	seqs    seqFormat
 	started time.Time
 	mx      *httpMetrics
 }
@@ -82,7 +83,7 @@ func New(opts Options) *Server {
 	}
 	s := &Server{
 		store: opts.Store, cfg: opts.Config, hooks: opts.Hooks, log: opts.Logger,
-		url: opts.URL, fauxton: opts.FauxtonDir, node: opts.Node, started: time.Now(), mx: newHTTPMetrics(),
+		url: opts.URL, fauxton: opts.FauxtonDir, node: opts.Node, seqs: seqFormat{node: opts.Node}, started: time.Now(), mx: newHTTPMetrics(),
 	}
 	s.auth = auth.New(opts.Config, s.lookupUser)
 	if opts.Store != nil {

@@ -90,7 +90,7 @@ func (s *Server) parseChanges(d *dbReq) (*changesReq, *hooks.Error) {
 	c.descending = q.Get("descending") == "true"
 	cur := d.db.UpdateSeq()
 	var ok bool
-	if c.since, ok = parseSince(since, cur); !ok {
+	if c.since, ok = parseSince(since, cur, d.db.UUID()); !ok {
 		return nil, errBadSince
 	}
 	if c.descending && since == "" {
@@ -334,7 +334,7 @@ func (s *Server) changeRow(d *dbReq, c *changesReq, ch store.Change) ([]byte, er
 	if !c.seqShown() {
 		buf = append(buf, "null"...)
 	} else {
-		buf = jsonenc.AppendString(buf, formatSeq(ch.Seq, d.db.UUID()))
+		buf = jsonenc.AppendString(buf, s.seqs.format(ch.Seq, d.db.UUID()))
 	}
 	buf = append(buf, `,"id":`...)
 	buf = jsonenc.AppendString(buf, ch.ID)
@@ -494,7 +494,7 @@ func (s *Server) changesNormal(d *dbReq, c *changesReq) {
 		bw.WriteString("\n")
 	}
 	bw.WriteString("],\n" + `"last_seq":`)
-	bw.Write(jsonenc.AppendString(nil, formatSeq(last, d.db.UUID())))
+	bw.Write(jsonenc.AppendString(nil, s.seqs.format(last, d.db.UUID())))
 	bw.WriteString(`,"pending":` + strconv.FormatInt(pending, 10) + "}\n")
 	_ = bw.Flush()
 }
@@ -635,7 +635,7 @@ func (s *Server) changesStream(d *dbReq, c *changesReq) {
 	}
 	if !es {
 		bw.WriteString(`{"last_seq":`)
-		bw.Write(jsonenc.AppendString(nil, formatSeq(last, d.db.UUID())))
+		bw.Write(jsonenc.AppendString(nil, s.seqs.format(last, d.db.UUID())))
 		bw.WriteString(`,"pending":` + strconv.FormatInt(pending, 10) + "}\n")
 	}
 	_ = flush()

@@ -231,15 +231,15 @@ func (s *Server) dbInfo(d *dbReq) {
 		writeError(d.w, err)
 		return
 	}
-	writeJSON(d.w, 200, newDBInfoJSON(d.name, info))
+	writeJSON(d.w, 200, s.newDBInfoJSON(d.name, info))
 }
 
 // newDBInfoJSON renders store db info as CouchDB 3 does.
-func newDBInfoJSON(name string, info store.DBInfo) dbInfoJSON {
+func (s *Server) newDBInfoJSON(name string, info store.DBInfo) dbInfoJSON {
 	out := dbInfoJSON{
 		InstanceStartTime: "0", DBName: name,
-		PurgeSeq:  formatSeq(info.PurgeSeq, info.UUID),
-		UpdateSeq: formatSeq(info.UpdateSeq, info.UUID),
+		PurgeSeq:  s.seqs.format(info.PurgeSeq, info.UUID),
+		UpdateSeq: s.seqs.format(info.UpdateSeq, info.UUID),
 		Sizes:     info.Sizes, DocDelCount: info.DocDelCount, DocCount: info.DocCount,
 		DiskFormatVersion: 8,
 	}

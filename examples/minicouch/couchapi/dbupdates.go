@@ -30,7 +30,8 @@ func (s *Server) handleDBUpdates(q *request) {
 		writeError(q.w, badRequest("Supported `feed` types: normal, continuous, longpoll, eventsource"))
 		return
 	}
-	since, ok := parseSince(qs.Get("since"), s.store.DBUpdatesSeq())
+	uuid, _ := s.cfg.Get("couchdb", "uuid")
+	since, ok := parseSince(qs.Get("since"), s.store.DBUpdatesSeq(), uuid)
 	if !ok {
 		writeError(q.w, badRequest("Malformed sequence supplied in 'since' parameter."))
 		return
@@ -64,8 +65,7 @@ func (s *Server) handleDBUpdates(q *request) {
 		}
 		heartbeat = time.Duration(n) * time.Millisecond
 	}
-	uuid, _ := s.cfg.Get("couchdb", "uuid")
-	seqStr := func(n uint64) string { return formatSeq(n, uuid) }
+	seqStr := func(n uint64) string { return s.seqs.format(n, uuid) }
 	row := func(u store.DBUpdate) []byte {
 		b := []byte(`{"db_name":`)
 		b = jsonenc.AppendString(b, u.DBName)

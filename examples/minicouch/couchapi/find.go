@@ -382,7 +382,7 @@ func (s *Server) dbsInfo(q *request) {
 			out = append(out, dbsInfoError{Key: n, Error: "not_found"})
 			continue
 		}
-		out = append(out, dbsInfoRow{Key: n, Info: newDBInfoJSON(n, info)})
+		out = append(out, dbsInfoRow{Key: n, Info: s.newDBInfoJSON(n, info)})
 	}
 	writeJSON(q.w, 200, out)
 }

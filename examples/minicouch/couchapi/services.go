@@ -29,7 +29,7 @@ func (s *Server) ListDBs(ctx context.Context) ([]hooks.DBInfo, error) {
 		if err != nil {
 			continue
 		}
-		out = append(out, hooks.DBInfo{Name: n, UUID: db.UUID(), UpdateSeq: formatSeq(db.UpdateSeq(), db.UUID())})
+		out = append(out, hooks.DBInfo{Name: n, UUID: db.UUID(), UpdateSeq: s.seqs.format(db.UpdateSeq(), db.UUID())})
 	}
 	return out, nil
 }
@@ -48,21 +48,21 @@ func (s *Server) Changes(ctx context.Context, dbName, since string, limit int) (
 	if err != nil {
 		return hooks.ChangesPage{}, err
 	}
-	from, ok := parseSince(since, db.UpdateSeq())
+	from, ok := parseSince(since, db.UpdateSeq(), db.UUID())
 	if !ok {
 		return hooks.ChangesPage{}, errBadSince
 	}
 	page := hooks.ChangesPage{Results: []hooks.Change{}}
 	res, err := db.Changes(ctx, store.ChangesOptions{Since: from, Limit: limit}, func(ch store.Change) error {
 		page.Results = append(page.Results, hooks.Change{
-			Seq: formatSeq(ch.Seq, db.UUID()), ID: ch.ID, Revs: ch.Revs, Deleted: ch.Deleted,
+			Seq: s.seqs.format(ch.Seq, db.UUID()), ID: ch.ID, Revs: ch.Revs, Deleted: ch.Deleted,
 		})
 		return nil
 	})
 	if err != nil {
 		return hooks.ChangesPage{}, asCouchError(err)
 	}
-	page.LastSeq = formatSeq(res.LastSeq, db.UUID())
+	page.LastSeq = s.seqs.format(res.LastSeq, db.UUID())
 	page.Pending = res.Pending
 	return page, nil
 }

@@ -225,7 +225,7 @@ func (s *Server) view(d *dbReq, ddoc, name string) {
 		}
 		res := map[string]any{"rows": out}
 		if vq.updateSeq {
-			res["update_seq"] = formatSeq(seq, d.db.UUID())
+			res["update_seq"] = s.seqs.format(seq, d.db.UUID())
 		}
 		writeJSON(d.w, 200, res)
 		return
@@ -268,7 +268,7 @@ func (s *Server) view(d *dbReq, ddoc, name string) {
 	buf.WriteString(`{"total_rows":` + strconv.Itoa(total) + `,"offset":` + strconv.Itoa(offset))
 	if vq.updateSeq {
 		buf.WriteString(`,"update_seq":`)
-		buf.Write(jsonenc.AppendString(nil, formatSeq(seq, d.db.UUID())))
+		buf.Write(jsonenc.AppendString(nil, s.seqs.format(seq, d.db.UUID())))
 	}
 	buf.WriteString(`,"rows":[`)
 	for i, r := range selected {

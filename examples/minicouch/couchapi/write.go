@@ -224,7 +224,7 @@ func (s *Server) afterWrite(ctx context.Context, db *store.DB, id string) {
 	body, _ := d.MarshalJSON()
 	s.hooks.AfterDocWrite(hooks.DocWrite{
 		DB: db.Name(), DBUUID: db.UUID(), DocID: id, Rev: d.Rev,
-		Seq: formatSeq(d.Seq, db.UUID()), Deleted: deleted || d.Deleted, Doc: body,
+		Seq: s.seqs.format(d.Seq, db.UUID()), Deleted: deleted || d.Deleted, Doc: body,
 	})
 }
 
@@ -234,7 +234,7 @@ func (s *Server) dbUpdated(db *store.DB) {
 	if s.hooks == nil || !s.hooks.Subscribed(hooks.DBUpdated, db.Name()) {
 		return
 	}
-	s.hooks.DBUpdated(db.Name(), formatSeq(db.UpdateSeq(), db.UUID()))
+	s.hooks.DBUpdated(db.Name(), s.seqs.format(db.UpdateSeq(), db.UUID()))
 }
 
 // pickWinner returns the winning revision among all-deleted leaves: the

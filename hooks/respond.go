@@ -74,7 +74,8 @@ func errorName(status int) string {
 }
 
 // WriteJSON answers with v as CouchDB does: compact JSON without HTML
-// escaping, then a newline.
+// escaping, then a newline, with Content-Type: application/json and
+// Cache-Control: must-revalidate.
 func WriteJSON(w http.ResponseWriter, status int, v any) {
 	b, err := jsonobj.Marshal(v)
 	if err != nil {
@@ -82,6 +83,7 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "must-revalidate")
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))

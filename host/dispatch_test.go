@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -141,6 +142,16 @@ func TestDispatchEveryHook(t *testing.T) {
 	}
 	if u, _ := echo["user"].(map[string]any); u["name"] != "alice" {
 		t.Errorf("echo user = %v", echo["user"])
+	}
+	// The host adds what CouchDB sends with every JSON answer and the
+	// plugin did not (docguard sets only Content-Type), errors included.
+	for _, w := range []*httptest.ResponseRecorder{r, do(t, h, "GET", "/_docguard/nope", nil, alice), do(t, h, "GET", "/_other", nil, alice)} {
+		if cc, id, bt := w.Header().Get("Cache-Control"), w.Header().Get("X-Couch-Request-ID"), w.Header().Get("X-CouchDB-Body-Time"); cc != "must-revalidate" || len(id) != 10 || bt != "0" {
+			t.Errorf("%d answer: Cache-Control %q, X-Couch-Request-ID %q, X-CouchDB-Body-Time %q", w.Code, cc, id, bt)
+		}
+	}
+	if w := do(t, h, "GET", "/_docguard/blob?size=3", nil, alice); w.Header().Get("Cache-Control") != "" {
+		t.Errorf("a non-JSON answer got Cache-Control %q", w.Header().Get("Cache-Control"))
 	}
 	if r := do(t, h, "GET", "/_docguard/nope", nil, alice); r.Code != 404 || !strings.Contains(r.Body.String(), `"error":"not_found"`) {
 		t.Errorf("unknown plugin path: %d %s", r.Code, r.Body.String())

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"math/rand/v2"
 	"net/http"
+	"strings"
 
 	"github.com/couchepi/couchepi/hooks"
 	pb "github.com/couchepi/couchepi/internal/hookspb"
@@ -98,6 +100,7 @@ func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	for _, hd := range rh.GetHeaders() {
 		w.Header()[hd.GetName()] = hd.GetValues()
 	}
+	couchJSONHeaders(w.Header())
 	status := int(rh.GetStatus())
 	if status == 0 {
 		status = http.StatusOK
@@ -129,9 +132,37 @@ func itoa(n int64) string {
 	return string(b)
 }
 
+// couchJSONHeaders adds what CouchDB 3.5 sends with every answer of these
+// endpoints and a plugin's answer or the server may lack: Cache-Control:
+// must-revalidate on JSON, a request id and the body time.
+func couchJSONHeaders(h http.Header) {
+	if h.Get("Cache-Control") == "" && strings.HasPrefix(h.Get("Content-Type"), "application/json") {
+		h.Set("Cache-Control", "must-revalidate")
+	}
+	if h.Get("X-Couch-Request-ID") == "" {
+		h.Set("X-Couch-Request-ID", requestID())
+	}
+	if h.Get("X-CouchDB-Body-Time") == "" {
+		h.Set("X-CouchDB-Body-Time", "0")
+	}
+}
+
+// requestID is a request id as CouchDB makes them: 10 hex digits.
+func requestID() string {
+	const digits = "0123456789abcdef"
+	n := rand.Uint64()
+	b := make([]byte, 10)
+	for i := range b {
+		b[i] = digits[n&15]
+		n >>= 4
+	}
+	return string(b)
+}
+
 // writeError writes a CouchDB error response.
 func writeError(w http.ResponseWriter, e *hooks.Error) {
 	w.Header().Set("Content-Type", "application/json")
+	couchJSONHeaders(w.Header())
 	w.WriteHeader(e.Status)
 	b, _ := json.Marshal(e)
 	w.Write(append(b, '\n'))

@@ -295,21 +295,13 @@ func (s *Server) putAttachment(d *dbReq, id, name string) {
 	}
 	s.dbUpdated(d.db)
 	s.afterWrite(d.ctx(), d.db, id)
-	d.w.Header().Set("Location", absURL(d.r, "/"+escapeDB(d.name)+"/"+escapeDocID(id)+"/"+escapeAttName(name)))
-	d.w.Header().Set("ETag", `"`+newRev+`"`)
+	// As CouchDB: a Location and no ETag.
+	d.w.Header().Set("Location", docURL(d, id)+"/"+couchURLEncode(name))
 	writeJSON(d.w, 201, struct {
 		OK  bool   `json:"ok"`
 		ID  string `json:"id"`
 		Rev string `json:"rev"`
 	}{true, id, newRev})
-}
-
-func escapeAttName(name string) string {
-	parts := strings.Split(name, "/")
-	for i, p := range parts {
-		parts[i] = escapeDB(p)
-	}
-	return strings.Join(parts, "/")
 }
 
 func (s *Server) deleteAttachment(d *dbReq, id, name string) {
@@ -337,7 +329,6 @@ func (s *Server) deleteAttachment(d *dbReq, id, name string) {
 	}
 	s.dbUpdated(d.db)
 	s.afterWrite(d.ctx(), d.db, id)
-	d.w.Header().Set("ETag", `"`+newRev+`"`)
 	writeJSON(d.w, 200, struct {
 		OK  bool   `json:"ok"`
 		ID  string `json:"id"`

@@ -181,6 +181,7 @@ func (s *Server) bulkGet(d *dbReq) {
 		return
 	}
 	base.Rev = ""
+	base = revOptions(base)
 	results := bulkGetAll(d, *body.Docs, base)
 	if acceptsMultipart(d.r, "multipart/mixed") && !s.readHooked(d.name) {
 		s.writeBulkGetMultipart(d, results)
@@ -312,7 +313,7 @@ func bulkGetAll(d *dbReq, items []bulkGetItem, base store.GetOptions) []bulkGetR
 func (s *Server) writeBulkGetMultipart(d *dbReq, results []bulkGetResult) {
 	boundary := newBoundary()
 	d.w.Header().Set("Content-Type", `multipart/mixed; boundary="`+boundary+`"`)
-	d.w.Header().Set("Cache-Control", "must-revalidate")
+	// As CouchDB: multipart answers carry no Cache-Control.
 	d.w.WriteHeader(200)
 	mw := multipart.NewWriter(d.w)
 	_ = mw.SetBoundary(boundary)

@@ -36,6 +36,7 @@ type changesReq struct {
 	// byID: the filter picks docs by id (_doc_ids, _design). CouchDB folds
 	// over those docs only, so its pending counts every other change too.
 	byID bool
+	body []byte // a POST's body, part of the normal feed's ETag
 }
 
 // changes is GET/POST /{db}/_changes with every feed type and filter.
@@ -74,6 +75,7 @@ func (s *Server) parseChanges(d *dbReq) (*changesReq, *hooks.Error) {
 		if herr != nil {
 			return nil, herr
 		}
+		c.body = b
 		if len(strings.TrimSpace(string(b))) > 0 {
 			if herr := decodeJSON(b, &body); herr != nil {
 				return nil, herr
@@ -449,10 +451,11 @@ func (e *filterError) Error() string { return e.err.Error() }
 // row was sent fails the request with a CouchDB error.
 func (s *Server) changesNormal(d *dbReq, c *changesReq) {
 	if c.feed == "normal" {
-		// As CouchDB: the feed's ETag follows the db's state (and here the
-		// query too, so another query is never answered 304).
-		etag := etagOf(d.db.UUID(), strconv.FormatUint(d.db.UpdateSeq(), 10), d.r.URL.RawQuery)
-		if d.r.Method == "GET" && notModified(d.w, d.r, etag) {
+		// As CouchDB: the normal feed's ETag, on GET, HEAD and POST, follows
+		// the db's state (and here the query and body too, so another query
+		// is never answered 304).
+		etag := etagOf(d.db.UUID(), strconv.FormatUint(d.db.UpdateSeq(), 10), d.r.URL.RawQuery, string(c.body))
+		if notModified(d.w, d.r, etag) {
 			return
 		}
 	}

@@ -175,7 +175,7 @@ func (s *Server) createDB(q *request, name string) {
 	if s.hooks != nil {
 		s.hooks.AfterDBCreate(name, db.UUID())
 	}
-	q.w.Header().Set("Location", absURL(q.r, "/"+escapeDB(name)))
+	q.w.Header().Set("Location", absURL(q.r, "/"+couchURLEncode(name)))
 	writeJSON(q.w, 201, okJSON)
 }
 

@@ -24,17 +24,41 @@ func absURL(r *http.Request, path string) string {
 	return scheme + "://" + r.Host + path
 }
 
-// escapeDB escapes a db name for a URL path ("/" becomes %2F).
-func escapeDB(name string) string { return url.PathEscape(name) }
-
-// escapeDocID escapes a doc id for a URL path, keeping the _design/ and
-// _local/ prefixes readable as CouchDB does.
-func escapeDocID(id string) string {
-	// Design doc ids keep their slash; CouchDB escapes _local's (_local%2Fid).
-	if strings.HasPrefix(id, store.DesignPrefix) {
-		return store.DesignPrefix + url.PathEscape(id[len(store.DesignPrefix):])
+// couchURLEncode escapes s for a Location header as CouchDB's
+// couch_util:url_encode does: every byte but ASCII letters, digits and
+// `_.-:` becomes %XX, so a design doc's slash is %2F (_design%2Fd1).
+func couchURLEncode(s string) string {
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_', c == '.', c == '-', c == ':':
+			b.WriteByte(c)
+		default:
+			b.WriteByte('%')
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&15])
+		}
 	}
-	return url.PathEscape(id)
+	return b.String()
+}
+
+// docURL is the absolute URL of doc id in the request's db, as CouchDB
+// writes it in Location.
+func docURL(d *dbReq, id string) string {
+	return absURL(d.r, "/"+couchURLEncode(d.name)+"/"+couchURLEncode(id))
+}
+
+// docETag is the ETag of a stored revision: its rev, quoted; a _local
+// doc's, whose rev need not change when its body does, also hashes the
+// body (CouchDB's doc_etag).
+func docETag(id, rev string, body []byte) string {
+	if strings.HasPrefix(id, store.LocalPrefix) {
+		return etagOf(rev, string(body))
+	}
+	return `"` + rev + `"`
 }
 
 // serveDoc dispatches `/{db}/{id}` and `/{db}/{id}/{attachment}`.
@@ -76,15 +100,21 @@ func checkDesignWrite(d *dbReq, id string) *hooks.Error {
 	return nil
 }
 
-// writeResult answers a single successful doc write.
-func writeDocOK(d *dbReq, status int, id, rev string) {
-	d.w.Header().Set("Location", absURL(d.r, "/"+escapeDB(d.name)+"/"+escapeDocID(id)))
-	d.w.Header().Set("ETag", `"`+rev+`"`)
+// writeDocOK answers a successful write of doc (stored as rev) as
+// CouchDB answers its method: Location on PUT, POST and COPY, an ETag on
+// PUT, DELETE and COPY.
+func writeDocOK(d *dbReq, status int, doc *store.Doc, rev string) {
+	if d.r.Method != "DELETE" {
+		d.w.Header().Set("Location", docURL(d, doc.ID))
+	}
+	if d.r.Method != "POST" {
+		d.w.Header().Set("ETag", docETag(doc.ID, rev, doc.Body))
+	}
 	writeJSON(d.w, status, struct {
 		OK  bool   `json:"ok"`
 		ID  string `json:"id"`
 		Rev string `json:"rev"`
-	}{true, id, rev})
+	}{true, doc.ID, rev})
 }
 
 // writeOne writes one doc through the full write path and answers.
@@ -113,7 +143,8 @@ func (s *Server) writeOne(d *dbReq, doc *store.Doc, newEdits bool, status int) {
 	if d.query("batch") == "ok" {
 		status = 202
 	}
-	writeDocOK(d, status, res[0].ID, rev)
+	doc.ID = res[0].ID
+	writeDocOK(d, status, doc, rev)
 }
 
 // parseDocBody parses a JSON doc body with CouchDB's errors.
@@ -274,19 +305,28 @@ func (s *Server) getDoc(d *dbReq, id string) {
 		return
 	}
 	if or := q.Get("open_revs"); or != "" {
-		s.openRevs(d, id, or, opts)
+		s.openRevs(d, id, or, revOptions(opts))
 		return
+	}
+	if opts.Latest {
+		// As CouchDB: latest reads the winning revision whatever rev says.
+		opts.Rev = ""
+	}
+	if opts.Rev != "" {
+		opts = revOptions(opts)
 	}
 	doc, err := d.db.Get(d.ctx(), id, opts)
 	if err != nil {
 		writeError(d.w, err)
 		return
 	}
-	etag := `"` + doc.Rev + `"`
-	if !s.readHooked(d.name) {
-		if inm := d.r.Header.Get("If-None-Match"); inm == etag {
-			d.w.Header().Set("ETag", etag)
-			d.w.WriteHeader(http.StatusNotModified)
+	// As CouchDB: no ETag on an answer with metadata about the doc's other
+	// revisions or its seq, which can change while the revision does not.
+	withETag := len(doc.RevsInfo) == 0 && !opts.LocalSeq && len(doc.Conflicts) == 0 && len(doc.DeletedConflicts) == 0
+	etag := docETag(doc.ID, doc.Rev, doc.Body)
+	hooked := s.readHooked(d.name) && !strings.HasPrefix(doc.ID, store.LocalPrefix)
+	if !hooked {
+		if withETag && notModified(d.w, d.r, etag) {
 			return
 		}
 		wantData := false
@@ -294,7 +334,6 @@ func (s *Server) getDoc(d *dbReq, id string) {
 			wantData = wantData || !a.Stub
 		}
 		if wantData && acceptsMultipart(d.r, "multipart/related") {
-			d.w.Header().Set("ETag", etag)
 			s.writeMultipartDoc(d, doc)
 			return
 		}
@@ -304,19 +343,23 @@ func (s *Server) getDoc(d *dbReq, id string) {
 		writeError(d.w, err)
 		return
 	}
-	if s.readHooked(d.name) {
+	if withETag && hooked {
 		// after_doc_read may present another revision (the replicator
 		// does, to readers who must not learn the stored one): the ETag
 		// follows the body.
-		etag = `"` + renderedRev(body) + `"`
-		if inm := d.r.Header.Get("If-None-Match"); inm == etag {
-			d.w.Header().Set("ETag", etag)
-			d.w.WriteHeader(http.StatusNotModified)
+		if notModified(d.w, d.r, docETag(doc.ID, renderedRev(body), body)) {
 			return
 		}
 	}
-	d.w.Header().Set("ETag", etag)
 	writeRawJSON(d.w, 200, body)
+}
+
+// revOptions are the options of a read of given revisions (rev=,
+// open_revs, _bulk_get): as in CouchDB, such a read carries no metadata
+// about the doc's other revisions or its seq.
+func revOptions(o store.GetOptions) store.GetOptions {
+	o.RevsInfo, o.Conflicts, o.DeletedConflicts, o.LocalSeq = false, false, false, false
+	return o
 }
 
 // readHooked reports whether reads of db pass through after_doc_read.

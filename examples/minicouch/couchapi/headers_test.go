@@ -157,3 +157,96 @@ func TestDBUpdatesFeed(t *testing.T) {
 		t.Errorf("continuous: %q", body)
 	}
 }
+
+// TestDocHeadersAsCouchDB: ETag, Location and Cache-Control of the doc,
+// attachment, _local, design-doc and _changes answers, as a CouchDB 3.5.0
+// single node sends them for the same requests. etag is "rev" for the
+// written or read revision in quotes, "any" for an opaque one, "" for
+// none; location is the path after the server's URL, "" for none.
+func TestDocHeadersAsCouchDB(t *testing.T) {
+	ts, _ := newTestServer(t)
+	const rev1 = "1-23202479633c2b380f79507a776743d5" // of {"a":1}
+	runSteps(t, ts.URL, []step{
+		{name: "db", method: "PUT", path: "/db", status: 201},
+		{name: "doc", method: "PUT", path: "/db/doc1", body: `{"a":1}`, status: 201},
+		{name: "conflicts", method: "POST", path: "/db/_bulk_docs", body: `{"new_edits":false,"docs":[{"_id":"c","_rev":"1-aaa"},{"_id":"c","_rev":"1-bbb"},{"_id":"c","_rev":"2-ccc","_revisions":{"start":2,"ids":["ccc","aaa"]}},{"_id":"c","_rev":"2-ddd","_revisions":{"start":2,"ids":["ddd","aaa"]}}]}`, status: 201},
+	})
+	for _, tc := range []struct {
+		name, method, path, body, ctype string
+		headers                         map[string]string
+		status                          int
+		etag, location, cacheControl    string
+	}{
+		{name: "PUT doc", method: "PUT", path: "/db/doc2", body: `{"a":1}`, status: 201, etag: `"` + rev1 + `"`, location: "/db/doc2", cacheControl: "must-revalidate"},
+		{name: "POST doc: no ETag", method: "POST", path: "/db", body: `{"_id":"doc3","a":1}`, status: 201, location: "/db/doc3", cacheControl: "must-revalidate"},
+		{name: "POST design doc: slash encoded", method: "POST", path: "/db", body: `{"_id":"_design/d2"}`, status: 201, location: "/db/_design%2Fd2", cacheControl: "must-revalidate"},
+		{name: "POST odd id: CouchDB's escapes", method: "POST", path: "/db", body: `{"_id":"sp ace+plus~t"}`, status: 201, location: "/db/sp%20ace%2Bplus%7Et", cacheControl: "must-revalidate"},
+		{name: "PUT design doc: slash encoded", method: "PUT", path: "/db/_design/d1", body: `{"a":1}`, status: 201, etag: "any", location: "/db/_design%2Fd1", cacheControl: "must-revalidate"},
+		{name: "COPY to a design doc", method: "COPY", path: "/db/doc1", headers: map[string]string{"Destination": "_design/d5"}, status: 201, etag: `"` + rev1 + `"`, location: "/db/_design%2Fd5", cacheControl: "must-revalidate"},
+		{name: "GET doc", method: "GET", path: "/db/doc1", status: 200, etag: `"` + rev1 + `"`, cacheControl: "must-revalidate"},
+		{name: "GET doc revs", method: "GET", path: "/db/doc1?revs=true", status: 200, etag: `"` + rev1 + `"`, cacheControl: "must-revalidate"},
+		{name: "GET doc revs_info: no ETag", method: "GET", path: "/db/doc1?revs_info=true", status: 200, cacheControl: "must-revalidate"},
+		{name: "GET doc local_seq: no ETag", method: "GET", path: "/db/doc1?local_seq=true", status: 200, cacheControl: "must-revalidate"},
+		{name: "GET doc meta: no ETag", method: "GET", path: "/db/doc1?meta=true", status: 200, cacheControl: "must-revalidate"},
+		{name: "GET doc conflicts, none", method: "GET", path: "/db/doc1?conflicts=true", status: 200, etag: `"` + rev1 + `"`, cacheControl: "must-revalidate"},
+		{name: "GET doc conflicts, some: no ETag", method: "GET", path: "/db/c?conflicts=true", status: 200, cacheControl: "must-revalidate"},
+		{name: "GET doc revs_info at a rev", method: "GET", path: "/db/doc1?revs_info=true&rev=" + rev1, status: 200, etag: `"` + rev1 + `"`, cacheControl: "must-revalidate"},
+		{name: "revs_info ignores If-None-Match", method: "GET", path: "/db/doc1?revs_info=true", headers: map[string]string{"If-None-Match": `"` + rev1 + `"`}, status: 200, cacheControl: "must-revalidate"},
+		{name: "open_revs: no ETag", method: "GET", path: "/db/doc1?open_revs=all", headers: map[string]string{"Accept": "application/json"}, status: 200, cacheControl: "must-revalidate"},
+		{name: "open_revs multipart: no Cache-Control", method: "GET", path: "/db/doc1?open_revs=all", headers: map[string]string{"Accept": "multipart/mixed"}, status: 200},
+		{name: "_bulk_get multipart: no Cache-Control", method: "POST", path: "/db/_bulk_get", body: `{"docs":[{"id":"doc1"}]}`, headers: map[string]string{"Accept": "multipart/mixed"}, status: 200},
+		{name: "PUT attachment: no ETag", method: "PUT", path: "/db/doc1/a%2Fb.txt?rev=" + rev1, body: "hello", ctype: "text/plain", status: 201, location: "/db/doc1/a%2Fb.txt", cacheControl: "must-revalidate"},
+		{name: "PUT design attachment", method: "PUT", path: "/db/_design/d2/att?rev=1-967a00dff5e02add41819138abb3284d", body: "x", ctype: "text/plain", status: 201, location: "/db/_design%2Fd2/att", cacheControl: "must-revalidate"},
+		{name: "GET attachment: its digest", method: "GET", path: "/db/doc1/a%2Fb.txt", status: 200, etag: `"iMaiC8wqiFlD2NjLTemvCQ=="`, cacheControl: "must-revalidate"},
+		{name: "GET doc with data as multipart: no Cache-Control", method: "GET", path: "/db/doc1?attachments=true", headers: map[string]string{"Accept": "multipart/related"}, status: 200, etag: "any"},
+		{name: "DELETE attachment: no ETag", method: "DELETE", path: "/db/doc1/a%2Fb.txt?rev=2-f399abcc152df71f218ba4ebc4ddae58", status: 200, cacheControl: "must-revalidate"},
+		{name: "DELETE doc: no Location", method: "DELETE", path: "/db/doc2?rev=" + rev1, status: 200, etag: "any", cacheControl: "must-revalidate"},
+		{name: "PUT _local", method: "PUT", path: "/db/_local/l1", body: `{"x":1}`, status: 201, etag: "any", location: "/db/_local%2Fl1", cacheControl: "must-revalidate"},
+		{name: "DELETE _local: no Location", method: "DELETE", path: "/db/_local/l1", status: 200, etag: "any", cacheControl: "must-revalidate"},
+		{name: "changes", method: "GET", path: "/db/_changes", status: 200, etag: "any", cacheControl: "must-revalidate"},
+		{name: "changes HEAD", method: "HEAD", path: "/db/_changes", status: 200, etag: "any", cacheControl: "must-revalidate"},
+		{name: "changes POST doc_ids", method: "POST", path: "/db/_changes?filter=_doc_ids", body: `{"doc_ids":["doc1"]}`, status: 200, etag: "any", cacheControl: "must-revalidate"},
+		{name: "changes POST selector", method: "POST", path: "/db/_changes?filter=_selector", body: `{"selector":{"a":1}}`, status: 200, etag: "any", cacheControl: "must-revalidate"},
+		{name: "changes longpoll: no ETag", method: "GET", path: "/db/_changes?feed=longpoll&since=now&timeout=10", status: 200, cacheControl: "must-revalidate"},
+		{name: "changes continuous: no ETag", method: "GET", path: "/db/_changes?feed=continuous&timeout=10", status: 200, cacheControl: "must-revalidate"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, b := step{method: tc.method, path: tc.path, body: tc.body, ctype: tc.ctype, headers: tc.headers}.do(t, ts.URL)
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tc.status, b)
+			}
+			switch etag := resp.Header.Get("ETag"); {
+			case tc.etag == "any" && etag == "", tc.etag != "any" && etag != tc.etag:
+				t.Errorf("ETag %q, want %q", etag, tc.etag)
+			}
+			want := ""
+			if tc.location != "" {
+				want = ts.URL + tc.location
+			}
+			if loc := resp.Header.Get("Location"); loc != want {
+				t.Errorf("Location %q, want %q", loc, want)
+			}
+			if cc := resp.Header.Get("Cache-Control"); cc != tc.cacheControl {
+				t.Errorf("Cache-Control %q, want %q", cc, tc.cacheControl)
+			}
+		})
+	}
+	// A _local doc's ETag follows its body, which may change under the
+	// same rev (a PUT without _rev keeps 0-1), so If-None-Match never
+	// answers 304 for a body the client has not seen.
+	runSteps(t, ts.URL, []step{{name: "local", method: "PUT", path: "/db/_local/l2", body: `{"v":1}`, status: 201}})
+	resp, _ := step{method: "GET", path: "/db/_local/l2"}.do(t, ts.URL)
+	first := resp.Header.Get("ETag")
+	runSteps(t, ts.URL, []step{{name: "local again", method: "PUT", path: "/db/_local/l2", body: `{"v":2}`, status: 201, has: []string{`"rev":"0-1"`}}})
+	if resp, _ = (step{method: "GET", path: "/db/_local/l2", headers: map[string]string{"If-None-Match": first}}).do(t, ts.URL); resp.StatusCode != 200 {
+		t.Errorf("a changed _local doc answered %d to its old ETag %s", resp.StatusCode, first)
+	}
+	// The POST feed's ETag answers 304 as the GET one does, for the same body only.
+	resp, _ = step{method: "POST", path: "/db/_changes?filter=_doc_ids", body: `{"doc_ids":["doc1"]}`}.do(t, ts.URL)
+	etag := resp.Header.Get("ETag")
+	for body, status := range map[string]int{`{"doc_ids":["doc1"]}`: 304, `{"doc_ids":["c"]}`: 200} {
+		if r, _ := (step{method: "POST", path: "/db/_changes?filter=_doc_ids", body: body, headers: map[string]string{"If-None-Match": etag}}).do(t, ts.URL); r.StatusCode != status {
+			t.Errorf("POST _changes %s with If-None-Match: %d, want %d", body, r.StatusCode, status)
+		}
+	}
+}

@@ -199,7 +199,7 @@ func (s *Server) writeDocParts(d *dbReq, mw *multipart.Writer, doc *store.DocRev
 func (s *Server) writeMultipartDoc(d *dbReq, doc *store.DocRev) {
 	boundary := newBoundary()
 	d.w.Header().Set("Content-Type", `multipart/related; boundary="`+boundary+`"`)
-	d.w.Header().Set("Cache-Control", "must-revalidate")
+	// As CouchDB: multipart answers carry no Cache-Control.
 	d.w.WriteHeader(200)
 	mw := multipart.NewWriter(d.w)
 	_ = mw.SetBoundary(boundary)
@@ -268,7 +268,7 @@ func (s *Server) writeMixedParts(d *dbReq, mw *multipart.Writer, res []store.Ope
 func (s *Server) writeMultipartMixed(d *dbReq, res []store.OpenRev) {
 	boundary := newBoundary()
 	d.w.Header().Set("Content-Type", `multipart/mixed; boundary="`+boundary+`"`)
-	d.w.Header().Set("Cache-Control", "must-revalidate")
+	// As CouchDB: multipart answers carry no Cache-Control.
 	d.w.WriteHeader(200)
 	mw := multipart.NewWriter(d.w)
 	_ = mw.SetBoundary(boundary)

@@ -173,27 +173,42 @@ func openRevsIn(b *bolt.Bucket, id string, revs []string, opts GetOptions) ([]Op
 		}
 		return out, nil
 	}
+	// As CouchDB (fabric_doc_open_revs): the revisions found, each once,
+	// in ascending order, then the missing ones, each once, ascending.
+	var found, missing []revtree.Rev
+	var unparsed []string
 	for _, s := range revs {
 		r, err := revtree.ParseRev(s)
-		if err != nil || rec == nil {
-			out = append(out, OpenRev{Missing: s})
+		if err != nil {
+			unparsed = append(unparsed, s)
 			continue
 		}
 		targets := []revtree.Rev{r}
-		if opts.Latest {
+		if rec == nil {
+			targets = nil
+		} else if opts.Latest {
 			targets = rec.tree.Latest(r)
 		}
 		if len(targets) == 0 {
-			out = append(out, OpenRev{Missing: s})
+			missing = append(missing, r)
 		}
-		for _, t := range targets {
-			d, err := readRev(b, id, rec, t, opts)
-			if err != nil {
-				out = append(out, OpenRev{Missing: t.String()})
-				continue
-			}
-			out = append(out, OpenRev{Doc: d})
+		found = append(found, targets...)
+	}
+	slices.SortFunc(found, revtree.Rev.Compare)
+	for _, t := range slices.Compact(found) {
+		d, err := readRev(b, id, rec, t, opts)
+		if err != nil {
+			missing = append(missing, t)
+			continue
 		}
+		out = append(out, OpenRev{Doc: d})
+	}
+	slices.SortFunc(missing, revtree.Rev.Compare)
+	for _, m := range slices.Compact(missing) {
+		out = append(out, OpenRev{Missing: m.String()})
+	}
+	for _, s := range unparsed {
+		out = append(out, OpenRev{Missing: s})
 	}
 	return out, nil
 }

@@ -153,8 +153,9 @@ func TestReadOptions(t *testing.T) {
 	if err != nil || len(all) != 2 || all[0].Doc.Rev != "2-bbb" || all[1].Doc.Rev != "3-ddd" || !all[1].Doc.Deleted {
 		t.Fatalf("open_revs=all: %+v %v", all, err)
 	}
+	// As CouchDB: the revisions found in ascending order, then the missing ones.
 	list, err := db.OpenRevs(ctx, "r1", []string{"2-ccc", "9-x", "2-bbb"}, GetOptions{Latest: true})
-	if err != nil || len(list) != 3 || list[0].Doc.Rev != "3-ddd" || list[1].Missing != "9-x" || list[2].Doc.Rev != "2-bbb" {
+	if err != nil || len(list) != 3 || list[0].Doc.Rev != "2-bbb" || list[1].Doc.Rev != "3-ddd" || list[2].Missing != "9-x" {
 		t.Fatalf("open_revs list: %+v %v", list, err)
 	}
 	if _, err := db.OpenRevs(ctx, "nodoc", nil, GetOptions{}); !isErr(err, ErrNotFound) {

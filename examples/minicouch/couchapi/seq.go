@@ -30,7 +30,7 @@ type seqFormat struct {
 
 // format renders store sequence seq of the db whose uuid is dbUUID.
 func (f seqFormat) format(seq uint64, dbUUID string) string {
-	var buf [96]byte
+	var buf [160]byte
 	term := buf[:0]
 	term = append(term, etfList, 0, 0, 0, 1, etfSmallTuple, 3)
 	term = appendETFAtom(term, f.node)
@@ -41,10 +41,10 @@ func (f seqFormat) format(seq uint64, dbUUID string) string {
 	term = appendETFBinary(term, uuidPrefix(dbUUID))
 	term = appendETFAtom(term, f.node)
 	term = append(term, etfNil)
-	var out [192]byte
-	packed := appendETFCompressed(out[:0], term)
-	s := make([]byte, 0, 21+base64.RawURLEncoding.EncodedLen(len(packed)))
-	s = strconv.AppendUint(s, seq, 10)
+	var packedBuf [192]byte
+	packed := appendETFCompressed(packedBuf[:0], term)
+	var out [288]byte
+	s := strconv.AppendUint(out[:0], seq, 10)
 	s = append(s, '-')
 	s = base64.RawURLEncoding.AppendEncode(s, packed)
 	return string(s)

@@ -183,19 +183,19 @@ func (f *Frontend) apply(ctx context.Context, db string, pos jobdata.DBSeq, batc
 			// A deleted doc: stop its worker now rather than at its next
 			// update, checkpointing the work done.
 			jobID := p.jobID
-			go func() {
-				if err := f.cfg.StopJob(context.Background(), jobID); err != nil {
+			f.goAfter(func(ctx context.Context) {
+				if err := f.cfg.StopJob(ctx, jobID); err != nil && ctx.Err() == nil {
 					f.log.Warn("stopping the job of a deleted doc failed", "job", jobID, "error", err)
 				}
-			}()
+			})
 		}
 		if p.stripState && f.cfg.Services != nil {
 			docID := p.docID
-			go func() {
-				if err := jobdata.WriteDocState(context.Background(), f.cfg.Services, db, docID, jobdata.DocState{}); err != nil {
+			f.goAfter(func(ctx context.Context) {
+				if err := jobdata.WriteDocState(ctx, f.cfg.Services, db, docID, jobdata.DocState{}); err != nil && ctx.Err() == nil {
 					f.log.Warn("removing legacy state fields failed", "db", db, "doc", docID, "error", err)
 				}
-			}()
+			})
 		}
 	}
 	return nil

@@ -61,6 +61,12 @@ type Frontend struct {
 
 	dbMu    sync.Mutex
 	dbLocks map[string]*sync.Mutex
+
+	// The work done after doc changes are applied (afterwork.go).
+	after       chan struct{} // a token per task running
+	afterWG     sync.WaitGroup
+	afterCtx    context.Context
+	afterCancel context.CancelFunc
 }
 
 // New returns a frontend over the queue in cfg.
@@ -71,13 +77,16 @@ func New(cfg Config) *Frontend {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Frontend{
+	f := &Frontend{
 		cfg:     cfg,
 		recs:    jobdata.Records{Q: cfg.Queue, Keys: cfg.Keys},
 		log:     cfg.Logger.Named("frontend"),
 		opts:    parse.DefaultOptions(),
 		dbLocks: map[string]*sync.Mutex{},
+		after:   make(chan struct{}, afterTasks),
 	}
+	f.afterCtx, f.afterCancel = context.WithCancel(context.Background())
+	return f
 }
 
 // SetOptions replaces the `[replicator]` defaults used to parse docs and bodies.

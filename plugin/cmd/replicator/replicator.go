@@ -285,6 +285,7 @@ func (p *replicator) Stop(ctx context.Context) error {
 	case <-ctx.Done():
 		p.log.Warn("doc events still being applied at stop; the host will catch them up", "error", ctx.Err())
 	}
+	p.front.Close()
 	var err error
 	if p.server != nil {
 		err = p.server.Stop(ctx)

@@ -73,13 +73,13 @@ func TestWriteFailures(t *testing.T) {
 		error  string
 		reason string
 	}{
-		"refuse-1":   {403, "forbidden", "refused by the test: refuse-1"},
-		"refuse-2":   {403, "forbidden", "refused by the test: refuse-2"},
-		"refuse-3":   {403, "forbidden", "refused by the test: refuse-3"},
-		"refuse-att": {403, "forbidden", "refused by the test: refuse-att"},
-		"big-1":      {413, "document_too_large", "big-1"},
-		"big-2":      {413, "document_too_large", "big-2"},
-		"big-att":    {413, "document_too_large", "big-att"},
+		"refuse-1":          {403, "forbidden", "refused by the test: refuse-1"},
+		"refuse-2":          {403, "forbidden", "refused by the test: refuse-2"},
+		"refuse-3":          {403, "forbidden", "refused by the test: refuse-3"},
+		"refuse-att":        {403, "forbidden", "refused by the test: refuse-att"},
+		"big-1":             {413, "document_too_large", "big-1"},
+		"big-2":             {413, "document_too_large", "big-2"},
+		"big-att":           {413, "document_too_large", "big-att"},
 		longID[:64] + "...": {0, "id_too_long", "the document id is 125 bytes long, longer than max_document_id_length (100)"},
 	}
 	for id := range want {

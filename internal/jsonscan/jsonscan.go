@@ -143,6 +143,41 @@ func Members(obj []byte, fn func(rawKey, val []byte) error) error {
 	return ErrNotObject
 }
 
+// ErrNotArray is returned by Elements for JSON that is not an array.
+var ErrNotArray = errors.New("not a JSON array")
+
+// Elements calls fn for each element of the JSON array arr, in order, with
+// its raw value, and stops at the first error fn returns. arr should be
+// valid JSON (as Members, it never reads outside it).
+func Elements(arr []byte, fn func(val []byte) error) error {
+	i := SkipSpace(arr, 0)
+	if i >= len(arr) || arr[i] != '[' {
+		return ErrNotArray
+	}
+	i = SkipSpace(arr, i+1)
+	if i < len(arr) && arr[i] == ']' {
+		return nil
+	}
+	for i < len(arr) {
+		ve := SkipValue(arr, i)
+		if ve <= i {
+			return ErrNotArray
+		}
+		if err := fn(arr[i:ve]); err != nil {
+			return err
+		}
+		i = SkipSpace(arr, ve)
+		if i < len(arr) && arr[i] == ']' {
+			return nil
+		}
+		if i >= len(arr) || arr[i] != ',' {
+			return ErrNotArray
+		}
+		i = SkipSpace(arr, i+1)
+	}
+	return ErrNotArray
+}
+
 // Unquote decodes the raw JSON string raw (quotes included), copying its
 // bytes unless it has escapes, which take encoding/json's slow path. raw
 // must be valid UTF-8 (invalid bytes are kept, not replaced by U+FFFD as

@@ -201,3 +201,30 @@ func TestValueEnd(t *testing.T) {
 		}
 	}
 }
+
+func TestElements(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []string
+		err  error
+	}{
+		{`[]`, nil, nil},
+		{` [ 1 , "a\"]" ,{"b":[2]}, null ] `, []string{`1`, `"a\"]"`, `{"b":[2]}`, `null`}, nil},
+		{`{}`, nil, ErrNotArray},
+		{`[1,`, []string{`1`}, ErrNotArray},
+		{`[1 2]`, []string{`1`}, ErrNotArray},
+	}
+	for _, tt := range tests {
+		var got []string
+		err := Elements([]byte(tt.in), func(v []byte) error { got = append(got, string(v)); return nil })
+		if err != tt.err || len(got) != len(tt.want) {
+			t.Errorf("%s: %q %v, want %q %v", tt.in, got, err, tt.want, tt.err)
+			continue
+		}
+		for i := range got {
+			if got[i] != tt.want[i] {
+				t.Errorf("%s: %q, want %q", tt.in, got, tt.want)
+			}
+		}
+	}
+}

@@ -114,6 +114,7 @@ func OptionsFromConfig(replicatorSection map[string]string) (Options, error) {
 	} else {
 		infinityKey("max_batches_per_host", &o.MaxBatchesPerHost)
 	}
+	infinityKey("max_requests_per_host", &o.MaxRequestsPerHost)
 	boolKey("verify_ssl_certificates", &o.VerifySSLCertificates)
 	depth := -1
 	intKey("ssl_certificate_max_depth", &depth, 0)

@@ -12,9 +12,9 @@ import (
 // and keeps the default.
 func TestOptionsFromConfigGapKeys(t *testing.T) {
 	type want struct {
-		maxIDLen, requestTimeout, missingRetry, depth, batches int
-		verify                                                 bool
-		caFile, certFile, keyFile, password                    string
+		maxIDLen, requestTimeout, missingRetry, depth, batches, requests int
+		verify                                                           bool
+		caFile, certFile, keyFile, password                              string
 	}
 	defaults := want{missingRetry: 2000, depth: 3, batches: 64, verify: true}
 	with := func(f func(*want)) want { w := defaults; f(&w); return w }
@@ -31,6 +31,10 @@ func TestOptionsFromConfigGapKeys(t *testing.T) {
 		{"max_batches_per_host", map[string]string{"max_batches_per_host": "8"}, with(func(w *want) { w.batches = 8 }), nil},
 		{"bad max_batches_per_host", map[string]string{"max_batches_per_host": "0"}, defaults,
 			[]string{"[replicator] `max_batches_per_host` must be a positive integer or `infinity`"}},
+		{"max_requests_per_host", map[string]string{"max_requests_per_host": "32"}, with(func(w *want) { w.requests = 32 }), nil},
+		{"max_requests_per_host infinity is the default", map[string]string{"max_requests_per_host": "infinity"}, defaults, nil},
+		{"bad max_requests_per_host", map[string]string{"max_requests_per_host": "0"}, defaults,
+			[]string{"[replicator] `max_requests_per_host` must be a positive integer or `infinity`"}},
 		{"numbers", map[string]string{"max_document_id_length": "64", "request_timeout": "5000", "missing_doc_retry_msec": "150"},
 			with(func(w *want) { w.maxIDLen, w.requestTimeout, w.missingRetry = 64, 5000, 150 }), nil},
 		{"TLS keys", map[string]string{"verify_ssl_certificates": "true", "ssl_trusted_certificates_file": "/etc/ca.pem",
@@ -62,7 +66,7 @@ func TestOptionsFromConfigGapKeys(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			o, err := OptionsFromConfig(tc.section)
 			got := want{o.MaxDocumentIDLength, o.RequestTimeout, o.MissingDocRetry(), o.CertificateMaxDepth(), o.BatchesPerHost(),
-				o.VerifySSLCertificates, o.SSLTrustedCertificatesFile, o.CertFile, o.KeyFile, o.Password}
+				o.MaxRequestsPerHost, o.VerifySSLCertificates, o.SSLTrustedCertificatesFile, o.CertFile, o.KeyFile, o.Password}
 			if got != tc.want {
 				t.Errorf("got %+v, want %+v", got, tc.want)
 			}
@@ -86,7 +90,7 @@ func TestOptionsFromConfigGapKeys(t *testing.T) {
 func TestOptionsFromConfigDefaultsEqual(t *testing.T) {
 	o, err := OptionsFromConfig(map[string]string{"max_document_id_length": "infinity", "request_timeout": "infinity",
 		"missing_doc_retry_msec": "2000", "verify_ssl_certificates": "true", "ssl_certificate_max_depth": "3", "max_batches_per_host": "64",
-		"ssl_trusted_certificates_file": "", "cert_file": "", "key_file": "", "password": ""})
+		"max_requests_per_host": "infinity", "ssl_trusted_certificates_file": "", "cert_file": "", "key_file": "", "password": ""})
 	if err != nil {
 		t.Fatal(err)
 	}

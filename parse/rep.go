@@ -264,6 +264,12 @@ type Options struct {
 	// default, 64, and -1 is "infinity" (no bound). Read it with
 	// BatchesPerHost.
 	MaxBatchesPerHost int
+	// MaxRequestsPerHost is max_requests_per_host (couchepi's): the most
+	// requests the node's replications have in flight to one server
+	// (scheme, host and port), across jobs and endpoints; 0 is the
+	// default, "infinity" (no bound but the server's own congestion
+	// signals, see couchclient's host budgets).
+	MaxRequestsPerHost int
 
 	// VerifySSLCertificates is verify_ssl_certificates, default true: https
 	// peers are verified unless it is false (CouchDB 3.x's default is false;

@@ -43,7 +43,8 @@ type Client struct {
 	hcs      atomic.Pointer[clientTransport]
 	auth     *session
 	log      hclog.Logger
-	turns    *hostTurns // of the endpoint's server (Request.Turn)
+	turns    *hostTurns  // of the endpoint's server (Request.Turn)
+	budget   *hostBudget // of the endpoint's server (budget.go)
 	// restricted: the host policy applies to the endpoint's replication
 	// when one is set (parse.Options.Restricts).
 	restricted bool
@@ -103,6 +104,7 @@ func (p *Pool) Endpoint(ep parse.Endpoint, rep *parse.Rep) *Client {
 			c.baseErr = err
 		}
 		c.turns = p.turnsOf(c.base.Scheme + "://" + c.base.Host)
+		c.budget = p.budgetOf(c.origin)
 	}
 	c.auth = newSession(c)
 	return c
@@ -157,7 +159,9 @@ type Request struct {
 	// NoRetry sends the request once (still honouring the rate limiter and 429s).
 	NoRetry bool
 	// Feed marks a long-lived _changes feed request: request_timeout does
-	// not apply to it (connection_timeout still does).
+	// not apply to it (connection_timeout still does), and it takes no
+	// place in its server's budget, though it waits out Retry-After holds
+	// like any request (budget.go).
 	Feed bool
 	// Turn makes the request, retries included, wait its turn among the
 	// batch writes (_revs_diff, _bulk_docs) to the endpoint's server:
@@ -167,7 +171,9 @@ type Request struct {
 }
 
 // Do sends r with CouchDB's replicator rules: rate limiter wait, auth, retries
-// of 408/5xx/connection failures, 429 back-off, session refresh on 401/403.
+// of 408/5xx/connection failures, 429 back-off, session refresh on 401/403;
+// and couchepi's: every attempt waits for a place in its server's budget,
+// shared by every client of the Pool (budget.go).
 // Any status the rules do not retry is returned to the caller, who must close the body.
 // The body is watched by the inactivity timeout (connection_timeout), and the
 // whole request, body included, by request_timeout unless it is a Feed; a
@@ -222,6 +228,13 @@ func (c *Client) Do(ctx context.Context, r *Request) (*http.Response, error) {
 		}
 		c.pool.stats.requests.Add(1)
 		resp, err := c.once(ctx, r, rawURL)
+		if errors.Is(err, errHeld) {
+			// Not sent: the next attempt waits the hold out. Counted as a
+			// 429 by the rate limiter, so that a server holding requests
+			// without end fails them with max_backoff, as 429s do.
+			c.pool.limiter.Failure(key)
+			continue
+		}
 		c.pool.stats.countResponse(err)
 		if err == nil && r.Buffer && resp.StatusCode != http.StatusTooManyRequests {
 			err = bufferBody(resp, r.Reuse)
@@ -280,8 +293,9 @@ func (c *Client) Do(ctx context.Context, r *Request) (*http.Response, error) {
 	}
 }
 
-// once sends one attempt; the returned body releases the connection slot and
-// stops the inactivity watchdog on Close.
+// once sends one attempt; the returned body releases the connection slot,
+// the place in the server's budget when it still holds it, and stops the
+// inactivity watchdog on Close.
 func (c *Client) once(ctx context.Context, r *Request, rawURL string) (*http.Response, error) {
 	fence := fenceOf(ctx)
 	if err := fence.check(); err != nil {
@@ -291,6 +305,19 @@ func (c *Client) once(ctx context.Context, r *Request, rawURL string) (*http.Res
 	case c.sem <- struct{}{}:
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	}
+	// The budget is taken last and held only while the server answers
+	// (budget.go): a request waiting for it holds nothing another
+	// request needs to finish.
+	ticket, err := c.budget.acquire(ctx, !r.Feed)
+	if err != nil {
+		<-c.sem
+		return nil, err
+	}
+	if err := fence.check(); err != nil { // the wait may have been long
+		ticket.done()
+		<-c.sem
+		return nil, err
 	}
 	rctx, cancel := context.WithCancelCause(ctx)
 	wd := newWatchdog(c.timeout, cancel)
@@ -307,6 +334,7 @@ func (c *Client) once(ctx context.Context, r *Request, rawURL string) (*http.Res
 	fail := func(err error) (*http.Response, error) {
 		stopTimers()
 		cancel(nil)
+		ticket.done()
 		<-c.sem
 		return nil, err
 	}
@@ -316,6 +344,12 @@ func (c *Client) once(ctx context.Context, r *Request, rawURL string) (*http.Res
 	hc, err := c.httpClient()
 	if err != nil {
 		return fail(err)
+	}
+	c.auth.refreshDue(ctx)
+	if c.budget.held() {
+		// A Retry-After came since the place was given (the answer to the
+		// session login, say): send nothing before it passes.
+		return fail(errHeld)
 	}
 	var body io.Reader
 	var length int64
@@ -365,11 +399,18 @@ func (c *Client) once(ctx context.Context, r *Request, rawURL string) (*http.Res
 		return fail(err)
 	}
 	wd.reset()
+	ticket.observe(resp.StatusCode, resp.Header)
+	if !r.Buffer {
+		// A streamed answer is read by the caller, who may send other
+		// requests to the server meanwhile: its place ends here.
+		ticket.done()
+	}
 	resp.Body = &watchedBody{rc: resp.Body, wd: wd, ctx: rctx, done: func() {
 		if deadline != nil {
 			deadline.Stop()
 		}
 		cancel(nil)
+		ticket.done()
 		<-c.sem
 	}}
 	return resp, nil

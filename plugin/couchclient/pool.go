@@ -50,8 +50,9 @@ type PoolOptions struct {
 	LocalURL string
 }
 
-// Pool holds what many replications share: the rate limiter and idle
-// connections (one http.Transport per scheme, host, port and proxy).
+// Pool holds what many replications share: the rate limiter, idle
+// connections (one http.Transport per scheme, host, port and proxy), the
+// batch turns and the request budget of each server (turns.go, budget.go).
 type Pool struct {
 	opts    PoolOptions
 	log     hclog.Logger
@@ -65,10 +66,14 @@ type Pool struct {
 	// settings are the runtime `[replicator]` settings (Configure).
 	settings atomic.Pointer[poolSettings]
 
+	// The host budgets' gauges (BudgetState).
+	budgetWaiting, hostsHeld, hostsCongested atomic.Int64
+
 	mu         sync.Mutex
 	transports map[transportKey]*http.Transport
-	turns      map[string]*hostTurns // by target server (turns.go)
-	gen        atomic.Uint64         // bumped when the transports' TLS config changes
+	turns      map[string]*hostTurns  // by target server (turns.go)
+	budgets    map[string]*hostBudget // by server (budget.go)
+	gen        atomic.Uint64          // bumped when the transports' TLS config changes
 	stop       chan struct{}
 	closeOnce  sync.Once
 }
@@ -112,6 +117,7 @@ func NewPool(opts PoolOptions) *Pool {
 		limiter:    NewRateLimiter(opts.Now),
 		transports: map[transportKey]*http.Transport{},
 		turns:      map[string]*hostTurns{},
+		budgets:    map[string]*hostBudget{},
 		stop:       make(chan struct{}),
 	}
 	if u, err := url.Parse(opts.LocalURL); err == nil && opts.LocalURL != "" {

@@ -59,6 +59,20 @@ func (s *session) authorize(ctx context.Context, req *http.Request) {
 	req.Header.Set("Cookie", "AuthSession="+s.cookie)
 }
 
+// refreshDue logs in when the cookie is missing or due for renewal, as
+// part of the request about to be sent (whose place in its server's budget
+// it uses).
+func (s *session) refreshDue(ctx context.Context) {
+	if s.c.ep.Auth == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.basic && (s.cookie == "" || time.Now().After(s.refreshAt)) {
+		s.refreshLocked(ctx)
+	}
+}
+
 // refreshAfterReject renews the cookie after a 401/403; it reports whether a retry makes sense.
 func (s *session) refreshAfterReject(ctx context.Context) bool {
 	s.mu.Lock()
@@ -128,6 +142,8 @@ func (s *session) refreshLocked(ctx context.Context) bool {
 	}
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
+	// A server asking to wait (Retry-After) asks every request, this one's too.
+	s.c.budget.observe(nil, resp.StatusCode, resp.Header)
 	if resp.StatusCode == http.StatusNotFound {
 		s.c.log.Debug("endpoint has no _session, using basic auth")
 		s.basic = true

@@ -24,12 +24,21 @@ type PoolStats struct {
 	// BatchWaits counts batches that waited for their turn to be written
 	// to their target server (max_batches_per_host, see Client.BatchTurn).
 	BatchWaits uint64
+	// HostWaits counts requests that waited for their server's budget
+	// (max_requests_per_host, its congestion window or a Retry-After
+	// hold; see budget.go).
+	HostWaits uint64
+	// HostHolds counts 429 and 503 answers whose Retry-After held (or
+	// held longer) every request to their server.
+	HostHolds uint64
+	// HostCuts counts cuts of a server's congestion window after a 429 or 503.
+	HostCuts uint64
 }
 
 // poolStats are the live counters behind PoolStats.
 type poolStats struct {
 	requests, responsesSuccess, responsesFailure, tooManyRequests, backoffs, retries, maxBackoffs atomic.Uint64
-	connectionsCreated, batchWaits                                                                atomic.Uint64
+	connectionsCreated, batchWaits, hostWaits, hostHolds, hostCuts                                atomic.Uint64
 }
 
 // Stats returns the pool's counters so far.
@@ -45,6 +54,9 @@ func (p *Pool) Stats() PoolStats {
 		MaxBackoffs:        s.maxBackoffs.Load(),
 		ConnectionsCreated: s.connectionsCreated.Load(),
 		BatchWaits:         s.batchWaits.Load(),
+		HostWaits:          s.hostWaits.Load(),
+		HostHolds:          s.hostHolds.Load(),
+		HostCuts:           s.hostCuts.Load(),
 	}
 }
 

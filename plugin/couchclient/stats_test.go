@@ -21,7 +21,7 @@ func TestPoolStats(t *testing.T) {
 	}{
 		// One connection serves every attempt, unless the server cuts it.
 		{"ok at once", 0, 0, PoolStats{Requests: 1, ResponsesSuccess: 1, ConnectionsCreated: 1}},
-		{"two 429s then ok", 2, 429, PoolStats{Requests: 3, ResponsesSuccess: 3, TooManyRequests: 2, Backoffs: 2, ConnectionsCreated: 1}},
+		{"two 429s then ok", 2, 429, PoolStats{Requests: 3, ResponsesSuccess: 3, TooManyRequests: 2, Backoffs: 2, ConnectionsCreated: 1, HostCuts: 2}},
 		{"500 then ok", 1, 500, PoolStats{Requests: 2, ResponsesSuccess: 2, Retries: 1, ConnectionsCreated: 1}},
 		{"cut connection then ok", 1, -1, PoolStats{Requests: 2, ResponsesSuccess: 1, ResponsesFailure: 1, Retries: 1, ConnectionsCreated: 2}},
 	}

@@ -92,6 +92,12 @@ var (
 	sharedReads      = desc("couchepi_replicator_shared_changes_reads_total", "Reads of a source's changes served by another replication's read of it.")
 	sharedDocs       = desc("couchepi_replicator_shared_docs_total", "Revisions served from another replication's fetch of the same source.")
 	batchWaits       = desc("couchepi_replicator_batch_waits_total", "Batches that waited for their turn to be written to their target server (max_batches_per_host).")
+	hostWaits        = desc("couchepi_replicator_host_budget_waits_total", "Requests that waited for their server's budget (max_requests_per_host, its congestion window or a Retry-After hold).")
+	hostHolds        = desc("couchepi_replicator_host_retry_after_holds_total", "429 and 503 answers whose Retry-After held every request to their server.")
+	hostCuts         = desc("couchepi_replicator_host_congestion_cuts_total", "Cuts of a server's congestion window after a 429 or 503 (at most one per round of requests).")
+	hostWaiting      = desc("couchepi_replicator_host_budget_waiting", "Requests waiting for their server's budget now.")
+	hostsHeld        = desc("couchepi_replicator_hosts_held", "Servers whose requests a Retry-After holds now.")
+	hostsCongested   = desc("couchepi_replicator_hosts_congested", "Servers whose requests share a congestion window now (they answered 429 or 503).")
 	stalls           = desc("couchepi_replicator_jobs_stalls_total", "Replications restarted because they were behind their source and completed no batch for stall_timeout_sec.")
 	lagSeconds       = desc("couchepi_replicator_lag_seconds", "How long the jobs this node runs have been behind their sources (0: caught up), across jobs.")
 	lagMax           = desc("couchepi_replicator_lag_max_seconds", "The longest lag of the jobs this node runs.")
@@ -108,6 +114,7 @@ var allDescs = []*prometheus.Desc{
 	changesReadFailures, workersStarted, dbScans, completedUpdates, failedUpdates, connectionCreates,
 	jobsByState, docsRead, docsWritten, docWriteFailures, failuresByReason, revsChecked, missingFound, changesRead,
 	tooManyRequests, backoffs, maxBackoffs, retries, parks, wakes, handoffs, resumes, sharedReads, sharedDocs, batchWaits,
+	hostWaits, hostHolds, hostCuts, hostWaiting, hostsHeld, hostsCongested,
 	stalls, lagSeconds, lagMax, jobsLagging,
 }
 
@@ -232,6 +239,15 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(retries, float64(s.Retries))
 		counter(connectionCreates, float64(s.ConnectionsCreated))
 		counter(batchWaits, float64(s.BatchWaits))
+		counter(hostWaits, float64(s.HostWaits))
+		counter(hostHolds, float64(s.HostHolds))
+		counter(hostCuts, float64(s.HostCuts))
+		// Kept as requests come and go: the same cost however many jobs
+		// or servers there are.
+		b := src.Pool.BudgetState()
+		gauge(hostWaiting, float64(b.Waiting))
+		gauge(hostsHeld, float64(b.HostsHeld))
+		gauge(hostsCongested, float64(b.HostsCongested))
 	}
 	if src.Records.Q != nil {
 		states, err := c.countStates(src.Records)

@@ -103,7 +103,8 @@ func (p *Pool) Endpoint(ep parse.Endpoint, rep *parse.Rep) *Client {
 		if _, err := c.httpClient(); err != nil {
 			c.baseErr = err
 		}
-		c.turns = p.turnsOf(c.base.Scheme + "://" + c.base.Host)
+		// One server, however its URL spells it (case, default port).
+		c.turns = p.turnsOf(c.origin)
 		c.budget = p.budgetOf(c.origin)
 	}
 	c.auth = newSession(c)

@@ -30,7 +30,7 @@ type hostTurns struct {
 	waiting []chan struct{} // oldest first; closed when given a turn
 }
 
-// turnsOf returns the turns of the server at key (scheme://host:port).
+// turnsOf returns the turns of the server at key (parse.Origin: scheme://host:port).
 func (p *Pool) turnsOf(key string) *hostTurns {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -80,6 +80,22 @@ func TestBatchTurns(t *testing.T) {
 				t.Errorf("BatchWaits = %d, want at least 2", p.Stats().BatchWaits)
 			}
 		}},
+		{"one server however its URL spells it", func(t *testing.T) {
+			for _, urls := range [][2]string{
+				{"http://LOCALHOST:1/a/", "http://localhost:1/b/"},
+				{"http://example.invalid/a/", "http://example.invalid:80/b/"},
+			} {
+				p := turnsPool(t, 1)
+				a := p.Endpoint(parse.Endpoint{URL: urls[0]}, nil)
+				b := p.Endpoint(parse.Endpoint{URL: urls[1]}, nil)
+				if given(startTurn(ctx, a), time.Second) == nil {
+					t.Fatal("no turn")
+				}
+				if given(startTurn(ctx, b), brief) != nil {
+					t.Errorf("%s and %s took turns of their own", urls[0], urls[1])
+				}
+			}
+		}},
 		{"other servers are not held up", func(t *testing.T) {
 			p := turnsPool(t, 1)
 			a := p.Endpoint(parse.Endpoint{URL: "http://127.0.0.1:1/a/"}, nil)

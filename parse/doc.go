@@ -71,6 +71,10 @@
 //     and gives no credential.
 //   - TransientJobID follows CouchDB 4.x's shape but is only meant to be
 //     stable within couchepi.
+//   - `checkpoint` (PouchDB's option, which CouchDB ignores) is read:
+//     "target" keeps checkpoints on the target alone (Rep.Checkpoint),
+//     "both" or null is the default; other values are refused. It does
+//     not enter the replication id.
 //
 // couchepi adds one option: `doc_write_failure`, "count" (the default, as
 // CouchDB: a document the target refuses is counted in doc_write_failures)

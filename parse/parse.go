@@ -123,6 +123,8 @@ func parseRepObject(ms jsonobj.Object, user UserCtx, opts Options, request bool)
 			e = setBool(&rep.UseBulkGet, m)
 		case "use_checkpoints":
 			e = setBool(&rep.UseCheckpoints, m)
+		case "checkpoint":
+			e = setCheckpoint(&rep.Checkpoint, m)
 		case "create_target_params":
 			if kindOf(m.Value) != kindObject {
 				e = newError(reasonCreateTargetPar)
@@ -322,6 +324,27 @@ func setBool(dst *bool, m jsonobj.Member) *Error {
 	}
 	*dst = b
 	return nil
+}
+
+// setCheckpoint reads `checkpoint` (PouchDB's option): "target", or
+// "both" or null for the default. PouchDB's false and "source" are
+// refused: the first is `use_checkpoints: false`, the second is of no use
+// to a replication, which may always write to its target.
+func setCheckpoint(dst *string, m jsonobj.Member) *Error {
+	if kindOf(m.Value) == kindNull {
+		*dst = CheckpointBoth
+		return nil
+	}
+	switch s, _ := rawString(m.Value); {
+	case kindOf(m.Value) != kindString:
+	case s == "both":
+		*dst = CheckpointBoth
+		return nil
+	case s == CheckpointTarget:
+		*dst = CheckpointTarget
+		return nil
+	}
+	return newError(reasonCheckpoint)
 }
 
 // setInt reads an integer option (JSON integer or numeric string) that must

@@ -51,6 +51,10 @@ func TestReplicationDocErrors(t *testing.T) {
 		{"doc_write_failure not a string", `"doc_write_failure":true`, "`doc_write_failure` must be `count` or `fail`"},
 		{"doc_write_failure case", `"doc_write_failure":"FAIL"`, "`doc_write_failure` must be `count` or `fail`"},
 		{"use_checkpoints", `"use_checkpoints":0`, "`use_checkpoints` must be a boolean"},
+		{"checkpoint false", `"checkpoint":false`, "`checkpoint` must be \"both\" or \"target\" (`use_checkpoints: false` writes none)"},
+		{"checkpoint source", `"checkpoint":"source"`, "`checkpoint` must be \"both\" or \"target\" (`use_checkpoints: false` writes none)"},
+		{"checkpoint case", `"checkpoint":"Target"`, "`checkpoint` must be \"both\" or \"target\" (`use_checkpoints: false` writes none)"},
+		{"checkpoint number", `"checkpoint":1`, "`checkpoint` must be \"both\" or \"target\" (`use_checkpoints: false` writes none)"},
 		{"create_target_params", `"create_target_params":[]`, "`create_target_params` must be an object"},
 		{"doc_ids not array", `"doc_ids":"a"`, "`doc_ids` must be an array"},
 		{"doc_ids number", `"doc_ids":[1]`, "`doc_ids` array must contain strings"},
@@ -140,6 +144,9 @@ func TestReplicationDocFields(t *testing.T) {
 		{"doc_write_failure count is the default, stored as unset", `"doc_write_failure":"count"`, func(r *Rep) bool {
 			return r.DocWriteFailure == "" && !r.FailsOnDocWriteFailure()
 		}},
+		{"checkpoint target", `"checkpoint":"target"`, func(r *Rep) bool { return r.Checkpoint == CheckpointTarget }},
+		{"checkpoint both", `"checkpoint":"both"`, func(r *Rep) bool { return r.Checkpoint == CheckpointBoth }},
+		{"checkpoint null", `"checkpoint":null`, func(r *Rep) bool { return r.Checkpoint == CheckpointBoth }},
 		{"doc_ids", `"doc_ids":["b","a%2Fx","a/x","c+d"]`, func(r *Rep) bool {
 			return reflect.DeepEqual(r.DocIDs, []string{"a/x", "b", "c d"})
 		}},

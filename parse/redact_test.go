@@ -75,6 +75,8 @@ func TestEqual(t *testing.T) {
 		{"query param order", func() *Rep { r := parse(""); r.QueryParams = json.RawMessage(`{"b":"2","a":"1"}`); return r }(), false},
 		{"password", func() *Rep { r := parse(""); r.Source.Auth.Password = "other"; return r }(), false},
 		{"option", parse(`,"worker_processes":2`), false},
+		{"checkpoint on the target alone", parse(`,"checkpoint":"target"`), false},
+		{"checkpoint both is the default", parse(`,"checkpoint":"both"`), true},
 		{"db and doc id ignored", func() *Rep { r := parse(""); r.DB, r.DocID = "_replicator", "d"; return r }(), true},
 	}
 	for _, tt := range tests {

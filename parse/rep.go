@@ -166,6 +166,11 @@ type Rep struct {
 	// replication id: it changes what a run does, not where it
 	// checkpoints.
 	DocWriteFailure string `json:"doc_write_failure,omitempty"`
+	// Checkpoint is where checkpoints are written (couchepi's, as
+	// PouchDB's option): CheckpointBoth ("", CouchDB's: source and
+	// target) or CheckpointTarget (the target alone, for sources the
+	// replication may only read). It does not enter the replication id.
+	Checkpoint string `json:"checkpoint,omitempty"`
 
 	// UserCtx is who started it: the HTTP user for transient replications,
 	// the doc's user_ctx (display only) for persistent ones.
@@ -177,6 +182,15 @@ type Rep struct {
 	DB    string `json:"db,omitempty"`
 	DocID string `json:"doc_id,omitempty"`
 }
+
+// Values of Rep.Checkpoint.
+const (
+	// CheckpointBoth writes checkpoints on the source and the target, as
+	// CouchDB does ("both" in a doc, or no `checkpoint`).
+	CheckpointBoth = ""
+	// CheckpointTarget writes checkpoints on the target alone ("target").
+	CheckpointTarget = "target"
+)
 
 // RepID is a CouchDB replication id: a 32-hex base and an extension.
 type RepID struct {

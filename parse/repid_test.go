@@ -84,6 +84,9 @@ func TestReplicationIDHandDerived(t *testing.T) {
 		{"password", `{"source":"http://admin:other@127.0.0.1:25984/ra","target":"http://admin:x@127.0.0.1:25984/rb"}`},
 		{"trailing slash given", `{"source":"http://admin:pass@127.0.0.1:25984/ra/","target":"http://admin:pass@127.0.0.1:25984/rb/"}`},
 		{"options outside the id", `{` + ep + `,"worker_processes":1,"use_checkpoints":false,"checkpoint_interval":5}`},
+		// Where checkpoints live is no part of what is replicated: a
+		// replication switched to the target alone finds its checkpoints.
+		{"checkpoint target", `{` + ep + `,"checkpoint":"target"}`},
 		{"default Accept header", `{"source":{"url":"http://admin:pass@127.0.0.1:25984/ra","headers":{"Accept":"application/json"}},"target":"http://admin:pass@127.0.0.1:25984/rb"}`},
 	}
 	for _, c := range same {

@@ -20,7 +20,7 @@ var shapes = []string{
 	`{"source":"http://h/a","target":"http://h/b","filter":"_view","query_params":{"view":"d/v","key":[1,{"a":true}]}}`,
 	`{"source":"http://h/a","target":"http://h/b","selector":{"type":"x","n":{"$gt":1},"$or":[{"a":1},{"b":{"$in":[1,2]}}]}}`,
 	`{"source":"http://h/a","target":"http://h/b","proxy":"socks5://u:p@p:1080","worker_processes":"2","worker_batch_size":10,"http_connections":1,"connection_timeout":"100","retries_per_request":0,"checkpoint_interval":1,"use_checkpoints":false,"use_bulk_get":false,"winning_revs_only":true,"socket_options":"[{nodelay, true}]","doc_write_failure":"fail"}`,
-	`{"_id":"r","_rev":"1-a","owner":"bob","user_ctx":{"name":"bob","roles":["dev"]},"source":"http://h/a","target":"http://h/b","doc_ids":[]}`,
+	`{"_id":"r","_rev":"1-a","owner":"bob","user_ctx":{"name":"bob","roles":["dev"]},"source":"http://h/a","target":"http://h/b","doc_ids":[],"checkpoint":"target"}`,
 	`{"cancel":true,"replication_id":"abc continuous"}`,
 	`{"source":"local","target":{"url":"other"},"cancel":true}`,
 	`{"source":"http://[::1]:5984/a","target":"http://h/b","source_proxy":"http://p:3128","target_proxy":"https://q"}`,

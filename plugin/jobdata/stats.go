@@ -34,6 +34,9 @@ type Stats struct {
 	// FailedDocs are the last documents the target refused, newest first
 	// (at most replicate.MaxFailedDocs; couchepi's).
 	FailedDocs []FailedDoc `json:"failed_docs,omitempty"`
+	// Checkpoint is "target" while the job keeps its checkpoints on the
+	// target alone (couchepi's, see replicate.Stats).
+	Checkpoint string `json:"checkpoint,omitempty"`
 }
 
 // FailedDoc is one document revision a target refused (or the replicator
@@ -61,6 +64,9 @@ func (s *Stats) RunningInfo() json.RawMessage {
 		o.Add("last_progress", ISOTime(s.LastProgress))
 	}
 	o.Add("lag_sec", s.LagSec)
+	if s.Checkpoint != "" {
+		o.Add("checkpoint", s.Checkpoint)
+	}
 	return o.Raw()
 }
 

@@ -122,6 +122,32 @@ func TestShapes(t *testing.T) {
     "source": "http://127.0.0.1:25984/src/", "source_seq": "9-g1AAAA…", "started_on": 1795291733,
     "target": "http://127.0.0.1:25984/tgt2/", "through_seq": "9-g1AAAA…", "type": "replication",
     "updated_on": 1795291736, "user": null}`},
+		{"running job keeping its checkpoints on the target alone", func() json.RawMessage {
+			r := *recs["u1|cont"]
+			r.Stats.Checkpoint = "target"
+			return jobJSON(&r)
+		}, `{
+  "database": "_replicator", "id": "b9691fedaee4243ba089bca27b0feb4d+continuous", "pid": "<0.2978.0>",
+  "source": "http://127.0.0.1:25984/src/", "target": "http://127.0.0.1:25984/tgt2/", "user": null, "doc_id": "cont",
+  "info": {"revisions_checked": 10, "missing_revisions_found": 10, "docs_read": 10, "docs_written": 10,
+    "changes_pending": 0, "doc_write_failures": 0, "bulk_get_docs": 8, "bulk_get_attempts": 9,
+    "checkpointed_source_seq": "9-g1AAAA…", "source_seq": "9-g1AAAA…", "through_seq": "9-g1AAAA…", "lag_sec": 0,
+    "checkpoint": "target"},
+  "history": [{"timestamp": "2026-11-21T20:08:53Z", "type": "started"}, {"timestamp": "2026-11-21T20:08:53Z", "type": "added"}],
+  "node": "couchdb@127.0.0.1", "start_time": "2026-11-21T20:08:53Z"}`},
+		{"active task keeping its checkpoints on the target alone", func() json.RawMessage {
+			r := *recs["u1|cont"]
+			r.Stats.Checkpoint = "target"
+			return activeTask(&r)
+		}, `{
+    "node": "couchdb@127.0.0.1", "pid": "<0.2978.0>", "process_status": "waiting",
+    "bulk_get_attempts": 9, "bulk_get_docs": 8, "changes_pending": 0, "checkpoint": "target", "checkpoint_interval": 1000,
+    "checkpointed_source_seq": "9-g1AAAA…", "continuous": true, "database": "_replicator", "doc_id": "cont",
+    "doc_write_failures": 0, "docs_read": 10, "docs_written": 10, "lag_sec": 0, "missing_revisions_found": 10,
+    "replication_id": "b9691fedaee4243ba089bca27b0feb4d+continuous", "revisions_checked": 10,
+    "source": "http://127.0.0.1:25984/src/", "source_seq": "9-g1AAAA…", "started_on": 1795291733,
+    "target": "http://127.0.0.1:25984/tgt2/", "through_seq": "9-g1AAAA…", "type": "replication",
+    "updated_on": 1795291736, "user": null}`},
 		{"sample 18 failed duplicate doc", func() json.RawMessage { return docJSON(recs["u1|dup"]) }, `{
   "database": "_replicator", "doc_id": "dup", "id": null,
   "source": "http://127.0.0.1:25984/src/", "target": "http://127.0.0.1:25984/tgt2/",

@@ -210,8 +210,11 @@ func activeTask(rec *jobdata.Record) json.RawMessage {
 		Add("process_status", "waiting").
 		Add("bulk_get_attempts", s.BulkGetAttempts).
 		Add("bulk_get_docs", s.BulkGetDocs).
-		Add("changes_pending", s.ChangesPending).
-		Add("checkpoint_interval", rec.Rep.CheckpointInterval).
+		Add("changes_pending", s.ChangesPending)
+	if s.Checkpoint != "" { // couchepi's: kept on the target alone
+		o.Add("checkpoint", s.Checkpoint)
+	}
+	o.Add("checkpoint_interval", rec.Rep.CheckpointInterval).
 		Add("checkpointed_source_seq", s.CheckpointedSourceSeq).
 		Add("continuous", rec.Rep.Continuous).
 		Add("database", nullable(rec.DBName)).

@@ -42,6 +42,10 @@ type Stats struct {
 	// FailedDocs are the last MaxFailedDocs documents refused, newest
 	// first (couchepi's).
 	FailedDocs []FailedDoc `json:"failed_docs,omitempty"`
+	// Checkpoint is "target" while the run keeps its checkpoints on the
+	// target alone (asked to, or the source refused them), else ""
+	// (couchepi's).
+	Checkpoint string `json:"checkpoint,omitempty"`
 }
 
 // Options are how a replication is run (the Rep says what to replicate).

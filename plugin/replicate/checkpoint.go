@@ -4,13 +4,31 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 
+	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/couchclient"
 )
+
+// Where a run keeps its checkpoints.
+//
+// CouchDB writes each checkpoint to both endpoints and resumes from the
+// newest session both docs share, so that a source deleted and recreated
+// (which loses its doc) is replicated from the start. A user who may only
+// read the source cannot write its doc: with `"checkpoint": "target"`
+// (Rep.Checkpoint, PouchDB's option), or once the source refuses the
+// write or its `_ensure_full_commit` with 401 or 403, the run keeps its
+// checkpoints on the target alone, marked `"checkpoint": "target"` there.
+// The next run resumes from the target's doc: with "target" from it
+// alone; by default from it when it is so marked and the source has no
+// doc of the replication or one the target's history holds (written
+// before the source refused), else as CouchDB does. A default run tries
+// the source again at its first checkpoint, so a user given write access
+// gets checkpoints on both endpoints again.
 
 // maxHistory is how many sessions a checkpoint doc remembers.
 const maxHistory = 50
@@ -38,6 +56,9 @@ type Checkpoint struct {
 	SessionID            string          `json:"session_id"`
 	SourceLastSeq        json.RawMessage `json:"source_last_seq"`
 	ReplicationIDVersion int             `json:"replication_id_version"`
+	// Checkpoint is "target" in a doc written on the target alone
+	// (couchepi's; CouchDB reads the doc without it).
+	Checkpoint string `json:"checkpoint,omitempty"`
 	// Legacy top-level fields written for doc_ids replications.
 	StartTime        string            `json:"start_time,omitempty"`
 	EndTime          string            `json:"end_time,omitempty"`
@@ -110,6 +131,101 @@ func compareCheckpoints(src, tgt *Checkpoint) startPoint {
 	return startPoint{}
 }
 
+// onTargetAlone reports whether the run keeps its checkpoints on the
+// target alone: asked to, or since the source refused one.
+func (r *run) onTargetAlone() bool {
+	return r.rep.Checkpoint == parse.CheckpointTarget || r.sourceRefused.Load()
+}
+
+// startingPoint is where the run starts from the checkpoint docs read at
+// its start (src is nil with "checkpoint": "target", where it is not read).
+func (r *run) startingPoint(src, tgt *Checkpoint) startPoint {
+	fromTarget := r.rep.Checkpoint == parse.CheckpointTarget ||
+		tgt != nil && tgt.Checkpoint == parse.CheckpointTarget && (src == nil || holdsSession(tgt, src.SessionID))
+	if !fromTarget {
+		return compareCheckpoints(src, tgt)
+	}
+	if tgt == nil {
+		return startPoint{}
+	}
+	r.existing = tgt
+	return startPoint{seq: tgt.SourceLastSeq, history: tgt.History, newest: firstEntry(tgt.History)}
+}
+
+// holdsSession reports whether cp was written by session id or descends
+// from a doc it wrote.
+func holdsSession(cp *Checkpoint, id string) bool {
+	return id != "" && (cp.SessionID == id || findSession(id, decodeHistory(cp.History)) != nil)
+}
+
+// keepOnTarget makes the run keep its checkpoints on the target alone
+// from now on, because the source refused one (why).
+func (r *run) keepOnTarget(why string) {
+	if r.sourceRefused.Swap(true) {
+		return
+	}
+	r.log.Warn("the source refuses checkpoints: keeping them on the target alone", "reason", why)
+}
+
+// sourceCommit is the source's `_ensure_full_commit` before a checkpoint:
+// its instance_start_time, "" when the checkpoint is kept on the target
+// alone (then nothing is asked of the source).
+func (r *run) sourceCommit(ctx context.Context) (string, error) {
+	if r.onTargetAlone() {
+		return "", nil
+	}
+	ist, err := ensureFullCommit(ctx, r.src)
+	var ref *refusal
+	switch {
+	case errors.As(err, &ref):
+		r.keepOnTarget(ref.Error())
+		return "", nil
+	case err != nil:
+		return "", checkpointFailure("source", asError(err).Reason)
+	}
+	return ist, nil
+}
+
+// writeCheckpoints writes the checkpoint of through on the source, unless
+// it is kept on the target alone, then on the target, and returns the
+// body written there.
+func (r *run) writeCheckpoints(ctx context.Context, through json.RawMessage, stats Stats) ([]byte, error) {
+	body := r.checkpointBody(through, stats)
+	if !r.onTargetAlone() {
+		rev, err := writeCheckpoint(ctx, r.src, "source", r.repID.Base, r.srcRev, body)
+		var ref *refusal
+		switch {
+		case errors.As(err, &ref):
+			r.keepOnTarget(ref.Error())
+			body = r.checkpointBody(through, stats) // marked for the target alone
+		case err != nil:
+			return nil, err
+		default:
+			r.srcRev = rev
+		}
+	}
+	rev, err := writeCheckpoint(ctx, r.tgt, "target", r.repID.Base, r.tgtRev, body)
+	if err != nil {
+		return nil, err
+	}
+	r.tgtRev = rev
+	return body, nil
+}
+
+// refusal is an endpoint refusing a checkpoint request with 401 or 403.
+type refusal struct{ err *Error }
+
+func (e *refusal) Error() string { return e.err.Error() }
+func (e *refusal) Unwrap() error { return e.err }
+
+// refused wraps err as a refusal when status is 401 or 403.
+func refused(status int, err *Error) error {
+	if status == http.StatusUnauthorized || status == http.StatusForbidden {
+		return &refusal{err: err}
+	}
+	return err
+}
+
 func firstEntry(h []json.RawMessage) *HistoryEntry {
 	hs := decodeHistory(h)
 	if len(hs) == 0 {
@@ -152,7 +268,7 @@ func ensureFullCommit(ctx context.Context, c *couchclient.Client) (string, error
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusOK {
-		return "", statusError("ensure_full_commit_failed", resp, "POST", c.RedactedURL()+"_ensure_full_commit")
+		return "", refused(resp.StatusCode, statusError("ensure_full_commit_failed", resp, "POST", c.RedactedURL()+"_ensure_full_commit"))
 	}
 	var v struct {
 		InstanceStartTime json.RawMessage `json:"instance_start_time"`
@@ -216,7 +332,7 @@ func putCheckpoint(ctx context.Context, c *couchclient.Client, side, id, rev str
 		if reason == "" {
 			reason = http.StatusText(resp.StatusCode)
 		}
-		return "", checkpointFailure(side, reason)
+		return "", refused(resp.StatusCode, checkpointFailure(side, reason))
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/couchclient"
 )
 
@@ -59,6 +60,41 @@ func TestCompareCheckpoints(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			sp := compareCheckpoints(tc.src, tc.tgt)
+			if string(sp.seq) != tc.want {
+				t.Fatalf("start seq %s, want %q", sp.seq, tc.want)
+			}
+		})
+	}
+}
+
+// TestStartingPoint: where a run starts from the checkpoint docs, by the
+// replication's `checkpoint` and the mark of a doc written on the target
+// alone.
+func TestStartingPoint(t *testing.T) {
+	seq := func(s string) json.RawMessage { return json.RawMessage(`"` + s + `"`) }
+	both := &Checkpoint{SessionID: "a", SourceLastSeq: seq("10"), History: hist("a:10")}
+	// Written by session b on the target alone, after a's checkpoint on both.
+	alone := &Checkpoint{SessionID: "b", SourceLastSeq: seq("40"), Checkpoint: parse.CheckpointTarget, History: hist("b:40", "a:10")}
+	foreign := &Checkpoint{SessionID: "x", SourceLastSeq: seq("99"), History: hist("x:99")}
+	cases := []struct {
+		name     string
+		mode     string
+		src, tgt *Checkpoint
+		want     string // start seq JSON, "" = from scratch
+	}{
+		{"default: both docs, CouchDB's rule", "", both, both, `"10"`},
+		{"default: target alone, nothing on the source", "", nil, alone, `"40"`},
+		{"default: target alone, the source's doc in its history", "", both, alone, `"40"`},
+		{"default: target alone, the source's doc foreign", "", foreign, alone, ""},
+		{"default: unmarked target, nothing on the source", "", nil, both, ""},
+		{"target: the target's doc", parse.CheckpointTarget, nil, both, `"10"`},
+		{"target: marked doc", parse.CheckpointTarget, nil, alone, `"40"`},
+		{"target: none yet", parse.CheckpointTarget, nil, nil, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &run{rep: &parse.Rep{Checkpoint: tc.mode}}
+			sp := r.startingPoint(tc.src, tc.tgt)
 			if string(sp.seq) != tc.want {
 				t.Fatalf("start seq %s, want %q", sp.seq, tc.want)
 			}

@@ -40,7 +40,9 @@ func (r *Resume) At(seq json.RawMessage) bool { return seqString(r.seq) == seqSt
 func (r *run) resume() *Resume {
 	r.cpMu.Lock()
 	defer r.cpMu.Unlock()
-	if !r.rep.UseCheckpoints || r.srcRev == "" || r.tgtRev == "" || len(r.committed) == 0 {
+	// Without a checkpoint on the source there is nothing there to
+	// confirm the hint with: the next run starts in full.
+	if !r.rep.UseCheckpoints || r.onTargetAlone() || r.srcRev == "" || r.tgtRev == "" || len(r.committed) == 0 {
 		return nil
 	}
 	return &Resume{repID: r.repID, seq: bytes.Clone(r.committed), srcRev: r.srcRev, tgtRev: r.tgtRev,

@@ -60,6 +60,9 @@ type run struct {
 	tgtRev    string
 	committed json.RawMessage
 	lastBody  []byte
+	// sourceRefused is set once the source refused a checkpoint: the
+	// run keeps them on the target alone (checkpoint.go).
+	sourceRefused atomic.Bool
 
 	errMu    sync.Mutex
 	firstErr error
@@ -173,7 +176,7 @@ func (r *run) start(ctx context.Context) error {
 	var sp startPoint
 	if r.rep.UseCheckpoints {
 		s := srcDoc
-		if !srcRead {
+		if !srcRead && r.rep.Checkpoint != parse.CheckpointTarget {
 			if s, err = readCheckpoint(ctx, r.src, r.repID.Base); err != nil {
 				return asError(err)
 			}
@@ -190,7 +193,7 @@ func (r *run) start(ctx context.Context) error {
 		if t != nil {
 			r.tgtRev, tb = t.Rev, t.Body
 		}
-		sp = compareCheckpoints(sb, tb)
+		sp = r.startingPoint(sb, tb)
 		if sp.seq == nil && (sb != nil || tb != nil) {
 			r.log.Info("no common ancestry -- performing full replication")
 		}
@@ -538,6 +541,9 @@ func (r *run) snapshot() Stats {
 	if since := r.behindSince.Load(); since != 0 {
 		s.LagSec = int64(time.Since(time.Unix(0, since)) / time.Second)
 	}
+	if r.onTargetAlone() {
+		s.Checkpoint = parse.CheckpointTarget
+	}
 	return s
 }
 
@@ -582,7 +588,8 @@ func (r *run) detached() context.Context {
 	return context.Background()
 }
 
-// checkpoint records the through_seq on both endpoints, unless it has not moved.
+// checkpoint records the through_seq on both endpoints (or the target
+// alone, see checkpoint.go), unless it has not moved.
 func (r *run) checkpoint(ctx context.Context) (err error) {
 	r.cpMu.Lock()
 	defer r.cpMu.Unlock()
@@ -600,9 +607,9 @@ func (r *run) checkpoint(ctx context.Context) (err error) {
 	if err != nil {
 		return checkpointFailure("target", asError(err).Reason)
 	}
-	srcIST, err := ensureFullCommit(ctx, r.src)
+	srcIST, err := r.sourceCommit(ctx)
 	if err != nil {
-		return checkpointFailure("source", asError(err).Reason)
+		return err
 	}
 	if !sameInstance(srcIST, seqString(r.srcInfo.InstanceStartTime)) {
 		return newError("checkpoint_commit_failure", "instance_start_time on source database has changed since last checkpoint.", false)
@@ -622,17 +629,10 @@ func (r *run) checkpoint(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	body := r.checkpointBody(through, stats)
-	srcRev, err := writeCheckpoint(ctx, r.src, "source", r.repID.Base, r.srcRev, body)
+	body, err := r.writeCheckpoints(ctx, through, stats)
 	if err != nil {
 		return err
 	}
-	r.srcRev = srcRev
-	tgtRev, err := writeCheckpoint(ctx, r.tgt, "target", r.repID.Base, r.tgtRev, body)
-	if err != nil {
-		return err
-	}
-	r.tgtRev = tgtRev
 	r.committed = through
 	r.lastBody = body
 	r.stats.setCheckpointed(through)
@@ -668,6 +668,9 @@ func (r *run) checkpointBody(seq json.RawMessage, s Stats) []byte {
 		hist = hist[:maxHistory]
 	}
 	cp := Checkpoint{SessionID: r.sessionID, SourceLastSeq: seq, ReplicationIDVersion: 4, History: hist}
+	if r.onTargetAlone() {
+		cp.Checkpoint = parse.CheckpointTarget
+	}
 	if len(r.rep.DocIDs) > 0 {
 		cp.StartTime, cp.EndTime = start, now
 		cp.DocsRead, cp.DocsWritten, cp.DocWriteFailures = &s.DocsRead, &s.DocsWritten, &s.DocWriteFailures

@@ -177,6 +177,7 @@ func flagSet(c *cli, o *optionFlags, jsonFile, localURL, configFile *string) *fl
 		{"retries-per-request", "retries_per_request", rawInt, "retries of a failed request (default 5)"},
 		{"checkpoint-interval", "checkpoint_interval", rawInt, "ms between checkpoints (default 30000)"},
 		{"doc-write-failure", "doc_write_failure", rawString, "what a document the target refuses does: count (default) or fail"},
+		{"checkpoint", "checkpoint", rawString, "where checkpoints are written: both (default) or target, for a source you may only read"},
 	}
 	for _, r := range raws {
 		fs.Var(&rawFlag{o: o, key: r.key, kind: r.kind}, r.name, r.help)

@@ -45,8 +45,11 @@ func TestParseArgs(t *testing.T) {
 		}},
 		{name: "every option flag", args: []string{"--continuous", "--create-target", "--winning-revs-only", "--no-checkpoints", "--no-bulk-get",
 			"--worker-processes", "2", "--worker-batch-size", "100", "--http-connections", "5", "--connection-timeout", "9000",
-			"--retries-per-request", "3", "--checkpoint-interval", "5000", "--since-seq", "42", src, tgt}, check: func(t *testing.T, c *cli) {
+			"--retries-per-request", "3", "--checkpoint-interval", "5000", "--checkpoint", "target", "--since-seq", "42", src, tgt}, check: func(t *testing.T, c *cli) {
 			r := c.Rep
+			if r.Checkpoint != "target" {
+				t.Errorf("checkpoint %q", r.Checkpoint)
+			}
 			if !r.Continuous || !r.CreateTarget || !r.WinningRevsOnly || r.UseCheckpoints || r.UseBulkGet {
 				t.Errorf("bools %+v", r)
 			}

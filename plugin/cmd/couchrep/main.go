@@ -63,6 +63,7 @@ Replication options (same meaning as the _replicate/_replicator fields):
   --connection-timeout MS      request inactivity timeout (default 30000)
   --retries-per-request N      retries of a failed request (default 5)
   --checkpoint-interval MS     time between checkpoints (default 30000)
+  --checkpoint target          write checkpoints on the target alone (a source you may only read)
   --no-checkpoints             neither read nor write checkpoints
   --no-bulk-get                fetch documents one by one instead of with _bulk_get
   --winning-revs-only          replicate only winning revisions

@@ -42,14 +42,23 @@ func TestReadOnlySource(t *testing.T) {
 	}
 	user := fmt.Sprintf("reader-%d", time.Now().UnixNano()%1e9)
 	s.mustDo(t, "PUT", "_users/org.couchdb.user:"+user, map[string]any{"name": user, "password": "rpass", "roles": []string{}, "type": "user"})
+	// localWritesOnly refuses the _local writes alone, as a gateway letting
+	// every POST through would.
+	localWritesOnly := func(n int, r *http.Request, body []byte) fault {
+		if r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/_local/") {
+			return fail403
+		}
+		return passThrough
+	}
 	tests := []struct {
 		name     string
 		mode     string
-		readOnly bool
+		readOnly func(n int, r *http.Request, body []byte) fault // nil: a writable source
 	}{
-		{"the source refuses the checkpoint", parse.CheckpointBoth, true},
-		{"checkpoint target, read-only source", parse.CheckpointTarget, true},
-		{"checkpoint target, writable source", parse.CheckpointTarget, false},
+		{"the source refuses every write", parse.CheckpointBoth, readOnly},
+		{"the source refuses the _local write", parse.CheckpointBoth, localWritesOnly},
+		{"checkpoint target, read-only source", parse.CheckpointTarget, readOnly},
+		{"checkpoint target, writable source", parse.CheckpointTarget, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -66,11 +75,10 @@ func TestReadOnlySource(t *testing.T) {
 					since = append(since, r.URL.Query().Get("since"))
 					mu.Unlock()
 				}
-				f := readOnly(n, r, body)
-				if tc.readOnly {
-					return f
+				if tc.readOnly != nil {
+					return tc.readOnly(n, r, body)
 				}
-				if f != passThrough {
+				if readOnly(n, r, body) != passThrough {
 					mu.Lock()
 					sourceWrites = append(sourceWrites, r.Method+" "+r.URL.Path)
 					mu.Unlock()
@@ -80,7 +88,7 @@ func TestReadOnlySource(t *testing.T) {
 			rep := testRep(s, src, tgt)
 			rep.Source = parse.Endpoint{URL: p.srv.URL + "/" + src + "/", Auth: &parse.BasicAuth{Username: user, Password: "rpass"}}
 			rep.Continuous, rep.Checkpoint, rep.ConnectionTimeout = true, tc.mode, 3000
-			if tc.readOnly {
+			if tc.readOnly != nil {
 				// The premise: the user reads the source, and may write nothing there.
 				if status, body := (&testServer{Base: p.srv.URL + "/", User: user, Pass: "rpass"}).do(t, "PUT", src+"/_local/probe", `{}`); status != 403 {
 					t.Fatalf("the source took a _local write from its reader: %d %s", status, body)

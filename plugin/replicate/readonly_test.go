@@ -88,10 +88,26 @@ func TestReadOnlySource(t *testing.T) {
 			rep := testRep(s, src, tgt)
 			rep.Source = parse.Endpoint{URL: p.srv.URL + "/" + src + "/", Auth: &parse.BasicAuth{Username: user, Password: "rpass"}}
 			rep.Continuous, rep.Checkpoint, rep.ConnectionTimeout = true, tc.mode, 3000
+			// The premise: the user is a member of the source, no admin. As in
+			// CouchDB, that lets it write _local docs on minicouch itself; the
+			// gateway is what refuses them.
+			member := &testServer{Base: s.Base, User: user, Pass: "rpass"}
+			var session struct {
+				UserCtx struct {
+					Name  string   `json:"name"`
+					Roles []string `json:"roles"`
+				} `json:"userCtx"`
+			}
+			_, body := member.do(t, "GET", "_session", nil)
+			if json.Unmarshal(body, &session); session.UserCtx.Name != user || len(session.UserCtx.Roles) != 0 {
+				t.Fatalf("the user's session: %s", body)
+			}
+			if status, body := member.do(t, "PUT", src+"/_local/probe", `{}`); status != 201 {
+				t.Fatalf("minicouch refused a member's _local write, as CouchDB does not: %d %s", status, body)
+			}
 			if tc.readOnly != nil {
-				// The premise: the user reads the source, and may write nothing there.
 				if status, body := (&testServer{Base: p.srv.URL + "/", User: user, Pass: "rpass"}).do(t, "PUT", src+"/_local/probe", `{}`); status != 403 {
-					t.Fatalf("the source took a _local write from its reader: %d %s", status, body)
+					t.Fatalf("the gateway let a _local write through: %d %s", status, body)
 				}
 			}
 			id, err := ComputeRepID(context.Background(), rep, "0123456789abcdef0123456789abcdef", nil)

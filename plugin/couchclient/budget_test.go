@@ -48,6 +48,7 @@ type budgetServer struct {
 	mu       sync.Mutex
 	in, most int
 	gate     chan struct{}
+	opened   bool
 	answer   func(w http.ResponseWriter, r *http.Request) // nil: 200 {"ok":true}
 }
 
@@ -70,6 +71,7 @@ func newBudgetServer(t *testing.T) *budgetServer {
 		w.Write([]byte(`{"ok":true}`))
 	}))
 	t.Cleanup(s.Close)
+	t.Cleanup(s.open) // before Close, which waits for the handlers: a failed test ends
 	return s
 }
 
@@ -83,13 +85,16 @@ func (s *budgetServer) inHandler() int {
 func (s *budgetServer) open() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	close(s.gate)
+	if !s.opened {
+		s.opened = true
+		close(s.gate)
+	}
 }
 
 // waitFor polls cond until it holds, failing the test after a generous bound.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting until %s", what)
@@ -236,7 +241,7 @@ func TestHostBudgetCongestion(t *testing.T) {
 	gate := s.gate
 	s.gate = make(chan struct{})
 	s.mu.Unlock()
-	close(gate)
+	close(gate) // the gate open() closes is the new one
 	waitFor(t, "the retries fill the window of 4 and the rest wait", func() bool {
 		return s.inHandler() == 4 && p.BudgetState().Waiting == 4
 	})

@@ -80,7 +80,8 @@ func TestRetryAfterHoldsEveryJob(t *testing.T) {
 	started := time.Now()
 	for i := range jobs {
 		rep := testRep(ps, src, fmt.Sprintf("%s-%03d", prefix, i))
-		rep.CreateTarget = true
+		// Kept small: what is tested is every request after the 429s.
+		rep.CreateTarget, rep.WorkerProcesses, rep.UseCheckpoints = true, 1, false
 		go func() {
 			_, err := Run(ctx, rep, Options{Pool: pool, ServerUUID: "0123456789abcdef0123456789abcdef"})
 			errs <- err

@@ -90,7 +90,6 @@ func benchScrape(b *testing.B, n, running int) {
 		for _, mf := range mfs {
 			expfmt.MetricFamilyToText(&text, mf)
 		}
-		b.ReportMetric(float64(text.Len()), "bytes/scrape")
 		b.ReportAllocs()
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
@@ -99,6 +98,8 @@ func benchScrape(b *testing.B, n, running int) {
 			}
 		}
 		b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/scrape")
+		// After the loop: ResetTimer drops metrics reported before it.
+		b.ReportMetric(float64(text.Len()), "bytes/scrape")
 	})
 }
 

@@ -21,6 +21,9 @@ func (f *Frontend) goAfter(fn func(ctx context.Context)) {
 			return
 		}
 		defer func() { <-f.after }()
+		if f.afterCtx.Err() != nil {
+			return // a slot freed by Close's cancel: select chose it over Done at random
+		}
 		fn(f.afterCtx)
 	}()
 }

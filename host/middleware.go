@@ -334,7 +334,11 @@ func (m *Middleware) activeTasks(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var tasks []json.RawMessage
-	_ = json.Unmarshal(rec.body.Bytes(), &tasks)
+	if err := json.Unmarshal(rec.body.Bytes(), &tasks); err != nil {
+		// The server's own list is not a JSON array: the plugins' tasks are still worth showing.
+		m.Host.log.Warn("the server's _active_tasks answer is not a JSON array; showing the plugins' tasks only", "error", err)
+		tasks = nil
+	}
 	tasks = append(tasks, m.Host.ActiveTasks(r.Context())...)
 	if tasks == nil {
 		tasks = []json.RawMessage{}

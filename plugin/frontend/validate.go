@@ -67,11 +67,11 @@ func checkJobSize(db string, doc []byte, opts parse.Options) error {
 	}
 	var c docChange
 	c.db, c.uuid, c.body = db, sizingUUID, doc
-	if v, ok := ms.Get("_id"); ok {
-		json.Unmarshal(v, &c.docID)
+	if v, ok := ms.Get("_id"); ok && json.Unmarshal(v, &c.docID) != nil {
+		return nil // not a string: parse.BeforeDocUpdate refuses it
 	}
-	if v, ok := ms.Get("_deleted"); ok {
-		json.Unmarshal(v, &c.deleted)
+	if v, ok := ms.Get("_deleted"); ok && json.Unmarshal(v, &c.deleted) != nil {
+		c.deleted = false // only true deletes, as in CouchDB
 	}
 	rec, _, _ := docRecord(c, opts, time.Now())
 	if rec == nil || rec.State == jobdata.Failed {
@@ -123,6 +123,8 @@ func docID(doc []byte) string {
 	var d struct {
 		ID string `json:"_id"`
 	}
-	json.Unmarshal(doc, &d)
+	if json.Unmarshal(doc, &d) != nil {
+		return ""
+	}
 	return d.ID
 }

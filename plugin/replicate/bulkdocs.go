@@ -152,6 +152,8 @@ func docIDRev(doc json.RawMessage) (id, rev string) {
 		ID  string `json:"_id"`
 		Rev string `json:"_rev"`
 	}
-	json.Unmarshal(doc, &v)
+	if json.Unmarshal(doc, &v) != nil {
+		return "", "" // reported without an id rather than not at all
+	}
 	return v.ID, v.Rev
 }

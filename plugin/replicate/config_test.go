@@ -279,3 +279,29 @@ func TestURITooLong(t *testing.T) {
 		})
 	}
 }
+
+// TestGarbledOpenRevsPart: a source whose multipart open_revs answer holds a
+// JSON part that does not parse fails the run with open_doc_revs_failed, as
+// an unparsable JSON answer does, instead of taking the revision for one the
+// source no longer has and checkpointing past it.
+func TestGarbledOpenRevsPart(t *testing.T) {
+	s := startServer(t)
+	src, tgt := s.newDB(t, "src"), s.newDB(t, "tgt")
+	s.mustDo(t, "PUT", src+"/d", map[string]any{"v": 1})
+	p := newFaultProxy(t, s)
+	p.setFaults(func(_ int, r *http.Request, _ []byte) fault {
+		if r.Method == "GET" && r.URL.Query().Get("open_revs") != "" {
+			return garbledPart
+		}
+		return passThrough
+	})
+	rep := testRep(p.endpointServer(s), src, tgt)
+	rep.UseBulkGet = false
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := Run(ctx, rep, Options{ServerUUID: "0123456789abcdef0123456789abcdef"})
+	var re *Error
+	if !errors.As(err, &re) || re.Kind != "open_doc_revs_failed" {
+		t.Fatalf("Run = %+v, %v; want an open_doc_revs_failed error", res, err)
+	}
+}

@@ -221,7 +221,10 @@ func (r *run) readMultipart(ctx context.Context, id, rev string, body io.Reader,
 				ID      string `json:"_id"`
 				Missing string `json:"missing"`
 			}
-			json.Unmarshal(doc, &probe)
+			if err := json.Unmarshal(doc, &probe); err != nil {
+				// Not "missing": skipping it would checkpoint past the doc.
+				return 0, r.readFailure(ctx, id, rev, err)
+			}
 			if probe.ID == "" {
 				o = fetchMissing
 			} else {
@@ -283,7 +286,7 @@ func (r *run) putDoc(ctx context.Context, id, rev, contentType string, body io.R
 		Reason string `json:"reason"`
 	}
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	json.Unmarshal(raw, &res)
+	_ = json.Unmarshal(raw, &res) // a body that is not CouchDB's error object leaves error and reason empty
 	switch {
 	case resp.StatusCode/100 == 2:
 		r.stats.docsWritten.Add(1)

@@ -34,6 +34,7 @@ const (
 	hangHalf            // forward, send half the body, then nothing until the client goes
 	hangSilent          // read the request, never answer
 	truncated           // forward, send half the body (full Content-Length) and close the connection
+	garbledPart         // open_revs GET: answer multipart/mixed whose one JSON part is not JSON
 )
 
 // faultProxy is a reverse proxy in front of the far-end server that injects
@@ -154,6 +155,10 @@ func (p *faultProxy) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	case uriTooLong:
 		http.Error(w, `{"error":"too_long","reason":"injected"}`, http.StatusRequestURITooLong)
+		return
+	case garbledPart:
+		w.Header().Set("Content-Type", `multipart/mixed; boundary="b"`)
+		io.WriteString(w, "--b\r\nContent-Type: application/json\r\n\r\n{\"_id\":\"d\",\"_rev\r\n--b--")
 		return
 	case hangOpen:
 		w.Header().Set("Content-Type", "application/json")

@@ -273,6 +273,8 @@ func hasAttachments(doc json.RawMessage) bool {
 	var v struct {
 		Atts map[string]json.RawMessage `json:"_attachments"`
 	}
-	json.Unmarshal(doc, &v)
+	if json.Unmarshal(doc, &v) != nil {
+		return false // _attachments is not an object: the target judges the doc
+	}
 	return len(v.Atts) > 0
 }

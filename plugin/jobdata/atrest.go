@@ -7,7 +7,7 @@ import (
 	"fmt"
 
 	"github.com/couchepi/couchepi/parse"
-	"github.com/couchepi/couchepi/plugin/seal"
+	"github.com/couchepi/couchepi/plugin/internal/seal"
 )
 
 // A record is stored with its replication's endpoints sealed (package

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/couchepi/couchepi/parse"
+	"github.com/couchepi/couchepi/plugin/internal/seal"
 	"github.com/couchepi/couchepi/plugin/jobs"
 	"github.com/couchepi/couchepi/plugin/kv"
-	"github.com/couchepi/couchepi/plugin/seal"
 )
 
 // testKeys seals the records of these tests.

@@ -6,8 +6,8 @@ import (
 	"fmt"
 
 	"github.com/couchepi/couchepi/parse"
+	"github.com/couchepi/couchepi/plugin/internal/seal"
 	"github.com/couchepi/couchepi/plugin/jobs"
-	"github.com/couchepi/couchepi/plugin/seal"
 )
 
 // ErrNotFound is returned when no job matches an id.

@@ -3,8 +3,8 @@ package jobdata
 import (
 	"fmt"
 
+	"github.com/couchepi/couchepi/plugin/internal/seal"
 	"github.com/couchepi/couchepi/plugin/jobs"
-	"github.com/couchepi/couchepi/plugin/seal"
 )
 
 // GrowthRoom is how much a record may grow after its job is added: a

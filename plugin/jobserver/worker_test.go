@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/couchepi/couchepi/parse"
+	"github.com/couchepi/couchepi/plugin/internal/seal"
 	"github.com/couchepi/couchepi/plugin/jobdata"
 	"github.com/couchepi/couchepi/plugin/jobs"
 	"github.com/couchepi/couchepi/plugin/replicate"
-	"github.com/couchepi/couchepi/plugin/seal"
 )
 
 // TestRecordedFailureAnswer: a failure recorded in a job (its kind and

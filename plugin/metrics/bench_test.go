@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/couchepi/couchepi/parse"
+	"github.com/couchepi/couchepi/plugin/internal/seal"
 	"github.com/couchepi/couchepi/plugin/jobdata"
 	"github.com/couchepi/couchepi/plugin/jobs"
 	"github.com/couchepi/couchepi/plugin/kv"
-	"github.com/couchepi/couchepi/plugin/seal"
 	"github.com/prometheus/common/expfmt"
 )
 

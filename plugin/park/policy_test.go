@@ -13,10 +13,10 @@ import (
 
 	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/couchclient"
+	"github.com/couchepi/couchepi/plugin/internal/seal"
 	"github.com/couchepi/couchepi/plugin/jobdata"
 	"github.com/couchepi/couchepi/plugin/jobs"
 	"github.com/couchepi/couchepi/plugin/kv"
-	"github.com/couchepi/couchepi/plugin/seal"
 )
 
 // TestParkedOnForbiddenHost: a job parked on a remote source that the host

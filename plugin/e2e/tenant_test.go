@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/couchepi/couchepi/examples/minicouch/minicouchtest"
-	"github.com/couchepi/couchepi/plugin/jobdata"
+	"github.com/couchepi/couchepi/plugin/internal/jobdata"
 	"github.com/couchepi/couchepi/plugin/kv/etcd/etcdtest"
 )
 

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/couchepi/couchepi/plugin/jobdata"
+	"github.com/couchepi/couchepi/plugin/internal/jobdata"
 )
 
 // WriteDocStates writes the terminal states (completed, failed) of doc

@@ -15,8 +15,8 @@ import (
 
 	"github.com/couchepi/couchepi/hooks"
 	"github.com/couchepi/couchepi/parse"
+	"github.com/couchepi/couchepi/plugin/internal/jobdata"
 	"github.com/couchepi/couchepi/plugin/internal/seal"
-	"github.com/couchepi/couchepi/plugin/jobdata"
 	"github.com/couchepi/couchepi/plugin/jobs"
 	"github.com/couchepi/couchepi/plugin/kv"
 )

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/couchepi/couchepi/plugin/jobdata"
+	"github.com/couchepi/couchepi/plugin/internal/jobdata"
 )
 
 // The host hands doc writes to the frontend after the write has answered,

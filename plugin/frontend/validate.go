@@ -9,7 +9,7 @@ import (
 	"github.com/couchepi/couchepi/hooks"
 	"github.com/couchepi/couchepi/internal/jsonobj"
 	"github.com/couchepi/couchepi/parse"
-	"github.com/couchepi/couchepi/plugin/jobdata"
+	"github.com/couchepi/couchepi/plugin/internal/jobdata"
 )
 
 // BeforeDocUpdate applies CouchDB's write-time rules to a replication doc

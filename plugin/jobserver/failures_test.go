@@ -1,7 +1,7 @@
 package jobserver
 
 import (
-	"github.com/couchepi/couchepi/plugin/jobdata"
+	"github.com/couchepi/couchepi/plugin/internal/jobdata"
 	"github.com/couchepi/couchepi/plugin/replicate"
 )
 

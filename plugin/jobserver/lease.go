@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/couchepi/couchepi/plugin/jobdata"
+	"github.com/couchepi/couchepi/plugin/internal/jobdata"
 	"github.com/couchepi/couchepi/plugin/jobs"
 	"github.com/couchepi/couchepi/plugin/replicate"
 )

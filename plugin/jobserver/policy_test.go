@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/couchepi/couchepi/plugin/jobdata"
+	"github.com/couchepi/couchepi/plugin/internal/jobdata"
 )
 
 func TestParseConfig(t *testing.T) {

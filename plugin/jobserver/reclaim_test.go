@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/couchepi/couchepi/parse"
-	"github.com/couchepi/couchepi/plugin/jobdata"
+	"github.com/couchepi/couchepi/plugin/internal/jobdata"
 	"github.com/couchepi/couchepi/plugin/jobs"
 )
 

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/couchepi/couchepi/parse"
+	"github.com/couchepi/couchepi/plugin/internal/jobdata"
 	"github.com/couchepi/couchepi/plugin/internal/seal"
-	"github.com/couchepi/couchepi/plugin/jobdata"
 	"github.com/couchepi/couchepi/plugin/jobs"
 	"github.com/couchepi/couchepi/plugin/kv"
 	"github.com/prometheus/common/expfmt"

@@ -13,7 +13,7 @@ import (
 
 	"github.com/couchepi/couchepi/plugin/couchclient"
 	"github.com/couchepi/couchepi/plugin/frontend"
-	"github.com/couchepi/couchepi/plugin/jobdata"
+	"github.com/couchepi/couchepi/plugin/internal/jobdata"
 	"github.com/couchepi/couchepi/plugin/jobserver"
 	"github.com/couchepi/couchepi/plugin/park"
 	"github.com/couchepi/couchepi/plugin/replicate"

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/couchepi/couchepi/plugin/jobdata"
+	"github.com/couchepi/couchepi/plugin/internal/jobdata"
 )
 
 // refusedRecords are a running and a crashing job whose targets refused

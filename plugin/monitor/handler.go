@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/couchepi/couchepi/hooks"
-	"github.com/couchepi/couchepi/plugin/jobdata"
+	"github.com/couchepi/couchepi/plugin/internal/jobdata"
 )
 
 // ErrNotFound is returned by a Source when no job matches an id.

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/couchepi/couchepi/plugin/jobdata"
+	"github.com/couchepi/couchepi/plugin/internal/jobdata"
 )
 
 // LiveStats returns the current stats of the job a record shows running

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/couchepi/couchepi/parse"
-	"github.com/couchepi/couchepi/plugin/jobdata"
+	"github.com/couchepi/couchepi/plugin/internal/jobdata"
 )
 
 const seq9 = `"9-g1AAAA…"`

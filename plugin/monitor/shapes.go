@@ -8,7 +8,7 @@ import (
 	"encoding/json"
 
 	"github.com/couchepi/couchepi/internal/jsonobj"
-	"github.com/couchepi/couchepi/plugin/jobdata"
+	"github.com/couchepi/couchepi/plugin/internal/jobdata"
 )
 
 // nullable returns nil (JSON null) for "".

@@ -13,8 +13,8 @@ import (
 
 	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/couchclient"
+	"github.com/couchepi/couchepi/plugin/internal/jobdata"
 	"github.com/couchepi/couchepi/plugin/internal/seal"
-	"github.com/couchepi/couchepi/plugin/jobdata"
 	"github.com/couchepi/couchepi/plugin/jobs"
 	"github.com/couchepi/couchepi/plugin/kv"
 )

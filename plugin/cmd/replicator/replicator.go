@@ -15,7 +15,7 @@ import (
 	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/couchclient"
 	"github.com/couchepi/couchepi/plugin/frontend"
-	"github.com/couchepi/couchepi/plugin/jobdata"
+	"github.com/couchepi/couchepi/plugin/internal/jobdata"
 	"github.com/couchepi/couchepi/plugin/jobs"
 	"github.com/couchepi/couchepi/plugin/jobserver"
 	"github.com/couchepi/couchepi/plugin/kv"

@@ -10,6 +10,7 @@ import (
 	"github.com/couchepi/couchepi/hooks"
 	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/internal/jobdata"
+	"github.com/couchepi/couchepi/plugin/internal/jobstore"
 	"github.com/couchepi/couchepi/plugin/jobs"
 	"github.com/couchepi/couchepi/plugin/kv"
 )
@@ -46,7 +47,7 @@ func (f *Frontend) AfterDocWrites(ctx context.Context, db string, evs []hooks.Do
 			batch[i] = docChange{db: ev.DB, uuid: ev.DBUUID, docID: ev.DocID, seq: ev.Seq, deleted: ev.Deleted, body: ev.Doc}
 		}
 		end := batch[len(batch)-1]
-		if err := f.apply(ctx, db, jobdata.DBSeq{UUID: end.uuid, Seq: end.seq}, batch); err != nil {
+		if err := f.apply(ctx, db, jobstore.DBSeq{UUID: end.uuid, Seq: end.seq}, batch); err != nil {
 			return err
 		}
 	}
@@ -116,9 +117,9 @@ func (f *Frontend) plan(c docChange) planned {
 	if p.fresh == nil {
 		return p
 	}
-	data, ok := p.fresh.EncodeNew(f.cfg.Keys)
+	data, ok := jobstore.EncodeNew(p.fresh, f.cfg.Keys)
 	if !ok {
-		p.fresh = jobdata.NewFailed(c.db, c.uuid, c.docID, jobdata.TooLargeReason(len(data)), f.cfg.Now())
+		p.fresh = jobdata.NewFailed(c.db, c.uuid, c.docID, jobstore.TooLargeReason(len(data)), f.cfg.Now())
 		data = p.fresh.Encode(f.cfg.Keys)
 	}
 	p.data = data
@@ -144,7 +145,7 @@ func (p planned) size() int { return len(p.data) + 8*(len(p.jobID)+64) }
 // position with the last. When a transaction fails, its changes are
 // applied one by one and a doc whose job still cannot be stored becomes a
 // failed job (failAlone): one doc never holds back the others.
-func (f *Frontend) apply(ctx context.Context, db string, pos jobdata.DBSeq, batch []docChange) error {
+func (f *Frontend) apply(ctx context.Context, db string, pos jobstore.DBSeq, batch []docChange) error {
 	last := map[string]int{}
 	for i, c := range batch {
 		last[c.docID] = i
@@ -157,7 +158,7 @@ func (f *Frontend) apply(ctx context.Context, db string, pos jobdata.DBSeq, batc
 	}
 	groups := splitPlans(plans, txBudget)
 	for i, g := range groups {
-		var at jobdata.DBSeq
+		var at jobstore.DBSeq
 		if i == len(groups)-1 {
 			at = pos
 		}
@@ -192,7 +193,7 @@ func (f *Frontend) apply(ctx context.Context, db string, pos jobdata.DBSeq, batc
 		if p.stripState && f.cfg.Services != nil {
 			docID := p.docID
 			f.goAfter(func(ctx context.Context) {
-				if err := jobdata.WriteDocState(ctx, f.cfg.Services, db, docID, jobdata.DocState{}); err != nil && ctx.Err() == nil {
+				if err := jobstore.WriteDocState(ctx, f.cfg.Services, db, docID, jobstore.DocState{}); err != nil && ctx.Err() == nil {
 					f.log.Warn("removing legacy state fields failed", "db", db, "doc", docID, "error", err)
 				}
 			})
@@ -218,14 +219,14 @@ func splitPlans(plans []planned, budget int) [][]planned {
 
 // applyGroup makes the jobs of plans match them and, unless at.Seq is "",
 // records at as db's position, inside tx.
-func (f *Frontend) applyGroup(tx *jobs.Tx, db string, at jobdata.DBSeq, plans []planned) error {
+func (f *Frontend) applyGroup(tx *jobs.Tx, db string, at jobstore.DBSeq, plans []planned) error {
 	for _, p := range plans {
 		if err := f.applyOne(tx, p); err != nil {
 			return err
 		}
 	}
 	if at.Seq != "" {
-		jobdata.SetDBSeq(tx.KV(), db, at)
+		jobstore.SetDBSeq(tx.KV(), db, at)
 	}
 	return nil
 }
@@ -237,11 +238,11 @@ func (f *Frontend) applyGroup(tx *jobs.Tx, db string, at jobdata.DBSeq, plans []
 // the trouble is this doc's. When even that fails, or a deleted doc's job
 // cannot be removed, the store is at fault and the error is returned, for
 // the host to retry the db's catch-up.
-func (f *Frontend) failAlone(ctx context.Context, db string, at jobdata.DBSeq, plans []planned, cause error) error {
+func (f *Frontend) failAlone(ctx context.Context, db string, at jobstore.DBSeq, plans []planned, cause error) error {
 	f.log.Warn("applying replication doc changes together failed; applying them one by one", "db", db, "docs", len(plans), "error", cause)
 	for i := range plans {
 		p := &plans[i]
-		one := func(tx *jobs.Tx) error { return f.applyGroup(tx, db, jobdata.DBSeq{}, []planned{*p}) }
+		one := func(tx *jobs.Tx) error { return f.applyGroup(tx, db, jobstore.DBSeq{}, []planned{*p}) }
 		err := f.cfg.Queue.Transact(ctx, one)
 		if err != nil && ctx.Err() == nil && !tooLarge(err) {
 			err = f.cfg.Queue.Transact(ctx, one)
@@ -256,7 +257,7 @@ func (f *Frontend) failAlone(ctx context.Context, db string, at jobdata.DBSeq, p
 		failed := jobdata.NewFailed(db, p.uuid, p.docID, reason, f.cfg.Now())
 		data := failed.Encode(f.cfg.Keys)
 		if ferr := f.cfg.Queue.Transact(ctx, func(tx *jobs.Tx) error {
-			return jobdata.PutEncoded(tx, f.cfg.Keys, p.jobID, failed, data)
+			return jobstore.PutEncoded(tx, f.cfg.Keys, p.jobID, failed, data)
 		}); ferr != nil {
 			return err
 		}
@@ -267,7 +268,7 @@ func (f *Frontend) failAlone(ctx context.Context, db string, at jobdata.DBSeq, p
 		return nil
 	}
 	return f.cfg.Queue.Transact(ctx, func(tx *jobs.Tx) error {
-		jobdata.SetDBSeq(tx.KV(), db, at)
+		jobstore.SetDBSeq(tx.KV(), db, at)
 		return nil
 	})
 }
@@ -284,9 +285,9 @@ func (f *Frontend) applyOne(tx *jobs.Tx, p planned) error {
 		return nil
 	}
 	if p.fresh == nil { // deleted
-		return jobdata.Remove(tx, p.jobID)
+		return jobstore.Remove(tx, p.jobID)
 	}
-	return jobdata.PutEncoded(tx, f.cfg.Keys, p.jobID, p.fresh, p.data)
+	return jobstore.PutEncoded(tx, f.cfg.Keys, p.jobID, p.fresh, p.data)
 }
 
 // CatchUp re-reads a replicator db's changes feed from the last processed
@@ -315,10 +316,10 @@ func (f *Frontend) CatchUp(ctx context.Context, db string) error {
 func (f *Frontend) catchUp(ctx context.Context, db, uuid string) error {
 	unlock := f.lockDB(db)
 	defer unlock()
-	var pos jobdata.DBSeq
+	var pos jobstore.DBSeq
 	err := f.cfg.Queue.Transact(ctx, func(tx *jobs.Tx) error {
 		var err error
-		pos, err = jobdata.GetDBSeq(tx.KV(), db)
+		pos, err = jobstore.GetDBSeq(tx.KV(), db)
 		return err
 	})
 	if err != nil {
@@ -328,7 +329,7 @@ func (f *Frontend) catchUp(ctx context.Context, db, uuid string) error {
 		if err := f.removeDBJobs(ctx, db, pos.UUID); err != nil {
 			return err
 		}
-		pos = jobdata.DBSeq{}
+		pos = jobstore.DBSeq{}
 	}
 	if uuid == "" {
 		return nil
@@ -361,7 +362,7 @@ func (f *Frontend) catchUp(ctx context.Context, db, uuid string) error {
 		if page.LastSeq != "" && page.LastSeq != since {
 			since = page.LastSeq
 		}
-		if err := f.apply(ctx, db, jobdata.DBSeq{UUID: uuid, Seq: since}, batch); err != nil {
+		if err := f.apply(ctx, db, jobstore.DBSeq{UUID: uuid, Seq: since}, batch); err != nil {
 			return err
 		}
 		if len(page.Results) == 0 || page.Pending <= 0 {
@@ -405,13 +406,13 @@ func (f *Frontend) removeDBJobs(ctx context.Context, db, uuid string) error {
 		last := start+500 >= len(ids)
 		if err := f.cfg.Queue.Transact(ctx, func(tx *jobs.Tx) error {
 			for _, id := range batch {
-				if err := jobdata.Remove(tx, id); err != nil {
+				if err := jobstore.Remove(tx, id); err != nil {
 					return err
 				}
 			}
 			if last {
-				if pos, err := jobdata.GetDBSeq(tx.KV(), db); err == nil && pos.UUID == uuid {
-					jobdata.ClearDBSeq(tx.KV(), db)
+				if pos, err := jobstore.GetDBSeq(tx.KV(), db); err == nil && pos.UUID == uuid {
+					jobstore.ClearDBSeq(tx.KV(), db)
 				}
 			}
 			return nil
@@ -454,11 +455,11 @@ func (f *Frontend) StartCatchUp(ctx context.Context) error {
 }
 
 // dbSeqs returns the processed position of every replicator db.
-func (f *Frontend) dbSeqs(ctx context.Context) (map[string]jobdata.DBSeq, error) {
-	var known map[string]jobdata.DBSeq
+func (f *Frontend) dbSeqs(ctx context.Context) (map[string]jobstore.DBSeq, error) {
+	var known map[string]jobstore.DBSeq
 	err := f.cfg.Queue.Transact(ctx, func(tx *jobs.Tx) error {
 		var err error
-		known, err = jobdata.DBSeqs(tx.KV())
+		known, err = jobstore.DBSeqs(tx.KV())
 		return err
 	})
 	return known, err

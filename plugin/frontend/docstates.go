@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/couchepi/couchepi/plugin/internal/jobdata"
+	"github.com/couchepi/couchepi/plugin/internal/jobstore"
 )
 
 // WriteDocStates writes the terminal states (completed, failed) of doc
@@ -34,11 +35,11 @@ func (f *Frontend) WriteDocStates(ctx context.Context, interval time.Duration) {
 			if err != nil {
 				continue
 			}
-			st, ok := jobdata.TerminalDocState(rec)
+			st, ok := jobstore.TerminalDocState(rec)
 			if !ok {
 				continue
 			}
-			if err := jobdata.WriteDocState(ctx, f.cfg.Services, rec.DBName, rec.DocID, st); err != nil {
+			if err := jobstore.WriteDocState(ctx, f.cfg.Services, rec.DBName, rec.DocID, st); err != nil {
 				f.log.Warn("could not write replication state into doc", "db", rec.DBName, "doc_id", rec.DocID, "error", err)
 				continue
 			}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/couchepi/couchepi/hooks"
 	"github.com/couchepi/couchepi/parse"
-	"github.com/couchepi/couchepi/plugin/internal/jobdata"
+	"github.com/couchepi/couchepi/plugin/internal/jobstore"
 	"github.com/couchepi/couchepi/plugin/internal/seal"
 	"github.com/couchepi/couchepi/plugin/jobs"
 	"github.com/hashicorp/go-hclog"
@@ -53,7 +53,7 @@ type Config struct {
 // Frontend creates, updates and removes replication jobs.
 type Frontend struct {
 	cfg  Config
-	recs jobdata.Records
+	recs jobstore.Records
 	log  hclog.Logger
 
 	optsMu sync.RWMutex
@@ -79,7 +79,7 @@ func New(cfg Config) *Frontend {
 	}
 	f := &Frontend{
 		cfg:     cfg,
-		recs:    jobdata.Records{Q: cfg.Queue, Keys: cfg.Keys},
+		recs:    jobstore.Records{Q: cfg.Queue, Keys: cfg.Keys},
 		log:     cfg.Logger.Named("frontend"),
 		opts:    parse.DefaultOptions(),
 		dbLocks: map[string]*sync.Mutex{},

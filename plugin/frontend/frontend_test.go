@@ -16,6 +16,7 @@ import (
 	"github.com/couchepi/couchepi/hooks"
 	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/internal/jobdata"
+	"github.com/couchepi/couchepi/plugin/internal/jobstore"
 	"github.com/couchepi/couchepi/plugin/internal/seal"
 	"github.com/couchepi/couchepi/plugin/jobs"
 	"github.com/couchepi/couchepi/plugin/kv"
@@ -144,7 +145,7 @@ func newFixture(t *testing.T) *fixture {
 // newFixtureOn is newFixture with the queue in store.
 func newFixtureOn(t *testing.T, store kv.Store) *fixture {
 	t.Helper()
-	q, err := jobs.New(store, jobs.Options{Prefix: jobdata.QueuePrefix})
+	q, err := jobs.New(store, jobs.Options{Prefix: []byte(jobstore.QueuePrefix)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -473,8 +474,8 @@ func TestBatchedEvents(t *testing.T) {
 	if got := js[parse.PersistentJobID("uuid1", "b10")].Rep.Target.URL; got != "http://127.0.0.1:5984/t2410/" {
 		t.Fatalf("b10 targets %s, want its last version's t2410", got)
 	}
-	var pos jobdata.DBSeq
-	fx.q.Transact(fx.ctx, func(tx *jobs.Tx) error { pos, _ = jobdata.GetDBSeq(tx.KV(), "_replicator"); return nil })
+	var pos jobstore.DBSeq
+	fx.q.Transact(fx.ctx, func(tx *jobs.Tx) error { pos, _ = jobstore.GetDBSeq(tx.KV(), "_replicator"); return nil })
 	if pos.Seq != "2500" || pos.UUID != "uuid1" {
 		t.Fatalf("stored position %+v, want seq 2500", pos)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/couchepi/couchepi/hooks"
 	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/internal/jobdata"
+	"github.com/couchepi/couchepi/plugin/internal/jobstore"
 	"github.com/couchepi/couchepi/plugin/jobs"
 )
 
@@ -50,7 +51,7 @@ func (f *Frontend) replicate(w http.ResponseWriter, r *http.Request, user hooks.
 	}
 	if len(body) > maxBody {
 		// Cut short, it would be "not a JSON object"; whole, its job could
-		// not be stored anyway (jobdata.MaxNewSize).
+		// not be stored anyway (jobstore.MaxNewSize).
 		return &hooks.Error{Status: 413, Err: "too_large", Reason: "the request entity is too large"}
 	}
 	opts := f.options()
@@ -149,7 +150,7 @@ func (f *Frontend) cancel(ctx context.Context, w http.ResponseWriter, rep *parse
 		repID = id.String()
 	}
 	if err := f.cfg.Queue.Transact(ctx, func(tx *jobs.Tx) error {
-		err := jobdata.Remove(tx, jobID)
+		err := jobstore.Remove(tx, jobID)
 		return err
 	}); err != nil {
 		return &hooks.Error{Status: 500, Err: "error", Reason: err.Error()}
@@ -179,20 +180,20 @@ func (f *Frontend) start(ctx context.Context, w http.ResponseWriter, rep *parse.
 	}
 	jobID := parse.TransientJobID(rep, f.cfg.ServerUUID)
 	fresh := jobdata.New(rep, "", "", "", f.cfg.Now())
-	data, ok := fresh.EncodeNew(f.cfg.Keys)
+	data, ok := jobstore.EncodeNew(fresh, f.cfg.Keys)
 	if !ok {
-		return &hooks.Error{Status: 400, Err: "bad_request", Reason: jobdata.TooLargeReason(len(data))}
+		return &hooks.Error{Status: 400, Err: "bad_request", Reason: jobstore.TooLargeReason(len(data))}
 	}
 	var herr *hooks.Error
 	err = f.cfg.Queue.Transact(ctx, func(tx *jobs.Tx) error {
 		herr = nil
-		owner, err := jobdata.RepIDOwner(tx.KV(), repID.String())
+		owner, err := jobstore.RepIDOwner(tx.KV(), repID.String())
 		if err != nil {
 			return err
 		}
 		claim := true // no other live job holds the replication id
 		if owner != "" && owner != jobID {
-			if o, err := jobdata.Get(tx, f.cfg.Keys, owner); err == nil {
+			if o, err := jobstore.Get(tx, f.cfg.Keys, owner); err == nil {
 				if o.Active() && o.RepID == repID.String() {
 					switch {
 					case !o.Transient():
@@ -207,7 +208,7 @@ func (f *Frontend) start(ctx context.Context, w http.ResponseWriter, rep *parse.
 			}
 		}
 		fresh.RepID, fresh.BaseID = repID.String(), repID.Base
-		if err := jobdata.PutEncoded(tx, f.cfg.Keys, jobID, fresh, fresh.Encode(f.cfg.Keys)); err != nil {
+		if err := jobstore.PutEncoded(tx, f.cfg.Keys, jobID, fresh, fresh.Encode(f.cfg.Keys)); err != nil {
 			return err
 		}
 		if !claim {
@@ -217,10 +218,10 @@ func (f *Frontend) start(ctx context.Context, w http.ResponseWriter, rep *parse.
 		// the moment it is added: cancel and _scheduler/jobs find it
 		// before it first runs (the job server would claim the id only
 		// then). Put keeps a live job of the same replication as it was.
-		if cur, err := jobdata.Get(tx, f.cfg.Keys, jobID); err != nil || cur.RepID != repID.String() {
+		if cur, err := jobstore.Get(tx, f.cfg.Keys, jobID); err != nil || cur.RepID != repID.String() {
 			return err
 		}
-		jobdata.SetRepIDOwner(tx.KV(), repID.String(), jobID)
+		jobstore.SetRepIDOwner(tx.KV(), repID.String(), jobID)
 		return nil
 	})
 	if err != nil {
@@ -242,7 +243,8 @@ func (f *Frontend) start(ctx context.Context, w http.ResponseWriter, rep *parse.
 		return &hooks.Error{Status: 500, Err: "error", Reason: err.Error()}
 	}
 	if rec.State != jobdata.Completed {
-		return rec.Failure()
+		status, name, reason := rec.Failure()
+		return &hooks.Error{Status: status, Err: name, Reason: reason}
 	}
 	writeResult(w, rec.CheckpointHistory)
 	return nil

@@ -12,6 +12,7 @@ import (
 	"github.com/couchepi/couchepi/hooks"
 	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/internal/jobdata"
+	"github.com/couchepi/couchepi/plugin/internal/jobstore"
 	"github.com/couchepi/couchepi/plugin/jobs"
 	"github.com/couchepi/couchepi/plugin/kv/etcd"
 	"github.com/couchepi/couchepi/plugin/kv/etcd/etcdtest"
@@ -34,7 +35,7 @@ func docIDs(n int) string {
 }
 
 // Doc sizes: a job record of tooBigIDs ids is larger than the queue takes
-// at all (jobs.MaxDataSize), one of fitIDs ids fits jobdata.MaxNewSize.
+// at all (jobs.MaxDataSize), one of fitIDs ids fits jobstore.MaxNewSize.
 const (
 	tooBigIDs = 100_000
 	fitIDs    = 65_000
@@ -48,7 +49,7 @@ const (
 func TestJobSizeAtWriteTime(t *testing.T) {
 	admin := hooks.UserCtx{Name: "admin", Roles: []string{"_admin"}}
 	bob := hooks.UserCtx{Name: "bob"}
-	limit := fmt.Sprintf("over the limit of %d bytes", jobdata.MaxNewSize)
+	limit := fmt.Sprintf("over the limit of %d bytes", jobstore.MaxNewSize)
 	tests := []struct {
 		name   string
 		db     string
@@ -135,7 +136,7 @@ func TestOversizedDocFailsAlone(t *testing.T) {
 		t.Errorf("b/_replicator processed up to %q, want 3", pos.Seq)
 	}
 	// A catch-up from the start reads the doc again, with the same outcome.
-	fx.setPosition("b/_replicator", jobdata.DBSeq{})
+	fx.setPosition("b/_replicator", jobstore.DBSeq{})
 	if err := fx.f.CatchUp(fx.ctx, "b/_replicator"); err != nil {
 		t.Fatalf("catch-up over the oversized doc: %v", err)
 	}
@@ -145,23 +146,23 @@ func TestOversizedDocFailsAlone(t *testing.T) {
 }
 
 // position returns the processed position of db.
-func (fx *fixture) position(db string) jobdata.DBSeq {
-	var pos jobdata.DBSeq
+func (fx *fixture) position(db string) jobstore.DBSeq {
+	var pos jobstore.DBSeq
 	fx.q.Transact(fx.ctx, func(tx *jobs.Tx) error {
 		var err error
-		pos, err = jobdata.GetDBSeq(tx.KV(), db)
+		pos, err = jobstore.GetDBSeq(tx.KV(), db)
 		return err
 	})
 	return pos
 }
 
 // setPosition records pos as db's processed position ("" seq: none).
-func (fx *fixture) setPosition(db string, pos jobdata.DBSeq) {
+func (fx *fixture) setPosition(db string, pos jobstore.DBSeq) {
 	fx.q.Transact(fx.ctx, func(tx *jobs.Tx) error {
 		if pos.Seq == "" {
-			jobdata.ClearDBSeq(tx.KV(), db)
+			jobstore.ClearDBSeq(tx.KV(), db)
 		} else {
-			jobdata.SetDBSeq(tx.KV(), db, pos)
+			jobstore.SetDBSeq(tx.KV(), db, pos)
 		}
 		return nil
 	})
@@ -282,7 +283,7 @@ func FuzzRecordBound(f *testing.F) {
 		if rec == nil || rec.State == jobdata.Failed {
 			return
 		}
-		if n, bound := len(rec.Encode(jobdata.SizingKeys)), recordBound(db, body, opts); n > bound {
+		if n, bound := len(rec.Encode(jobstore.SizingKeys())), recordBound(db, body, opts); n > bound {
 			t.Fatalf("record of %d bytes, over its bound %d, for %s", n, bound, body)
 		}
 	})

@@ -10,13 +10,14 @@ import (
 	"github.com/couchepi/couchepi/internal/jsonobj"
 	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/internal/jobdata"
+	"github.com/couchepi/couchepi/plugin/internal/jobstore"
 )
 
 // BeforeDocUpdate applies CouchDB's write-time rules to a replication doc
 // of db (parse.BeforeDocUpdateHosts: owner handling, then parsing without
 // network, then the host policy of opts, whose LocalURL is the server's),
 // and refuses a doc whose job would be too large for the job queue
-// (jobdata.MaxNewSize), computed as the frontend computes the job of the
+// (jobstore.MaxNewSize), computed as the frontend computes the job of the
 // stored doc, with opts as the `[replicator]` defaults. The replicator's
 // own writes (role `_replicator`) pass unchanged; a doc that is refused
 // gets 403 forbidden and the reason. It needs no state, so it is served
@@ -77,8 +78,8 @@ func checkJobSize(db string, doc []byte, opts parse.Options) error {
 	if rec == nil || rec.State == jobdata.Failed {
 		return nil // no job, or one that parse.BeforeDocUpdate refuses
 	}
-	if data, ok := rec.EncodeNew(jobdata.SizingKeys); !ok {
-		return &parse.Error{Reason: jobdata.TooLargeReason(len(data))}
+	if data, ok := jobstore.EncodeNew(rec, jobstore.SizingKeys()); !ok {
+		return &parse.Error{Reason: jobstore.TooLargeReason(len(data))}
 	}
 	return nil
 }
@@ -108,7 +109,7 @@ func recordBound(db string, doc []byte, opts parse.Options) int {
 // mayOutgrow reports whether the job of doc in db may be larger than a
 // job can be added with.
 func mayOutgrow(db string, doc []byte, opts parse.Options) bool {
-	return recordBound(db, doc, opts) > jobdata.MaxNewSize
+	return recordBound(db, doc, opts) > jobstore.MaxNewSize
 }
 
 // AfterDocRead hides endpoint credentials from readers who are neither

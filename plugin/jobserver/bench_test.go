@@ -12,6 +12,7 @@ import (
 
 	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/internal/jobdata"
+	"github.com/couchepi/couchepi/plugin/internal/jobstore"
 	"github.com/couchepi/couchepi/plugin/jobs"
 	"github.com/couchepi/couchepi/plugin/kv"
 	"github.com/couchepi/couchepi/plugin/kv/etcd"
@@ -33,7 +34,7 @@ func pendingQueue(b *testing.B, n int) (*jobs.Queue, int) {
 // pendingQueueOn is pendingQueue on the given store.
 func pendingQueueOn(b *testing.B, store kv.Store, n int) (*jobs.Queue, int) {
 	ctx := context.Background()
-	q, err := jobs.New(store, jobs.Options{Prefix: jobdata.QueuePrefix, Tag: jobdata.ShareTag})
+	q, err := jobs.New(store, jobs.Options{Prefix: []byte(jobstore.QueuePrefix), Tag: jobdata.ShareTag})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -75,7 +76,7 @@ func BenchmarkCountStates100k(b *testing.B) {
 	const n = 100000
 	ctx := context.Background()
 	q, _ := pendingQueue(b, n)
-	recs := jobdata.Records{Q: q, Keys: testKeys}
+	recs := jobstore.Records{Q: q, Keys: testKeys}
 	b.ResetTimer()
 	var count, decode time.Duration
 	for i := 0; i < b.N; i++ {
@@ -93,7 +94,7 @@ func BenchmarkCountStates100k(b *testing.B) {
 
 // decodeAll times decoding every one of the n job records, the baseline
 // the listing benchmarks compare with.
-func decodeAll(b *testing.B, recs jobdata.Records, n int) time.Duration {
+func decodeAll(b *testing.B, recs jobstore.Records, n int) time.Duration {
 	t0 := time.Now()
 	seen := 0
 	if err := recs.Fold(context.Background(), func(string, *jobdata.Record) error { seen++; return nil }); err != nil || seen != n {
@@ -108,7 +109,7 @@ func decodeAll(b *testing.B, recs jobdata.Records, n int) time.Duration {
 func BenchmarkSchedulerDocs100k(b *testing.B) {
 	const n = 100000
 	q, _ := pendingQueue(b, n)
-	recs := jobdata.Records{Q: q, Keys: testKeys}
+	recs := jobstore.Records{Q: q, Keys: testKeys}
 	h := monitor.New(recs)
 	b.ResetTimer()
 	var list, decode time.Duration

@@ -7,6 +7,7 @@ import (
 
 	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/internal/jobdata"
+	"github.com/couchepi/couchepi/plugin/internal/jobstore"
 	"github.com/couchepi/couchepi/plugin/jobs"
 	"github.com/couchepi/couchepi/plugin/replicate"
 )
@@ -27,7 +28,7 @@ func queueServer(t *testing.T) *Server {
 func acceptJob(t *testing.T, s *Server, id string, rec *jobdata.Record) (*jobs.Job, *jobdata.Record) {
 	t.Helper()
 	ctx := context.Background()
-	if err := s.q.Transact(ctx, func(tx *jobs.Tx) error { return jobdata.Put(tx, testKeys, id, rec) }); err != nil {
+	if err := s.q.Transact(ctx, func(tx *jobs.Tx) error { return jobstore.Put(tx, testKeys, id, rec) }); err != nil {
 		t.Fatal(err)
 	}
 	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -95,10 +96,10 @@ func TestDuplicateOfCrashingDoc(t *testing.T) {
 			owner := testRecord("first")
 			owner.RepID, owner.State = repID.String(), ownerState
 			err := s.q.Transact(context.Background(), func(tx *jobs.Tx) error {
-				if err := tx.Add(jobdata.JobType, "owner", owner.Encode(testKeys), jobdata.ParkedTime); err != nil {
+				if err := tx.Add(jobdata.JobType, "owner", owner.Encode(testKeys), jobstore.ParkedTime()); err != nil {
 					return err
 				}
-				jobdata.SetRepIDOwner(tx.KV(), repID.String(), "owner")
+				jobstore.SetRepIDOwner(tx.KV(), repID.String(), "owner")
 				return nil
 			})
 			if err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/internal/jobdata"
+	"github.com/couchepi/couchepi/plugin/internal/jobstore"
 	"github.com/couchepi/couchepi/plugin/jobs"
 	"github.com/couchepi/couchepi/plugin/kv"
 )
@@ -136,7 +137,7 @@ func TestFairShareSlots(t *testing.T) {
 func simulate(t *testing.T, cfg Config, docs map[string]int, cycles int, random bool) (map[string]int, map[string]int) {
 	t.Helper()
 	ctx := context.Background()
-	q, err := jobs.New(kv.NewMemory(), jobs.Options{Prefix: jobdata.QueuePrefix, Tag: jobdata.ShareTag})
+	q, err := jobs.New(kv.NewMemory(), jobs.Options{Prefix: []byte(jobstore.QueuePrefix), Tag: jobdata.ShareTag})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/couchepi/couchepi/plugin/internal/jobdata"
+	"github.com/couchepi/couchepi/plugin/internal/jobstore"
 	"github.com/couchepi/couchepi/plugin/jobs"
 	"github.com/couchepi/couchepi/plugin/kv"
 )
@@ -19,7 +20,7 @@ func TestReleaseOrphans(t *testing.T) {
 	ctx := context.Background()
 	store := kv.NewMemory()
 	defer store.Close()
-	q, err := jobs.New(store, jobs.Options{Prefix: jobdata.QueuePrefix})
+	q, err := jobs.New(store, jobs.Options{Prefix: []byte(jobstore.QueuePrefix)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/internal/jobdata"
+	"github.com/couchepi/couchepi/plugin/internal/jobstore"
 	"github.com/couchepi/couchepi/plugin/jobs"
 )
 
@@ -23,7 +24,7 @@ func TestReclaimUndecodable(t *testing.T) {
 		t.Fatal(err)
 	}
 	for id, data := range map[string][]byte{"good": good.Encode(testKeys), "bad": []byte(`{"rep":`)} {
-		if err := s.q.Add(ctx, jobdata.JobType, id, data, jobdata.AddedTime); err != nil {
+		if err := s.q.Add(ctx, jobdata.JobType, id, data, jobstore.AddedTime()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -41,7 +42,7 @@ func TestReclaimUndecodable(t *testing.T) {
 			t.Errorf("%s: %v %v, want pending", id, st, err)
 		}
 	}
-	rec, err := jobdata.Records{Q: s.q, Keys: testKeys}.Get(ctx, "good")
+	rec, err := jobstore.Records{Q: s.q, Keys: testKeys}.Get(ctx, "good")
 	if err != nil || rec.State != jobdata.Pending || len(rec.History) == 0 || rec.History[0].Reason != "node restarted" {
 		t.Errorf("good job after start: %+v %v", rec, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/couchclient"
 	"github.com/couchepi/couchepi/plugin/internal/jobdata"
+	"github.com/couchepi/couchepi/plugin/internal/jobstore"
 	"github.com/couchepi/couchepi/plugin/internal/seal"
 	"github.com/couchepi/couchepi/plugin/jobs"
 	"github.com/couchepi/couchepi/plugin/replicate"
@@ -81,7 +82,7 @@ type Parker interface {
 type Server struct {
 	opts Options
 	q    *jobs.Queue
-	recs jobdata.Records
+	recs jobstore.Records
 	log  hclog.Logger
 	cfg  atomic.Pointer[Config]
 	pids atomic.Int64
@@ -134,7 +135,7 @@ func New(opts Options, cfg Config) *Server {
 	s := &Server{
 		opts:      opts,
 		q:         opts.Queue,
-		recs:      jobdata.Records{Q: opts.Queue, Keys: opts.Keys},
+		recs:      jobstore.Records{Q: opts.Queue, Keys: opts.Keys},
 		log:       opts.Logger.Named("jobserver"),
 		workers:   map[string]*worker{},
 		byPID:     map[string]*worker{},
@@ -388,7 +389,7 @@ func (s *Server) dropOldTransient(ctx context.Context, cfg Config, now time.Time
 	var old []string
 	err := s.q.Transact(ctx, func(tx *jobs.Tx) error {
 		old = old[:0]
-		done, err := jobdata.FinishedTransient(tx.KV())
+		done, err := jobstore.FinishedTransient(tx.KV())
 		for id, at := range done {
 			if now.Sub(time.Unix(at, 0)) >= cfg.TransientMaxAge {
 				old = append(old, id)
@@ -401,7 +402,7 @@ func (s *Server) dropOldTransient(ctx context.Context, cfg Config, now time.Time
 	}
 	for _, id := range old {
 		err := s.q.Transact(ctx, func(tx *jobs.Tx) error {
-			err := jobdata.Remove(tx, id)
+			err := jobstore.Remove(tx, id)
 			return err
 		})
 		if err != nil {
@@ -458,7 +459,7 @@ func (s *Server) accept(rotating bool) {
 		woken := false
 		job, err := s.q.Accept(actx, jobdata.JobType, jobs.AcceptOptions{Lease: lease, Choose: func(c []jobs.Candidate) int {
 			i := s.choose(c)
-			woken = i >= 0 && i < len(c) && c[i].STime.Before(jobdata.AddedTime)
+			woken = i >= 0 && i < len(c) && c[i].STime.Before(jobstore.AddedTime())
 			return i
 		}})
 		cancel()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/internal/jobdata"
+	"github.com/couchepi/couchepi/plugin/internal/jobstore"
 	"github.com/couchepi/couchepi/plugin/jobs"
 	"github.com/couchepi/couchepi/plugin/kv"
 	"github.com/couchepi/couchepi/plugin/park"
@@ -38,7 +39,7 @@ func slotServer(t *testing.T, maxJobs int) (*Server, *park.Waker) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	q, err := jobs.New(store, jobs.Options{Prefix: jobdata.QueuePrefix, Tag: jobdata.ShareTag})
+	q, err := jobs.New(store, jobs.Options{Prefix: []byte(jobstore.QueuePrefix), Tag: jobdata.ShareTag})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,8 +373,8 @@ func TestWokenJobsBringAcceptors(t *testing.T) {
 		stime time.Time
 		want  int
 	}{
-		{"woken", jobdata.WokenTime, wakeAcceptors},
-		{"added", jobdata.AddedTime, DefaultConfig().MaxAcceptors},
+		{"woken", jobstore.WokenTime(), wakeAcceptors},
+		{"added", jobstore.AddedTime(), DefaultConfig().MaxAcceptors},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, _ := slotServer(t, 100)

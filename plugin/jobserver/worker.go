@@ -11,6 +11,7 @@ import (
 
 	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/internal/jobdata"
+	"github.com/couchepi/couchepi/plugin/internal/jobstore"
 	"github.com/couchepi/couchepi/plugin/internal/seal"
 	"github.com/couchepi/couchepi/plugin/jobs"
 	"github.com/couchepi/couchepi/plugin/replicate"
@@ -215,31 +216,31 @@ func (w *worker) markRunning(rec *jobdata.Record, repID parse.RepID, pid string,
 	var dup *dupOwner
 	err := s.q.Transact(context.Background(), func(tx *jobs.Tx) error {
 		dup = nil
-		owner, err := jobdata.RepIDOwner(tx.KV(), repID.String())
+		owner, err := jobstore.RepIDOwner(tx.KV(), repID.String())
 		if err != nil {
 			return err
 		}
 		if owner != "" && owner != w.job.ID {
-			o, err := jobdata.Get(tx, s.opts.Keys, owner)
+			o, err := jobstore.Get(tx, s.opts.Keys, owner)
 			switch {
 			case err == nil:
 				if o.RepID == repID.String() && o.Active() {
 					dup = &dupOwner{owner, o}
 					return nil
 				}
-			case !errors.Is(err, jobs.ErrNotFound) && !errors.Is(err, jobdata.ErrUndecodable):
+			case !errors.Is(err, jobs.ErrNotFound) && !errors.Is(err, jobstore.ErrUndecodable):
 				return err
 			}
 		}
 		next := *rec
 		if next.RepID != "" && next.RepID != repID.String() {
-			if err := jobdata.ClearRepIDOwner(tx.KV(), next.RepID, w.job.ID); err != nil {
+			if err := jobstore.ClearRepIDOwner(tx.KV(), next.RepID, w.job.ID); err != nil {
 				return err
 			}
 			next.Stats = jobdata.Stats{}
 			next.History = nil
 		}
-		jobdata.SetRepIDOwner(tx.KV(), repID.String(), w.job.ID)
+		jobstore.SetRepIDOwner(tx.KV(), repID.String(), w.job.ID)
 		next.RepID, next.BaseID = repID.String(), repID.Base
 		next.State = jobdata.Running
 		next.StateInfo = nil
@@ -310,7 +311,7 @@ func (w *worker) fail(rec *jobdata.Record, kind, reason string, now time.Time, c
 	}
 	s.log.Info("replication failed", "job", w.job.ID, "reason", reason)
 	if !rec.Transient() {
-		st, _ := jobdata.TerminalDocState(rec)
+		st, _ := jobstore.TerminalDocState(rec)
 		w.writeDoc(rec, st)
 	}
 }
@@ -324,20 +325,20 @@ func (w *worker) finish(rec *jobdata.Record) error {
 			return err
 		}
 		if rec.Transient() {
-			jobdata.SetTransientDone(tx.KV(), w.job.ID, rec.LastUpdated)
+			jobstore.SetTransientDone(tx.KV(), w.job.ID, rec.LastUpdated)
 		}
 		return nil
 	})
 }
 
 // writeDoc writes a terminal state into the job's doc.
-func (w *worker) writeDoc(rec *jobdata.Record, st jobdata.DocState) {
+func (w *worker) writeDoc(rec *jobdata.Record, st jobstore.DocState) {
 	if w.s.opts.SkipDocStates {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*jobdata.MaxDocUpdateWait)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*jobstore.MaxDocUpdateWait)
 	defer cancel()
-	if err := jobdata.WriteDocState(ctx, w.s.opts.Services, rec.DBName, rec.DocID, st); err != nil {
+	if err := jobstore.WriteDocState(ctx, w.s.opts.Services, rec.DBName, rec.DocID, st); err != nil {
 		w.s.log.Warn("could not write replication state into doc", "db", rec.DBName, "doc_id", rec.DocID, "error", err)
 		return
 	}
@@ -459,7 +460,7 @@ func (w *worker) park(rec *jobdata.Record, cause error) {
 		reason = "idle; slot given to a pending job"
 	}
 	rec.History = AppendHistory(rec.History, jobdata.Event{Type: jobdata.EventStopped, Timestamp: now.Unix(), Reason: reason}, cfg.MaxHistory)
-	if s.settled("park", w.job, s.q.Resubmit(context.Background(), w.job, jobdata.ParkedTime, rec.Encode(w.s.opts.Keys))) {
+	if s.settled("park", w.job, s.q.Resubmit(context.Background(), w.job, jobstore.ParkedTime(), rec.Encode(w.s.opts.Keys))) {
 		s.log.Debug("replication parked", "job", w.job.ID, "seq", string(seq))
 		if w.resume != nil {
 			s.resumes.put(w.job.ID, w.resume)
@@ -754,7 +755,7 @@ func (w *worker) settle(rec *jobdata.Record, ctx context.Context, res *replicate
 		}
 		s.log.Info("replication completed", "job", w.job.ID, "docs_written", rec.Stats.DocsWritten)
 		if !rec.Transient() {
-			st, _ := jobdata.TerminalDocState(rec)
+			st, _ := jobstore.TerminalDocState(rec)
 			w.writeDoc(rec, st)
 		}
 	case cause != nil && (errors.Is(err, replicate.ErrStopped) || ctx.Err() != nil):

@@ -10,6 +10,7 @@ import (
 
 	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/internal/jobdata"
+	"github.com/couchepi/couchepi/plugin/internal/jobstore"
 	"github.com/couchepi/couchepi/plugin/internal/seal"
 	"github.com/couchepi/couchepi/plugin/jobs"
 	"github.com/couchepi/couchepi/plugin/replicate"
@@ -22,10 +23,10 @@ func TestRecordedFailureAnswer(t *testing.T) {
 	for _, kind := range []string{"unauthorized", "forbidden", "filter_fetch_error", "db_not_found", "nxdomain", "changes_req_failed", maxBackoff} {
 		err := &replicate.Error{Kind: kind, Reason: "what failed"}
 		rec := &jobdata.Record{ErrorKind: errorKind(err), StateInfo: jobdata.ErrorInfo(err.Error())}
-		got := rec.Failure()
+		status, gotName, gotReason := rec.Failure()
 		name, reason := err.CouchError()
-		if got.Status != err.HTTPStatus() || got.Err != name || got.Reason != reason {
-			t.Errorf("%s: recorded failure answers %d %s %q; the error itself %d %s %q", kind, got.Status, got.Err, got.Reason, err.HTTPStatus(), name, reason)
+		if status != err.HTTPStatus() || gotName != name || gotReason != reason {
+			t.Errorf("%s: recorded failure answers %d %s %q; the error itself %d %s %q", kind, status, gotName, gotReason, err.HTTPStatus(), name, reason)
 		}
 	}
 }
@@ -77,7 +78,7 @@ func TestUnreadableRecordGivenBack(t *testing.T) {
 	if err := s.q.SetTypeTimeout(ctx, jobdata.JobType, TypeTimeout); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.q.Add(ctx, jobdata.JobType, "j1", data, jobdata.AddedTime); err != nil {
+	if err := s.q.Add(ctx, jobdata.JobType, "j1", data, jobstore.AddedTime()); err != nil {
 		t.Fatal(err)
 	}
 	sub, _, _, err := s.q.Subscribe(ctx, jobdata.JobType, "j1")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/internal/jobdata"
+	"github.com/couchepi/couchepi/plugin/internal/jobstore"
 	"github.com/couchepi/couchepi/plugin/internal/seal"
 	"github.com/couchepi/couchepi/plugin/jobs"
 	"github.com/couchepi/couchepi/plugin/kv"
@@ -37,7 +38,7 @@ func benchScrape(b *testing.B, n, running int) {
 		b.Fatal(err)
 	}
 	defer store.Close()
-	q, err := jobs.New(store, jobs.Options{Prefix: jobdata.QueuePrefix})
+	q, err := jobs.New(store, jobs.Options{Prefix: []byte(jobstore.QueuePrefix)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -51,7 +52,7 @@ func benchScrape(b *testing.B, n, running int) {
 		if err := q.Transact(ctx, func(tx *jobs.Tx) error {
 			for i := done; i < done+5000; i++ {
 				id := fmt.Sprintf("d%06d", i)
-				if err := jobdata.Put(tx, testKeys, parse.PersistentJobID("uuid", id), jobdata.New(rep, "_replicator", "uuid", id, start)); err != nil {
+				if err := jobstore.Put(tx, testKeys, parse.PersistentJobID("uuid", id), jobdata.New(rep, "_replicator", "uuid", id, start)); err != nil {
 					return err
 				}
 			}
@@ -66,7 +67,7 @@ func benchScrape(b *testing.B, n, running int) {
 		lags[i] = int64(i % 900)
 	}
 	sources := func() Sources {
-		src := Sources{Records: jobdata.Records{Q: q, Keys: testKeys}, LagAlert: 5 * time.Minute}
+		src := Sources{Records: jobstore.Records{Q: q, Keys: testKeys}, LagAlert: 5 * time.Minute}
 		if running > 0 {
 			src.Lags = func() []int64 { return lags }
 		}

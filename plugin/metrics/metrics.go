@@ -14,6 +14,7 @@ import (
 	"github.com/couchepi/couchepi/plugin/couchclient"
 	"github.com/couchepi/couchepi/plugin/frontend"
 	"github.com/couchepi/couchepi/plugin/internal/jobdata"
+	"github.com/couchepi/couchepi/plugin/internal/jobstore"
 	"github.com/couchepi/couchepi/plugin/jobserver"
 	"github.com/couchepi/couchepi/plugin/park"
 	"github.com/couchepi/couchepi/plugin/replicate"
@@ -25,7 +26,7 @@ import (
 // Sources are what the collector reads at each scrape. A zero Records.Q or
 // a nil Pool (the replicator is not started) leaves their metrics out.
 type Sources struct {
-	Records jobdata.Records
+	Records jobstore.Records
 	Pool    *couchclient.Pool
 	// Lags returns the lag (jobdata.Stats.LagSec) of every job this node
 	// runs; nil on a node that runs none.
@@ -142,7 +143,7 @@ const (
 
 // countStates returns the job-state counts, counted again when the last
 // count is older than statesReuse times its cost.
-func (c *Collector) countStates(recs jobdata.Records) (map[string]int, error) {
+func (c *Collector) countStates(recs jobstore.Records) (map[string]int, error) {
 	c.statesMu.Lock()
 	defer c.statesMu.Unlock()
 	if c.states != nil && time.Since(c.statesFrom) < min(statesReuse*c.statesTook, maxStatesAge) {
@@ -256,7 +257,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			return
 		}
 		total := 0
-		for _, st := range jobdata.States {
+		for _, st := range jobdata.States() {
 			gauge(jobsByState, float64(states[st]), st)
 			total += states[st]
 		}
@@ -293,7 +294,7 @@ func lagMetrics(ch chan<- prometheus.Metric, lags []int64, alert time.Duration) 
 }
 
 // CountStates counts the replication jobs per state.
-func CountStates(recs jobdata.Records) (map[string]int, error) {
+func CountStates(recs jobstore.Records) (map[string]int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), foldTimeout)
 	defer cancel()
 	return recs.CountStates(ctx)

@@ -1,6 +1,6 @@
 // Package park lets continuous replications that have nothing to do give
 // up their slot. A job that caught up and idled is parked: pending in the
-// queue at jobdata.ParkedTime (never due), with the source seq it
+// queue at jobstore.ParkedTime() (never due), with the source seq it
 // checkpointed. A Waker re-enqueues it, at the front of the queue, once
 // its source changes: for sources on the local server when the host says
 // the db was updated (the db_updated hook), for other servers through one
@@ -36,6 +36,7 @@ import (
 	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/couchclient"
 	"github.com/couchepi/couchepi/plugin/internal/jobdata"
+	"github.com/couchepi/couchepi/plugin/internal/jobstore"
 	"github.com/couchepi/couchepi/plugin/internal/seal"
 	"github.com/couchepi/couchepi/plugin/jobs"
 	"github.com/hashicorp/go-hclog"
@@ -344,7 +345,7 @@ func (w *Waker) wake(id string) {
 	woke := false
 	err := w.opts.Queue.Transact(ctx, func(tx *jobs.Tx) error {
 		woke = false
-		rec, err := jobdata.Get(tx, w.opts.Keys, id)
+		rec, err := jobstore.Get(tx, w.opts.Keys, id)
 		if err != nil {
 			return err
 		}
@@ -353,7 +354,7 @@ func (w *Waker) wake(id string) {
 		}
 		rec.Parked = nil
 		woke = true
-		return tx.Add(jobdata.JobType, id, rec.Encode(w.opts.Keys), jobdata.WokenTime)
+		return tx.Add(jobdata.JobType, id, rec.Encode(w.opts.Keys), jobstore.WokenTime())
 	})
 	if err != nil && !errors.Is(err, jobs.ErrNotFound) {
 		// Left registered: the next refresh or signal tries again.

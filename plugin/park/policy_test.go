@@ -14,6 +14,7 @@ import (
 	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/couchclient"
 	"github.com/couchepi/couchepi/plugin/internal/jobdata"
+	"github.com/couchepi/couchepi/plugin/internal/jobstore"
 	"github.com/couchepi/couchepi/plugin/internal/seal"
 	"github.com/couchepi/couchepi/plugin/jobs"
 	"github.com/couchepi/couchepi/plugin/kv"
@@ -38,7 +39,7 @@ func TestParkedOnForbiddenHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	q, err := jobs.New(store, jobs.Options{Prefix: jobdata.QueuePrefix, Tag: jobdata.ShareTag})
+	q, err := jobs.New(store, jobs.Options{Prefix: []byte(jobstore.QueuePrefix), Tag: jobdata.ShareTag})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +53,7 @@ func TestParkedOnForbiddenHost(t *testing.T) {
 	rec.Parked = &jobdata.Parked{Since: time.Now().Unix(), Seq: json.RawMessage(`"1"`)}
 	const id = "parked"
 	if err := q.Transact(context.Background(), func(tx *jobs.Tx) error {
-		return tx.Add(jobdata.JobType, id, rec.Encode(testKeys), jobdata.ParkedTime)
+		return tx.Add(jobdata.JobType, id, rec.Encode(testKeys), jobstore.ParkedTime())
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +72,7 @@ func TestParkedOnForbiddenHost(t *testing.T) {
 	for {
 		var got *jobdata.Record
 		q.Transact(context.Background(), func(tx *jobs.Tx) error {
-			got, err = jobdata.Get(tx, testKeys, id)
+			got, err = jobstore.Get(tx, testKeys, id)
 			return err
 		})
 		if got != nil && got.Parked == nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/internal/jobdata"
+	"github.com/couchepi/couchepi/plugin/internal/jobstore"
 	"github.com/couchepi/couchepi/plugin/jobs"
 	"github.com/couchepi/couchepi/plugin/kv"
 )
@@ -41,7 +42,7 @@ func (s *slowStore) Update(ctx context.Context, fn func(kv.Tx) error) error {
 func TestWakesBoundedAndDrained(t *testing.T) {
 	store := &slowStore{Store: kv.NewMemory()}
 	defer store.Close()
-	q, err := jobs.New(store, jobs.Options{Prefix: jobdata.QueuePrefix, Tag: jobdata.ShareTag})
+	q, err := jobs.New(store, jobs.Options{Prefix: []byte(jobstore.QueuePrefix), Tag: jobdata.ShareTag})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +59,7 @@ func TestWakesBoundedAndDrained(t *testing.T) {
 			rep := &parse.Rep{Source: parse.Endpoint{URL: "http://127.0.0.1:1/"}, Target: parse.Endpoint{URL: "http://127.0.0.1:1/tgt/"}, Continuous: true}
 			rec := jobdata.New(rep, "", "", "", time.Now())
 			rec.Parked = &jobdata.Parked{Since: time.Now().Unix(), Seq: json.RawMessage(`"1"`)}
-			if err := tx.Add(jobdata.JobType, fmt.Sprintf("j%03d", i), rec.Encode(testKeys), jobdata.ParkedTime); err != nil {
+			if err := tx.Add(jobdata.JobType, fmt.Sprintf("j%03d", i), rec.Encode(testKeys), jobstore.ParkedTime()); err != nil {
 				return err
 			}
 		}

@@ -3,6 +3,10 @@
 // credentials, where it came from, its state, stats and event history.
 // The record is stored as JSON with its endpoints (and so every credential)
 // sealed (atrest.go); it never leaves the plugin unredacted.
+//
+// It is the model alone: encoding, decoding and reading records, with no
+// store behind them (package jobstore keeps them in the jobs queue), so
+// that what only renders records, such as the monitor, needs no store.
 package jobdata
 
 import (
@@ -12,7 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/couchepi/couchepi/hooks"
 	"github.com/couchepi/couchepi/internal/jsonobj"
 	"github.com/couchepi/couchepi/internal/jsonscan"
 	"github.com/couchepi/couchepi/parse"
@@ -30,8 +33,11 @@ const (
 	Failed    = "failed"
 )
 
-// States lists every job state in CouchDB's order.
-var States = []string{Pending, Running, Crashing, Completed, Failed}
+// States returns every job state in CouchDB's order.
+func States() []string { return []string{Pending, Running, Crashing, Completed, Failed} }
+
+// ErrNotFound is returned by readers of records when no job matches an id.
+var ErrNotFound = errors.New("jobs: not_found")
 
 // Job history event types.
 const (
@@ -83,25 +89,12 @@ type Record struct {
 }
 
 // Parked is how a continuous job that caught up and idled waits: pending,
-// scheduled at ParkedTime (never due), until a change of its source after
+// scheduled at jobstore.ParkedTime (never due), until a change of its source after
 // Seq makes the waker re-enqueue it at the front of the queue.
 type Parked struct {
 	Since int64           `json:"since"` // when it was parked (unix s)
 	Seq   json.RawMessage `json:"seq"`   // the source seq it had checkpointed
 }
-
-// The scheduled times of pending jobs: a woken job goes first (stime 0),
-// then new jobs (1 ms after the epoch: due at once on every node, however
-// its clock is set); jobs stopped for rotation or backoff wait until their
-// time.
-var (
-	WokenTime = time.Time{}
-	AddedTime = time.UnixMilli(1)
-)
-
-// ParkedTime is the scheduled time of a parked job: far enough in the
-// future that it never becomes due by itself.
-var ParkedTime = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // RunningInfo is the `info` of a pending or running job that ran before:
 // its stats (CouchDB 3.x), plus "parked_since" for a parked job.
@@ -262,21 +255,21 @@ const (
 // endpoint refused the credentials, 404 not_found for a filter that could
 // not be fetched, else 500. It agrees with replicate.Error's HTTPStatus
 // and CouchError for the failures that reach the job record.
-func (r *Record) Failure() *hooks.Error {
-	reason := r.ErrorReason()
+func (r *Record) Failure() (status int, errName, reason string) {
+	reason = r.ErrorReason()
 	if r.ErrorKind == "" {
-		return &hooks.Error{Status: http.StatusInternalServerError, Err: "error", Reason: reason}
+		return http.StatusInternalServerError, "error", reason
 	}
-	e := &hooks.Error{Status: http.StatusInternalServerError, Err: r.ErrorKind, Reason: strings.TrimPrefix(reason, r.ErrorKind+": ")}
+	status, errName, reason = http.StatusInternalServerError, r.ErrorKind, strings.TrimPrefix(reason, r.ErrorKind+": ")
 	switch r.ErrorKind {
 	case "unauthorized":
-		e.Status = http.StatusUnauthorized
+		status = http.StatusUnauthorized
 	case "forbidden":
-		e.Status = http.StatusForbidden
+		status = http.StatusForbidden
 	case "filter_fetch_error":
-		e.Status, e.Err = http.StatusNotFound, "not_found"
+		status, errName = http.StatusNotFound, "not_found"
 	}
-	return e
+	return status, errName, reason
 }
 
 // ISOTime formats unix seconds as CouchDB's UTC timestamp "2006-01-02T15:04:05Z".

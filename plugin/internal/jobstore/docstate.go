@@ -1,4 +1,4 @@
-package jobdata
+package jobstore
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/couchepi/couchepi/hooks"
 	"github.com/couchepi/couchepi/internal/jsonobj"
+	"github.com/couchepi/couchepi/plugin/internal/jobdata"
 )
 
 // DocState is the terminal state written into a replication doc.
@@ -41,7 +42,7 @@ func ApplyDocState(doc []byte, st DocState, now time.Time) (out []byte, changed 
 		}
 	}
 	if st.State == "" {
-		for _, k := range StateFields {
+		for _, k := range stateFields() {
 			del(k)
 		}
 		return ms.Bytes(), changed, nil
@@ -49,7 +50,7 @@ func ApplyDocState(doc []byte, st DocState, now time.Time) (out []byte, changed 
 	state := jsonobj.AppendString(nil, st.State)
 	if old, _ := ms.Get("_replication_state"); !bytes.Equal(old, state) {
 		set("_replication_state", state)
-		set("_replication_state_time", jsonobj.AppendString(nil, ISOTime(now.Unix())))
+		set("_replication_state_time", jsonobj.AppendString(nil, jobdata.ISOTime(now.Unix())))
 	}
 	switch st.State {
 	case "completed":
@@ -65,24 +66,26 @@ func ApplyDocState(doc []byte, st DocState, now time.Time) (out []byte, changed 
 // TerminalDocState is what a finished job writes into its doc: completed
 // with its stats, or failed with its reason; ok is false for a job in any
 // other state.
-func TerminalDocState(rec *Record) (st DocState, ok bool) {
+func TerminalDocState(rec *jobdata.Record) (st DocState, ok bool) {
 	switch rec.State {
-	case Completed:
-		return DocState{State: Completed, Stats: rec.ReplicationStats()}, true
-	case Failed:
+	case jobdata.Completed:
+		return DocState{State: jobdata.Completed, Stats: rec.ReplicationStats()}, true
+	case jobdata.Failed:
 		reason := rec.LastError
 		if reason == "" {
 			reason = rec.ErrorReason()
 		}
-		return DocState{State: Failed, Reason: reason}, true
+		return DocState{State: jobdata.Failed, Reason: reason}, true
 	}
 	return DocState{}, false
 }
 
-// StateFields are the fields the replicator writes into replication docs;
-// CouchDB 3.x removes them all from a doc in a legacy state ("triggered"
-// or "error") before running it.
-var StateFields = []string{"_replication_state", "_replication_state_time", "_replication_state_reason", "_replication_id", "_replication_stats"}
+// stateFields returns the fields the replicator writes into replication
+// docs; CouchDB 3.x removes them all from a doc in a legacy state
+// ("triggered" or "error") before running it.
+func stateFields() []string {
+	return []string{"_replication_state", "_replication_state_time", "_replication_state_reason", "_replication_id", "_replication_stats"}
+}
 
 // MaxDocUpdateWait bounds the conflict retries of a state write (CouchDB: 12.8 s).
 const MaxDocUpdateWait = 12800 * time.Millisecond

@@ -1,10 +1,11 @@
-package jobdata
+package jobstore
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 
+	"github.com/couchepi/couchepi/plugin/internal/jobdata"
 	"github.com/couchepi/couchepi/plugin/internal/seal"
 	"github.com/couchepi/couchepi/plugin/jobs"
 )
@@ -19,7 +20,7 @@ const resealBatch = 64
 // hold), which it leaves as they are.
 func Reseal(ctx context.Context, q *jobs.Queue, keys *seal.Keyring) (resealed, unreadable int, err error) {
 	var stale []string
-	err = q.Fold(ctx, JobType, func(id string, _ jobs.State, data []byte) error {
+	err = q.Fold(ctx, jobdata.JobType, func(id string, _ jobs.State, data []byte) error {
 		switch sealState(data, keys) {
 		case sealStale:
 			stale = append(stale, id)
@@ -37,7 +38,7 @@ func Reseal(ctx context.Context, q *jobs.Queue, keys *seal.Keyring) (resealed, u
 		err := q.Transact(ctx, func(tx *jobs.Tx) error {
 			n = 0
 			for _, id := range batch {
-				data, err := tx.GetData(JobType, id)
+				data, err := tx.GetData(jobdata.JobType, id)
 				if errors.Is(err, jobs.ErrNotFound) {
 					continue // removed meanwhile
 				}
@@ -47,11 +48,11 @@ func Reseal(ctx context.Context, q *jobs.Queue, keys *seal.Keyring) (resealed, u
 				if sealState(data, keys) != sealStale {
 					continue // rewritten meanwhile
 				}
-				rec, err := Decode(data, keys)
+				rec, err := jobdata.Decode(data, keys)
 				if err != nil {
 					continue // damaged: left for the job server to report
 				}
-				if err := tx.SetData(JobType, id, rec.Encode(keys)); err != nil {
+				if err := tx.SetData(jobdata.JobType, id, rec.Encode(keys)); err != nil {
 					return err
 				}
 				n++

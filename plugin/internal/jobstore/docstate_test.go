@@ -1,4 +1,4 @@
-package jobdata
+package jobstore
 
 import (
 	"testing"

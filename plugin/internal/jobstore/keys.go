@@ -1,4 +1,4 @@
-package jobdata
+package jobstore
 
 import (
 	"encoding/json"
@@ -11,14 +11,14 @@ import (
 // QueuePrefix; the replicator's own keys (rep-id ownership index, last
 // processed seq per replicator db) under ownPrefix, in the same store so
 // that they change in the same transactions as the jobs.
-var (
+const (
 	// QueuePrefix is the jobs.Options.Prefix of the replicator's queue.
-	QueuePrefix = []byte("j/")
+	QueuePrefix = "j/"
 	ownPrefix   = "r/"
 	repIDSpace  = ownPrefix + "repid/"
 	dbSeqSpace  = ownPrefix + "dbseq/"
 	doneSpace   = ownPrefix + "tdone/"
-	sealKey     = []byte(ownPrefix + "seal")
+	sealKey     = ownPrefix + "seal"
 )
 
 // SealState is what the queue records about how its job records are
@@ -38,7 +38,7 @@ type SealState struct {
 // GetSealState returns the queue's SealState (zero when none is stored).
 func GetSealState(tx kv.ReadTx) (SealState, error) {
 	var s SealState
-	v, err := tx.Get(sealKey)
+	v, err := tx.Get([]byte(sealKey))
 	if err != nil || v == nil {
 		return s, err
 	}
@@ -49,7 +49,7 @@ func GetSealState(tx kv.ReadTx) (SealState, error) {
 // SetSealState stores the queue's SealState.
 func SetSealState(tx kv.Tx, s SealState) {
 	b, _ := json.Marshal(s)
-	tx.Set(sealKey, b)
+	tx.Set([]byte(sealKey), b)
 }
 
 // SetTransientDone records when a transient job finished, so old ones can

@@ -1,8 +1,9 @@
-package jobdata
+package jobstore
 
 import (
 	"fmt"
 
+	"github.com/couchepi/couchepi/plugin/internal/jobdata"
 	"github.com/couchepi/couchepi/plugin/internal/seal"
 	"github.com/couchepi/couchepi/plugin/jobs"
 )
@@ -26,15 +27,15 @@ func TooLargeReason(size int) string {
 		"use fewer `doc_ids` or a smaller `selector` or `query_params`", size, MaxNewSize)
 }
 
-// EncodeNew encodes r, sealed with keys, for adding it as a job; ok is
+// EncodeNew encodes rec, sealed with keys, for adding it as a job; ok is
 // false when it is larger than MaxNewSize.
-func (r *Record) EncodeNew(keys *seal.Keyring) (data []byte, ok bool) {
-	data = r.Encode(keys)
+func EncodeNew(rec *jobdata.Record, keys *seal.Keyring) (data []byte, ok bool) {
+	data = rec.Encode(keys)
 	return data, len(data) <= MaxNewSize
 }
 
-// SizingKeys seals records that are only measured, where the real keys
-// are not at hand (a doc checked before the plugin has started): every key
-// seals a value to the same length, so a record sealed with these is as
-// long as the one stored.
-var SizingKeys = seal.NewKeyring(seal.RandomKey())
+// SizingKeys returns a keyring to seal records that are only measured,
+// where the real keys are not at hand (a doc checked before the plugin
+// has started): every key seals a value to the same length, so a record
+// sealed with these is as long as the one stored.
+func SizingKeys() *seal.Keyring { return seal.NewKeyring(seal.RandomKey()) }

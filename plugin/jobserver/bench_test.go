@@ -13,11 +13,11 @@ import (
 	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/internal/jobdata"
 	"github.com/couchepi/couchepi/plugin/internal/jobstore"
+	"github.com/couchepi/couchepi/plugin/internal/monitor"
 	"github.com/couchepi/couchepi/plugin/jobs"
 	"github.com/couchepi/couchepi/plugin/kv"
 	"github.com/couchepi/couchepi/plugin/kv/etcd"
 	"github.com/couchepi/couchepi/plugin/kv/etcd/etcdtest"
-	"github.com/couchepi/couchepi/plugin/monitor"
 )
 
 // pendingQueue returns a queue in an embedded store holding n pending

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/couchepi/couchepi/parse"
+	"github.com/couchepi/couchepi/plugin/internal/monitor"
 	"github.com/couchepi/couchepi/plugin/jobserver"
-	"github.com/couchepi/couchepi/plugin/monitor"
 )
 
 // These tests hold docs/replicator.md to the values of the replicator's
@@ -113,7 +113,7 @@ func TestDocumentedConfigKeysAndDefaults(t *testing.T) {
 func TestDocumentedStates(t *testing.T) {
 	text := replicatorDoc(t, "States")
 	known := map[string]bool{}
-	for _, s := range monitor.AllStates {
+	for _, s := range monitor.AllStates() {
 		known[s] = true
 		if !strings.Contains(text, "`"+s+"`") {
 			t.Errorf("state %q (accepted by ?states=) is not in the States section", s)

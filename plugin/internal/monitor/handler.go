@@ -145,16 +145,18 @@ func parseListParams(q url.Values) (listParams, error) {
 	return p, nil
 }
 
-// AllStates are the state names `?states=` accepts, in CouchDB 3.x's
+// AllStates returns the state names `?states=` accepts, in CouchDB 3.x's
 // order (`initializing` and `error` are 3.x states merged into pending and
 // crashing here; they are accepted and match nothing).
-var AllStates = []string{"initializing", "error", "running", "pending", "crashing", "completed", "failed"}
+func AllStates() []string {
+	return []string{"initializing", "error", "running", "pending", "crashing", "completed", "failed"}
+}
 
 // errStates is CouchDB's answer to a `states` filter naming a state it
 // does not know. (CouchDB answers "Unknown states [x]. Choose from: …"
 // instead when x happens to be an atom of its Erlang VM, such as `ok`.)
 var errStates = &hooks.Error{Status: http.StatusBadRequest, Err: "query_parse_error",
-	Reason: "States must be one or more of [" + strings.Join(AllStates, ",") + "]"}
+	Reason: "States must be one or more of [" + strings.Join(AllStates(), ",") + "]"}
 
 // parseStates parses a `states` filter: a comma list, case-insensitive;
 // nil (every state) when it names none, as in CouchDB.
@@ -165,7 +167,7 @@ func parseStates(v string) (map[string]bool, error) {
 		if s == "" {
 			continue
 		}
-		if !slices.Contains(AllStates, s) {
+		if !slices.Contains(AllStates(), s) {
 			return nil, errStates
 		}
 		if set == nil {

@@ -13,9 +13,9 @@ import (
 	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/internal/jobdata"
 	"github.com/couchepi/couchepi/plugin/internal/jobstore"
+	"github.com/couchepi/couchepi/plugin/internal/park"
 	"github.com/couchepi/couchepi/plugin/jobs"
 	"github.com/couchepi/couchepi/plugin/kv"
-	"github.com/couchepi/couchepi/plugin/park"
 )
 
 // testParker is the Waker as a Parker, as the plugin's main wires it.

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/couchepi/couchepi/plugin/couchclient"
-	"github.com/couchepi/couchepi/plugin/frontend"
+	"github.com/couchepi/couchepi/plugin/internal/frontend"
 	"github.com/couchepi/couchepi/plugin/internal/jobdata"
 	"github.com/couchepi/couchepi/plugin/internal/jobstore"
 	"github.com/couchepi/couchepi/plugin/internal/park"

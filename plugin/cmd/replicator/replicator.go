@@ -14,7 +14,7 @@ import (
 	"github.com/couchepi/couchepi/hooks"
 	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/couchclient"
-	"github.com/couchepi/couchepi/plugin/frontend"
+	"github.com/couchepi/couchepi/plugin/internal/frontend"
 	"github.com/couchepi/couchepi/plugin/internal/jobdata"
 	"github.com/couchepi/couchepi/plugin/internal/jobstore"
 	"github.com/couchepi/couchepi/plugin/internal/monitor"

@@ -39,7 +39,7 @@ func TestReplicatorConfigKeysAllDocumented(t *testing.T) {
 	text := section(t, readDoc(t), "Configuration")
 	key := regexp.MustCompile(`(?:int|dur|float|bool)Key\((?:&[\w.]+, )?"([a-z_]+)"`)
 	found := 0
-	for _, file := range []string{"../plugin/jobserver/config.go", "../parse/options.go"} {
+	for _, file := range []string{"../plugin/internal/jobserver/config.go", "../parse/options.go"} {
 		for _, m := range key.FindAllStringSubmatch(readPage(t, file), -1) {
 			found++
 			if !strings.Contains(text, "`"+m[1]+"`") {

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/couchepi/couchepi/parse"
+	"github.com/couchepi/couchepi/plugin/internal/jobserver"
 	"github.com/couchepi/couchepi/plugin/internal/monitor"
-	"github.com/couchepi/couchepi/plugin/jobserver"
 )
 
 // These tests hold docs/replicator.md to the values of the replicator's

@@ -21,6 +21,12 @@ func (f *Frontend) goAfter(fn func(ctx context.Context)) {
 			return
 		}
 		defer func() { <-f.after }()
+		// A slot freed by Close's cancel makes both cases above ready and
+		// select picks at random: a task that won a slot after Close began
+		// is dropped too.
+		if f.afterCtx.Err() != nil {
+			return
+		}
 		fn(f.afterCtx)
 	}()
 }

@@ -1,25 +1,19 @@
 // Package docs holds couchepi's user documentation. Its tests keep the pages
-// true to the code: the `[replicator]` keys and defaults in replicator.md are
-// the ones the plugin reads, its states are the ones it reports, every
-// metric registered is listed and every listed one registered,
+// true to the code: every `[replicator]` key the plugin reads is in
+// replicator.md (its defaults and states are checked against the
+// replicator's internal packages by plugin/cmd/replicator/docs_test.go,
+// which can import them), every metric registered is listed and every
+// listed one registered,
 // testing.md names every environment variable and make target the tests use,
 // and every command the pages show is checked, the curl and couchrep ones
 // run against a minicouch (commands_test.go, commands_run_test.go).
 package docs
 
 import (
-	"reflect"
 	"regexp"
 	"strings"
 	"testing"
-
-	"github.com/couchepi/couchepi/parse"
-	"github.com/couchepi/couchepi/plugin/jobserver"
-	"github.com/couchepi/couchepi/plugin/monitor"
 )
-
-// configRow is one `| key | default | meaning |` row of a config table.
-type configRow struct{ key, def string }
 
 // section returns the text of the markdown section titled heading.
 func section(t *testing.T, doc, heading string) string {
@@ -35,97 +29,8 @@ func section(t *testing.T, doc, heading string) string {
 	return rest
 }
 
-// configRows reads the table rows whose first cell is `key` (or "`a`, `b`"
-// with defaults "x, y"); jobs_store has no default and is checked elsewhere.
-func configRows(t *testing.T, text string) []configRow {
-	t.Helper()
-	var rows []configRow
-	cell := regexp.MustCompile("`([a-z_]+)`")
-	for _, line := range strings.Split(text, "\n") {
-		cells := strings.Split(line, "|")
-		if len(cells) < 4 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`") {
-			continue
-		}
-		keys := cell.FindAllStringSubmatch(cells[1], -1)
-		defs := strings.Split(strings.TrimSpace(cells[2]), ", ")
-		if len(keys) > 1 && len(defs) != len(keys) {
-			t.Fatalf("row %q: %d keys, %d defaults", line, len(keys), len(defs))
-		}
-		for i, k := range keys {
-			def := strings.Trim(strings.TrimSpace(cells[2]), "`")
-			if len(keys) > 1 {
-				def = defs[i]
-			}
-			rows = append(rows, configRow{key: k[1], def: def})
-		}
-	}
-	return rows
-}
-
 // readDoc returns replicator.md.
 func readDoc(t *testing.T) string { return readPage(t, "replicator.md") }
-
-func TestReplicatorConfigKeysAndDefaults(t *testing.T) {
-	rows := configRows(t, section(t, readDoc(t), "Configuration"))
-	if len(rows) < 20 {
-		t.Fatalf("found only %d config rows", len(rows))
-	}
-	defaults := map[string]string{}
-	for _, r := range rows {
-		defaults[r.key] = r.def
-	}
-	// The documented defaults, all set at once, change nothing.
-	sc, err := jobserver.ParseConfig(defaults, nil)
-	if err != nil {
-		t.Errorf("jobserver refuses a documented default: %v", err)
-	}
-	if want := jobserver.DefaultConfig(); !reflect.DeepEqual(sc, want) {
-		t.Errorf("documented defaults give %+v, the code's are %+v", sc, want)
-	}
-	po, err := parse.OptionsFromConfig(defaults)
-	if err != nil {
-		t.Errorf("parse refuses a documented default: %v", err)
-	}
-	if want := parse.DefaultOptions(); !reflect.DeepEqual(po, want) {
-		t.Errorf("documented defaults give %+v, the code's are %+v", po, want)
-	}
-	// Every documented key is read: a bad value is reported by name, or a
-	// different value changes the result.
-	for _, r := range rows {
-		t.Run(r.key, func(t *testing.T) {
-			bad := map[string]string{r.key: "not-a-value"}
-			_, e1 := jobserver.ParseConfig(bad, nil)
-			_, e2 := parse.OptionsFromConfig(bad)
-			for _, e := range []error{e1, e2} {
-				if e != nil && strings.Contains(e.Error(), r.key) {
-					return
-				}
-			}
-			changed, _ := parse.OptionsFromConfig(map[string]string{r.key: "[{keepalive, false}]"})
-			if !reflect.DeepEqual(changed, parse.DefaultOptions()) {
-				return
-			}
-			t.Errorf("[replicator] %s is documented but neither jobserver nor parse reads it", r.key)
-		})
-	}
-}
-
-func TestReplicatorStates(t *testing.T) {
-	text := section(t, readDoc(t), "States")
-	known := map[string]bool{}
-	for _, s := range monitor.AllStates {
-		known[s] = true
-		if !strings.Contains(text, "`"+s+"`") {
-			t.Errorf("state %q (accepted by ?states=) is not in the States section", s)
-		}
-	}
-	row := regexp.MustCompile("(?m)^\\| `([a-z_]+)` \\|")
-	for _, m := range row.FindAllStringSubmatch(text, -1) {
-		if !known[m[1]] {
-			t.Errorf("documented state %q is not one the monitor knows", m[1])
-		}
-	}
-}
 
 // TestReplicatorConfigKeysAllDocumented: every `[replicator]` key jobserver
 // and parse read (found in their source) is in the Configuration section,
@@ -134,7 +39,7 @@ func TestReplicatorConfigKeysAllDocumented(t *testing.T) {
 	text := section(t, readDoc(t), "Configuration")
 	key := regexp.MustCompile(`(?:int|dur|float|bool)Key\((?:&[\w.]+, )?"([a-z_]+)"`)
 	found := 0
-	for _, file := range []string{"../plugin/jobserver/config.go", "../parse/options.go"} {
+	for _, file := range []string{"../plugin/internal/jobserver/config.go", "../parse/options.go"} {
 		for _, m := range key.FindAllStringSubmatch(readPage(t, file), -1) {
 			found++
 			if !strings.Contains(text, "`"+m[1]+"`") {

@@ -1,7 +1,10 @@
 // Package couchclient is the replicator's HTTP client for CouchDB-compatible
-// endpoints: a process-wide Pool (AIMD rate limiter, idle connection reuse per
-// host and proxy) and a Client per endpoint (merged headers, session-cookie or
-// basic auth, proxies, inactivity timeout, retries with backoff, 429 handling).
+// endpoints: a Pool shared by a process's replications (AIMD rate limiter,
+// idle connection reuse per host and proxy) and a Client per endpoint
+// (merged headers, session-cookie or basic auth, proxies, inactivity
+// timeout, retries with backoff, 429 handling). It is public for programs
+// that run replications themselves (package replicate takes a Pool) or
+// talk to CouchDB endpoints as the replicator does.
 package couchclient
 
 import (

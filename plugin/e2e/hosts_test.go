@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/couchepi/couchepi/parse"
-	"github.com/couchepi/couchepi/plugin/jobdata"
+	"github.com/couchepi/couchepi/plugin/internal/jobdata"
 )
 
 // closedPort returns a 127.0.0.1 port nothing listens on (it did a moment

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/couchepi/couchepi/examples/minicouch/minicouchtest"
-	"github.com/couchepi/couchepi/plugin/jobdata"
+	"github.com/couchepi/couchepi/plugin/internal/jobstore"
 	"github.com/couchepi/couchepi/plugin/kv/etcd/etcdtest"
 )
 
@@ -60,7 +60,7 @@ func TestE2EOversizedReplications(t *testing.T) {
 	c := startCouch(t, "")
 	c.must("PUT", "/src", "", 201)
 	c.must("PUT", "/b%2F_replicator", "", 201)
-	limit := fmt.Sprintf("over the limit of %d bytes", jobdata.MaxNewSize)
+	limit := fmt.Sprintf("over the limit of %d bytes", jobstore.MaxNewSize)
 
 	big := c.repDoc("src", "tbig", idsMember(100_000))
 	code, body := c.req("PUT", "/b%2F_replicator/big", big)

@@ -5,7 +5,9 @@
 // monitor re-enqueues running jobs whose runner stopped updating for a whole
 // type timeout; subscribers see every state transition. The queue keeps no
 // per-job state in memory: everything lives in the store, so many processes
-// can share one queue (on etcd or FoundationDB).
+// can share one queue (on etcd or FoundationDB). It knows nothing of
+// replication: it is public so that any Go program can keep couch_jobs-style
+// jobs in a kv.Store.
 //
 // # Timing rule: a job never runs on two runners at once
 //

@@ -4,6 +4,10 @@
 // per-transaction versionstamps and key watches. Backends: OpenBolt
 // (embedded, durable, one owner process), NewMemory (tests) and FoundationDB
 // (package kv/fdb, build tag fdb).
+//
+// It is public so that a program can keep a jobs queue (package jobs) in a
+// store of its choosing, or write a backend of its own and prove it with
+// the conformance suite (package kv/kvtest).
 package kv
 
 import (

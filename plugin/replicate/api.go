@@ -2,6 +2,10 @@
 // protocol: open both endpoints, find the start sequence from the
 // checkpoints, read the source's changes, and have worker_processes workers
 // diff, fetch and write each batch, checkpointing the through_seq.
+//
+// It is public so that a program can run replications in its own process
+// without the plugin, as cmd/couchrep does; the plugin's job records,
+// scheduler and monitoring stay in plugin/internal.
 package replicate
 
 import (

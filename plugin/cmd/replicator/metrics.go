@@ -3,7 +3,7 @@ package main
 import (
 	"sync"
 
-	"github.com/couchepi/couchepi/plugin/metrics"
+	"github.com/couchepi/couchepi/plugin/internal/metrics"
 	"github.com/prometheus/client_golang/prometheus"
 )
 

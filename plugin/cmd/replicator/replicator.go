@@ -14,13 +14,14 @@ import (
 	"github.com/couchepi/couchepi/hooks"
 	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/couchclient"
-	"github.com/couchepi/couchepi/plugin/frontend"
-	"github.com/couchepi/couchepi/plugin/jobdata"
+	"github.com/couchepi/couchepi/plugin/internal/frontend"
+	"github.com/couchepi/couchepi/plugin/internal/jobdata"
+	"github.com/couchepi/couchepi/plugin/internal/jobserver"
+	"github.com/couchepi/couchepi/plugin/internal/jobstore"
+	"github.com/couchepi/couchepi/plugin/internal/monitor"
+	"github.com/couchepi/couchepi/plugin/internal/park"
 	"github.com/couchepi/couchepi/plugin/jobs"
-	"github.com/couchepi/couchepi/plugin/jobserver"
 	"github.com/couchepi/couchepi/plugin/kv"
-	"github.com/couchepi/couchepi/plugin/monitor"
-	"github.com/couchepi/couchepi/plugin/park"
 	"github.com/couchepi/couchepi/plugin/replicate"
 	"github.com/couchepi/couchepi/sdk"
 	"github.com/hashicorp/go-hclog"
@@ -47,7 +48,7 @@ type replicator struct {
 	server  *jobserver.Server
 	mon     *monitor.Handler
 	waker   *park.Waker
-	recs    jobdata.Records
+	recs    jobstore.Records
 	src     monitor.Source // recs, with this node's running jobs live
 	stopMon context.CancelFunc
 	started bool
@@ -239,7 +240,7 @@ func (p *replicator) start(ctx context.Context, host hooks.Services, stc storeCo
 	}
 	p.host, p.store, p.queue, p.pool, p.front, p.server, p.waker = host, store, q, pool, front, server, waker
 	p.localURL = info.URL
-	p.recs = jobdata.Records{Q: q, Keys: keys.Keyring}
+	p.recs = jobstore.Records{Q: q, Keys: keys.Keyring}
 	p.src = p.recs
 	if server != nil {
 		// The jobs this node runs show their stats as of the request.
@@ -305,11 +306,11 @@ func (p *replicator) Stop(ctx context.Context) error {
 const parkRefresh = 10 * time.Second
 
 // components returns the started frontend and monitor, or nil before Start.
-func (p *replicator) components() (*frontend.Frontend, *monitor.Handler, jobdata.Records) {
+func (p *replicator) components() (*frontend.Frontend, *monitor.Handler, jobstore.Records) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.started {
-		return nil, nil, jobdata.Records{}
+		return nil, nil, jobstore.Records{}
 	}
 	return p.front, p.mon, p.recs
 }

@@ -10,11 +10,12 @@ import (
 	"time"
 
 	"github.com/couchepi/couchepi/hooks"
-	"github.com/couchepi/couchepi/plugin/jobdata"
+	"github.com/couchepi/couchepi/plugin/internal/jobdata"
+	"github.com/couchepi/couchepi/plugin/internal/jobstore"
+	"github.com/couchepi/couchepi/plugin/internal/seal"
 	"github.com/couchepi/couchepi/plugin/jobs"
 	"github.com/couchepi/couchepi/plugin/kv"
 	"github.com/couchepi/couchepi/plugin/kv/etcd"
-	"github.com/couchepi/couchepi/plugin/seal"
 	"github.com/hashicorp/go-hclog"
 )
 
@@ -133,10 +134,10 @@ func (e errKeyMismatch) Error() string {
 // while keys holds more than one key: a rotation in progress). It
 // returns whether the store must then be scrubbed.
 func sealRecords(ctx context.Context, q *jobs.Queue, keys keyring, shared bool, log hclog.Logger) (scrub bool, err error) {
-	var st jobdata.SealState
+	var st jobstore.SealState
 	err = q.Transact(ctx, func(tx *jobs.Tx) error {
 		var err error
-		if st, err = jobdata.GetSealState(tx.KV()); err != nil {
+		if st, err = jobstore.GetSealState(tx.KV()); err != nil {
 			return err
 		}
 		if st.Key != "" && !keys.Holds(st.Key) {
@@ -144,7 +145,7 @@ func sealRecords(ctx context.Context, q *jobs.Queue, keys keyring, shared bool, 
 		}
 		if st.Key != keys.ID() {
 			st.Key, st.Done = keys.ID(), false
-			jobdata.SetSealState(tx.KV(), st)
+			jobstore.SetSealState(tx.KV(), st)
 		}
 		return nil
 	})
@@ -155,7 +156,7 @@ func sealRecords(ctx context.Context, q *jobs.Queue, keys keyring, shared bool, 
 		return st.Scrub, nil
 	}
 	start := time.Now()
-	resealed, unreadable, err := jobdata.Reseal(ctx, q, keys.Keyring)
+	resealed, unreadable, err := jobstore.Reseal(ctx, q, keys.Keyring)
 	if err != nil {
 		return false, fmt.Errorf("seal job records: %w", err)
 	}
@@ -166,7 +167,7 @@ func sealRecords(ctx context.Context, q *jobs.Queue, keys keyring, shared bool, 
 		log.Info("sealed job records with the current key", "records", resealed, "key", keys.ID(), "took", time.Since(start).Round(time.Millisecond).String())
 	}
 	err = q.Transact(ctx, func(tx *jobs.Tx) error {
-		cur, err := jobdata.GetSealState(tx.KV())
+		cur, err := jobstore.GetSealState(tx.KV())
 		if err != nil {
 			return err
 		}
@@ -175,7 +176,7 @@ func sealRecords(ctx context.Context, q *jobs.Queue, keys keyring, shared bool, 
 		}
 		cur.Scrub = cur.Scrub || resealed > 0
 		scrub = cur.Scrub
-		jobdata.SetSealState(tx.KV(), cur)
+		jobstore.SetSealState(tx.KV(), cur)
 		return nil
 	})
 	return scrub, err
@@ -184,12 +185,12 @@ func sealRecords(ctx context.Context, q *jobs.Queue, keys keyring, shared bool, 
 // scrubDone records that the store was scrubbed.
 func scrubDone(ctx context.Context, q *jobs.Queue) error {
 	return q.Transact(ctx, func(tx *jobs.Tx) error {
-		st, err := jobdata.GetSealState(tx.KV())
+		st, err := jobstore.GetSealState(tx.KV())
 		if err != nil || !st.Scrub {
 			return err
 		}
 		st.Scrub = false
-		jobdata.SetSealState(tx.KV(), st)
+		jobstore.SetSealState(tx.KV(), st)
 		return nil
 	})
 }
@@ -232,7 +233,7 @@ func openSealedQueue(ctx context.Context, stc storeConfig, keys keyring, uuid *s
 				return nil, nil, fmt.Errorf("cluster uuid: %w", err)
 			}
 		}
-		q, err := jobs.New(store, jobs.Options{Logger: log, Prefix: jobdata.QueuePrefix, Tag: jobdata.ShareTag})
+		q, err := jobs.New(store, jobs.Options{Logger: log, Prefix: []byte(jobstore.QueuePrefix), Tag: jobdata.ShareTag})
 		if err != nil {
 			store.Close()
 			return nil, nil, err

@@ -15,12 +15,13 @@ import (
 
 	"github.com/couchepi/couchepi/hooks"
 	"github.com/couchepi/couchepi/parse"
-	"github.com/couchepi/couchepi/plugin/jobdata"
+	"github.com/couchepi/couchepi/plugin/internal/jobdata"
+	"github.com/couchepi/couchepi/plugin/internal/jobstore"
+	"github.com/couchepi/couchepi/plugin/internal/seal"
 	"github.com/couchepi/couchepi/plugin/jobs"
 	"github.com/couchepi/couchepi/plugin/kv"
 	"github.com/couchepi/couchepi/plugin/kv/etcd"
 	"github.com/couchepi/couchepi/plugin/kv/etcd/etcdtest"
-	"github.com/couchepi/couchepi/plugin/seal"
 	"github.com/hashicorp/go-hclog"
 )
 
@@ -140,7 +141,7 @@ func addLegacy(t *testing.T, q *jobs.Queue, secret string, ids ...string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := q.Add(ctx, jobdata.JobType, id, data, jobdata.AddedTime); err != nil {
+		if err := q.Add(ctx, jobdata.JobType, id, data, jobstore.AddedTime()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -162,19 +163,19 @@ func addLegacy(t *testing.T, q *jobs.Queue, secret string, ids ...string) {
 
 func newQueue(t *testing.T, s kv.Store) *jobs.Queue {
 	t.Helper()
-	q, err := jobs.New(s, jobs.Options{Prefix: jobdata.QueuePrefix, Tag: jobdata.ShareTag})
+	q, err := jobs.New(s, jobs.Options{Prefix: []byte(jobstore.QueuePrefix), Tag: jobdata.ShareTag})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return q
 }
 
-func sealState(t *testing.T, q *jobs.Queue) jobdata.SealState {
+func sealState(t *testing.T, q *jobs.Queue) jobstore.SealState {
 	t.Helper()
-	var st jobdata.SealState
+	var st jobstore.SealState
 	err := q.Transact(context.Background(), func(tx *jobs.Tx) error {
 		var err error
-		st, err = jobdata.GetSealState(tx.KV())
+		st, err = jobstore.GetSealState(tx.KV())
 		return err
 	})
 	if err != nil {
@@ -202,7 +203,7 @@ func TestSealRecords(t *testing.T) {
 	if err != nil || !scrub {
 		t.Fatalf("first start: scrub %v, %v; want the legacy records sealed and a scrub", scrub, err)
 	}
-	if st := sealState(t, q); st != (jobdata.SealState{Key: a.ID(), Done: true, Scrub: true}) {
+	if st := sealState(t, q); st != (jobstore.SealState{Key: a.ID(), Done: true, Scrub: true}) {
 		t.Fatalf("state %+v", st)
 	}
 	if err := scrubDone(ctx, q); err != nil {
@@ -225,7 +226,7 @@ func TestSealRecords(t *testing.T) {
 	if st := sealState(t, q); st.Key != b.ID() || !st.Done {
 		t.Fatalf("after rotation: %+v", st)
 	}
-	recs := jobdata.Records{Q: q, Keys: ringB.Keyring}
+	recs := jobstore.Records{Q: q, Keys: ringB.Keyring}
 	for _, id := range []string{"a", "b"} {
 		rec, err := recs.Get(ctx, id)
 		if err != nil || rec.Rep.Source.Auth.Password != "legacy-secret" {
@@ -277,10 +278,10 @@ func TestOpenSealedQueueBolt(t *testing.T) {
 	if n := count(); n != 0 {
 		t.Errorf("the store holds the secret %d times after opening", n)
 	}
-	if st := sealState(t, q); st != (jobdata.SealState{Key: keys.ID(), Done: true}) {
+	if st := sealState(t, q); st != (jobstore.SealState{Key: keys.ID(), Done: true}) {
 		t.Errorf("state %+v, want sealed and scrubbed", st)
 	}
-	recs := jobdata.Records{Q: q, Keys: keys.Keyring}
+	recs := jobstore.Records{Q: q, Keys: keys.Keyring}
 	for _, id := range []string{"j1", "j2"} {
 		if rec, err := recs.Get(ctx, id); err != nil || rec.Rep.Target.Headers["X-Token"] != secret {
 			t.Errorf("%s: %+v, %v", id, rec, err)
@@ -340,10 +341,10 @@ func TestOpenSealedQueueEtcd(t *testing.T) {
 	if n := dbs(); n != 0 {
 		t.Errorf("etcd's data files hold the secret %d times after opening", n)
 	}
-	if st := sealState(t, q); st != (jobdata.SealState{Key: keys.ID(), Done: true}) {
+	if st := sealState(t, q); st != (jobstore.SealState{Key: keys.ID(), Done: true}) {
 		t.Errorf("state %+v, want sealed and scrubbed", st)
 	}
-	recs := jobdata.Records{Q: q, Keys: keys.Keyring}
+	recs := jobstore.Records{Q: q, Keys: keys.Keyring}
 	if rec, err := recs.Get(ctx, "j2"); err != nil || rec.Rep.Source.Auth.Password != secret {
 		t.Errorf("j2: %+v, %v", rec, err)
 	}

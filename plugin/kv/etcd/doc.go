@@ -1,5 +1,6 @@
 // Package etcd is a kv.Store on etcd (go.etcd.io/etcd/client/v3): the job
-// queue's backend when many nodes share one queue.
+// queue's backend when many nodes share one queue. It is public with kv:
+// a program that shares a jobs queue between nodes opens its store here.
 //
 // # Transactions
 //

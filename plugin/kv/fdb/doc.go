@@ -1,4 +1,5 @@
-// Package fdb is the FoundationDB backend of kv.Store. It is only built with
+// Package fdb is the FoundationDB backend of kv.Store, public with kv for
+// programs that keep a jobs queue in FoundationDB. It is only built with
 // the build tag fdb (it needs libfdb_c and its headers):
 //
 //	go test -tags fdb ./plugin/kv/fdb/   # with FDB_CLUSTER_FILE set

@@ -1,4 +1,6 @@
 // Package kvtest is the conformance suite every kv.Store backend must pass.
+// It is public so that a backend written outside this repository is held
+// to the same suite as bolt, etcd and FoundationDB.
 package kvtest
 
 import (

@@ -1,7 +1,9 @@
 // Package etcdtest starts real etcd servers for tests, bound to 127.0.0.1:
 // an embedded cluster of any size (go.etcd.io/etcd/server/v3/embed), in
 // the test's process or each member in a process of its own, and a single
-// member from an etcd binary on PATH (Debian's etcd-server).
+// member from an etcd binary on PATH (Debian's etcd-server). It is public,
+// as net/http/httptest is, so that a program using kv/etcd can test
+// against a real etcd the way this repository does.
 package etcdtest
 
 import (

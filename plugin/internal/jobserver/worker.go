@@ -1,0 +1,768 @@
+package jobserver
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/couchepi/couchepi/parse"
+	"github.com/couchepi/couchepi/plugin/internal/jobdata"
+	"github.com/couchepi/couchepi/plugin/internal/jobstore"
+	"github.com/couchepi/couchepi/plugin/internal/seal"
+	"github.com/couchepi/couchepi/plugin/jobs"
+	"github.com/couchepi/couchepi/plugin/replicate"
+)
+
+// computeRepID is the default replication id function.
+func computeRepID(o Options) func(context.Context, *parse.Rep) (parse.RepID, error) {
+	return func(ctx context.Context, rep *parse.Rep) (parse.RepID, error) {
+		return replicate.ComputeRepID(ctx, rep, o.ServerUUID, o.Pool)
+	}
+}
+
+// worker runs one accepted job.
+type worker struct {
+	s          *Server
+	job        *jobs.Job
+	lease      *jobs.Lease // the node's lease the job was accepted under
+	pid        string      // its name in monitoring once its run started (under s.mu)
+	started    time.Time
+	continuous bool
+	key        string // fair-share key
+
+	mu     sync.Mutex
+	cancel context.CancelCauseFunc
+	cause  error // set by stop before the replication started
+	done   atomic.Bool
+	idle   atomic.Bool                            // a continuous run caught up with nothing coming (replicate.Options.OnIdle)
+	live   atomic.Pointer[func() replicate.Stats] // the run's current stats (replicate.Options.Live)
+	exited chan struct{}                          // closed when run has returned (final checkpoint written)
+
+	// Slot state (see slots.go), under s.mu: holding a slot since
+	// heldSince, asked to hand it on; needSlot, accepted while every slot
+	// was held; gate, set while a gated replication runs; quietSince, when
+	// it last handed its slot on.
+	holding    bool
+	heldSince  time.Time
+	asked      bool
+	needSlot   bool
+	gate       *gate
+	quietSince time.Time
+	holds      uint64 // slots taken so far
+	woken      bool   // accepted as woken from parking (see replicate.Options.Woken)
+
+	// resume is what the run left for the next one (OnResume, before
+	// Run returns; kept only if the job is parked).
+	resume *replicate.Resume
+}
+
+func newWorker(s *Server, job *jobs.Job, lease *jobs.Lease) *worker {
+	w := &worker{s: s, job: job, lease: lease, started: time.Now(), exited: make(chan struct{})}
+	if rec, err := jobdata.Decode(job.Data, s.opts.Keys); err == nil {
+		w.continuous = rec.Continuous()
+		w.key = rec.ShareKey()
+	}
+	return w
+}
+
+// stop asks the worker to stop for cause (rotation, shutdown, ...).
+func (w *worker) stop(cause error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cause == nil {
+		w.cause = cause
+	}
+	if w.cancel != nil {
+		w.cancel(cause)
+	}
+}
+
+// abandon stops the worker at once, writing nothing more (no final
+// checkpoint, no record): the job may no longer be this node's.
+func (w *worker) abandon(why error) { w.stop(errors.Join(replicate.ErrAbandoned, why)) }
+
+func (w *worker) isDone() bool { return w.done.Load() }
+
+// stopCause returns why the worker was asked to stop, or nil.
+func (w *worker) stopCause() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.cause
+}
+
+// filterRecheck is the longest time between two re-checks of a user
+// filter's code (CouchDB 3.x re-checks about every minute).
+const filterRecheck = time.Minute
+
+// unreadableRetry is how long a job whose record this node cannot open
+// (sealed with a key it lacks) waits in the queue before it is offered
+// again, to this node or one with the key.
+const unreadableRetry = time.Minute
+
+// isUserFilter reports whether a filter is a design doc filter (its code is
+// part of the replication id).
+func isUserFilter(f string) bool { return f != "" && !strings.HasPrefix(f, "_") }
+
+// run is the life of one job run (CouchDB 4.x couch_replicator_job).
+func (w *worker) run() {
+	defer close(w.exited)
+	defer w.done.Store(true)
+	s, cfg := w.s, w.s.config()
+	log := s.log.With("job", w.job.ID)
+	rec, err := jobdata.Decode(w.job.Data, s.opts.Keys)
+	if errors.Is(err, seal.ErrUnknownKey) || errors.Is(err, jobdata.ErrNoKeyring) {
+		// Sealed with a key this node lacks: a node that has it can run
+		// it, so give it back untouched rather than finish it.
+		log.Error("job record sealed with a key this node does not hold; giving the job back", "error", err)
+		s.settled("give back unreadable", w.job, s.q.Resubmit(context.Background(), w.job, time.Now().Add(unreadableRetry), nil))
+		return
+	}
+	if err != nil || (rec.Rep == nil && rec.State != jobdata.Failed) {
+		log.Error("undecodable job data; finishing the job", "error", err)
+		s.settled("finish", w.job, s.q.Finish(context.Background(), w.job, nil))
+		return
+	}
+	now := time.Now()
+	if rec.State == jobdata.Failed { // the doc did not parse (it bypassed before_doc_update)
+		counts.failedStarts.Add(1)
+		w.fail(rec, rec.ErrorKind, rec.ErrorReason(), now, false)
+		return
+	}
+	if w.needSlot {
+		// A stop (shutdown, removal) ends the wait too.
+		ctx, cancel := context.WithCancelCause(s.ctx)
+		w.mu.Lock()
+		w.cancel = cancel
+		if w.cause != nil {
+			cancel(w.cause)
+		}
+		w.mu.Unlock()
+		tctx, cancelT := context.WithTimeout(ctx, slotWait)
+		err := s.acquire(tctx, w)
+		cancelT()
+		w.mu.Lock()
+		w.cancel = nil
+		w.mu.Unlock()
+		cancel(nil)
+		if err != nil && w.stopCause() == nil {
+			w.requeue(rec, errShutdown) // no slot came free: give the job back
+			return
+		}
+	}
+	if cause := w.stopCause(); cause != nil {
+		if !errors.Is(cause, errRemoved) && !errors.Is(cause, replicate.ErrAbandoned) {
+			w.requeue(rec, cause)
+		}
+		return
+	}
+	// 1. Replication id.
+	idCtx, cancelID := context.WithTimeout(s.ctx, TypeTimeout/2)
+	repID, err := s.opts.RepID(idCtx, rec.Rep)
+	cancelID()
+	if err != nil {
+		if cause := w.stopCause(); cause != nil || s.ctx.Err() != nil {
+			w.requeue(rec, errShutdown) // stopped while computing the id: not a crash
+			return
+		}
+		counts.failedStarts.Add(1)
+		w.crash(rec, err, now)
+		return
+	}
+	// 2. Take the replication id and mark the job running, in one transaction.
+	pid := s.nextPID()
+	dup, err := w.markRunning(rec, repID, pid, now)
+	if err != nil {
+		if !errors.Is(err, jobs.ErrHalt) {
+			log.Warn("could not start job", "error", err)
+			w.requeue(rec, err)
+		}
+		return
+	}
+	if dup != nil {
+		counts.duplicateAdds.Add(1)
+		counts.failedStarts.Add(1)
+		w.duplicate(rec, repID, dup, now)
+		return
+	}
+	s.mu.Lock()
+	w.pid = pid
+	s.byPID[pid] = w
+	s.mu.Unlock()
+	log = log.With("rep_id", repID.String())
+	log.Info("replication started", "source", rec.Rep.Source.RedactedURL(), "target", rec.Rep.Target.RedactedURL())
+	// 3. Run it, pushing stats (the heartbeat) every stats_update_interval.
+	counts.starts.Add(1)
+	w.execute(rec, repID, cfg)
+}
+
+// dupOwner describes the live job holding a replication id.
+type dupOwner struct {
+	jobID string
+	rec   *jobdata.Record
+}
+
+// markRunning implements the ownership check: a replication id free,
+// ours, or held by a job that is no longer pending, running or crashing is
+// taken; otherwise the owner is returned. A crashing owner keeps its id,
+// as in CouchDB 3.x, where a job stays in the scheduler while it backs off
+// and a doc of the same replication fails as a duplicate (4.x would let the
+// newcomer take over, so the two docs would take turns crashing).
+func (w *worker) markRunning(rec *jobdata.Record, repID parse.RepID, pid string, now time.Time) (*dupOwner, error) {
+	s, cfg := w.s, w.s.config()
+	var dup *dupOwner
+	err := s.q.Transact(context.Background(), func(tx *jobs.Tx) error {
+		dup = nil
+		owner, err := jobstore.RepIDOwner(tx.KV(), repID.String())
+		if err != nil {
+			return err
+		}
+		if owner != "" && owner != w.job.ID {
+			o, err := jobstore.Get(tx, s.opts.Keys, owner)
+			switch {
+			case err == nil:
+				if o.RepID == repID.String() && o.Active() {
+					dup = &dupOwner{owner, o}
+					return nil
+				}
+			case !errors.Is(err, jobs.ErrNotFound) && !errors.Is(err, jobstore.ErrUndecodable):
+				return err
+			}
+		}
+		next := *rec
+		if next.RepID != "" && next.RepID != repID.String() {
+			if err := jobstore.ClearRepIDOwner(tx.KV(), next.RepID, w.job.ID); err != nil {
+				return err
+			}
+			next.Stats = jobdata.Stats{}
+			next.History = nil
+		}
+		jobstore.SetRepIDOwner(tx.KV(), repID.String(), w.job.ID)
+		next.RepID, next.BaseID = repID.String(), repID.Base
+		next.State = jobdata.Running
+		next.StateInfo = nil
+		next.LastStart, next.LastUpdated, next.StatsUpdated = now.Unix(), now.Unix(), now.Unix()
+		next.Node, next.PID = s.opts.Node, pid
+		next.History = AppendHistory(next.History, jobdata.Event{Type: jobdata.EventStarted, Timestamp: now.Unix()}, cfg.MaxHistory)
+		data := next.Encode(s.opts.Keys)
+		if err := tx.Update(w.job, data); err != nil {
+			return err
+		}
+		*rec = next
+		return nil
+	})
+	return dup, err
+}
+
+func unix(sec int64) time.Time {
+	if sec == 0 {
+		return time.Time{}
+	}
+	return time.Unix(sec, 0)
+}
+
+// duplicate handles a replication id held by another live job: a
+// persistent owner makes this job fail with CouchDB's reason; a transient
+// owner makes a persistent job crash (retried later) and a transient one fail.
+func (w *worker) duplicate(rec *jobdata.Record, repID parse.RepID, dup *dupOwner, now time.Time) {
+	if !dup.rec.Transient() {
+		reason := "Replication `" + repID.String() + "` specified by document `" + rec.DocID +
+			"` already started, triggered by document `" + dup.rec.DocID + "` from db `" + dup.rec.DBName + "`"
+		if rec.Transient() {
+			reason = "Duplicate job running: " + dup.jobID
+		}
+		w.fail(rec, "", reason, now, true)
+		return
+	}
+	if rec.Transient() {
+		w.fail(rec, "", "Duplicate job running: "+dup.jobID, now, true)
+		return
+	}
+	reason := "Replication `" + repID.String() + "` specified by document `" + rec.DocID +
+		"` already running as a transient replication, started via `_replicate` API endpoint"
+	w.crash(rec, duplicateError(reason), now)
+}
+
+// duplicateError is a run refused because another job holds its
+// replication id: the plugin's own reason, which says nothing of the
+// endpoints, so the host policy does not hide it.
+type duplicateError string
+
+func (e duplicateError) Error() string { return string(e) }
+
+// fail finishes the job in state failed and, for a persistent job, writes
+// the failure into its doc. kind is the failure's CouchDB error name, ""
+// when it has none.
+func (w *worker) fail(rec *jobdata.Record, kind, reason string, now time.Time, countError bool) {
+	s := w.s
+	if countError {
+		rec.ErrorCount++
+	}
+	rec.State = jobdata.Failed
+	rec.StateInfo = jobdata.ErrorInfo(reason)
+	rec.LastError, rec.ErrorKind = reason, kind
+	rec.LastUpdated = now.Unix()
+	rec.PID = ""
+	if !s.settled("finish failed", w.job, w.finish(rec)) {
+		return // nothing to write into the doc of a job settled elsewhere
+	}
+	s.log.Info("replication failed", "job", w.job.ID, "reason", reason)
+	if !rec.Transient() {
+		st, _ := jobstore.TerminalDocState(rec)
+		w.writeDoc(rec, st)
+	}
+}
+
+// finish stores the final record and finishes the job; a finished
+// transient job is indexed for removal after transient_job_max_age_sec.
+func (w *worker) finish(rec *jobdata.Record) error {
+	data := rec.Encode(w.s.opts.Keys)
+	return w.s.q.Transact(context.Background(), func(tx *jobs.Tx) error {
+		if err := tx.Finish(w.job, data); err != nil {
+			return err
+		}
+		if rec.Transient() {
+			jobstore.SetTransientDone(tx.KV(), w.job.ID, rec.LastUpdated)
+		}
+		return nil
+	})
+}
+
+// writeDoc writes a terminal state into the job's doc.
+func (w *worker) writeDoc(rec *jobdata.Record, st jobstore.DocState) {
+	if w.s.opts.SkipDocStates {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*jobstore.MaxDocUpdateWait)
+	defer cancel()
+	if err := jobstore.WriteDocState(ctx, w.s.opts.Services, rec.DBName, rec.DocID, st); err != nil {
+		w.s.log.Warn("could not write replication state into doc", "db", rec.DBName, "doc_id", rec.DocID, "error", err)
+		return
+	}
+	switch rec.State {
+	case jobdata.Completed:
+		counts.completedStateUpdates.Add(1)
+	case jobdata.Failed:
+		counts.failedStateUpdates.Add(1)
+	}
+}
+
+// maxBackoff is the error kind of a run that gave up after its requests
+// backed off to the maximum: the next run of a doc job sends fewer
+// requests (maxBackoffRep).
+const maxBackoff = "max_backoff"
+
+// errorKind returns the CouchDB error name a replication failure carries,
+// "" when it carries none.
+func errorKind(err error) string {
+	var re *replicate.Error
+	if errors.As(err, &re) {
+		return re.Kind
+	}
+	return ""
+}
+
+// shownFailure is the kind and reason a failed run is recorded with: its
+// own, or for a replication the host policy restricts, whatever happened,
+// jobdata.UnreachableReason with its kind (the plugin's own duplicate
+// reasons excepted, which say nothing of the endpoints). max_backoff
+// stays the kind, never shown, as it decides how the job restarts.
+func (s *Server) shownFailure(rec *jobdata.Record, err error) (kind, reason string) {
+	kind, reason = errorKind(err), err.Error()
+	var dup duplicateError
+	if s.opts.Pool == nil || errors.As(err, &dup) || !s.opts.Pool.Options().Restricts(rec.Rep) {
+		return kind, reason
+	}
+	if kind != maxBackoff {
+		kind = jobdata.UnreachableKind
+	}
+	return kind, jobdata.UnreachableKind + ": " + jobdata.UnreachableReason
+}
+
+// crash records a failed run: transient jobs fail, whatever the reason
+// (CouchDB 3.x removes a _replicate job that crashes, max_backoff
+// included: it is shown nowhere after); others become crashing and are
+// re-enqueued after the exponential backoff penalty.
+func (w *worker) crash(rec *jobdata.Record, err error, now time.Time) {
+	s, cfg := w.s, w.s.config()
+	kind, reason := s.shownFailure(rec, err)
+	counts.crashes.Add(1)
+	if reason != err.Error() {
+		s.log.Info("replication failed; its creator sees the host policy's one reason", "job", w.job.ID, "reason", err.Error())
+	}
+	if rec.Transient() {
+		w.fail(rec, kind, reason, now, true)
+		return
+	}
+	rec.ErrorCount = Heal(rec.ErrorCount, unix(rec.LastStart), now, cfg.HealthThreshold) + 1
+	rec.State = jobdata.Crashing
+	rec.LastError, rec.ErrorKind = reason, kind
+	rec.StateInfo = jobdata.ErrorInfo(reason)
+	rec.LastUpdated = now.Unix()
+	rec.PID = ""
+	ev := jobdata.EventCrashed
+	if kind == replicate.ErrStalled {
+		ev = jobdata.EventStalled
+	}
+	rec.History = AppendHistory(rec.History, jobdata.Event{Type: ev, Timestamp: now.Unix(), Reason: reason}, cfg.MaxHistory)
+	wait := Backoff(rec.ErrorCount, cfg, nil)
+	err = s.q.Resubmit(context.Background(), w.job, now.Add(wait), rec.Encode(w.s.opts.Keys))
+	if s.settled("re-enqueue crashed", w.job, err) {
+		s.log.Info("replication crashed", "job", w.job.ID, "reason", reason, "error_count", rec.ErrorCount, "retry_in", wait.String())
+	}
+}
+
+// requeue puts a stopped job back in the queue as pending: at once after a
+// shutdown or id change, one interval later after rotation.
+func (w *worker) requeue(rec *jobdata.Record, cause error) {
+	s, cfg := w.s, w.s.config()
+	now := time.Now()
+	var at time.Time
+	if errors.Is(cause, errRotated) {
+		at = now.Add(cfg.Interval)
+	}
+	if rec.State == jobdata.Running {
+		counts.stops.Add(1)
+		rec.State = jobdata.Pending
+		rec.LastUpdated = now.Unix()
+		ev := jobdata.Event{Type: jobdata.EventStopped, Timestamp: now.Unix()}
+		if errors.Is(cause, errRepIDChanged) {
+			ev.Reason = cause.Error()
+		}
+		rec.History = AppendHistory(rec.History, ev, cfg.MaxHistory)
+	}
+	rec.PID = ""
+	s.settled("re-enqueue stopped", w.job, s.q.Resubmit(context.Background(), w.job, at, rec.Encode(w.s.opts.Keys)))
+}
+
+// park puts a caught-up continuous job back in the queue as parked: never
+// due, until the Parker sees its source change after the checkpointed seq
+// and re-enqueues it. A job with no checkpointed seq is re-enqueued instead.
+func (w *worker) park(rec *jobdata.Record, cause error) {
+	s, cfg := w.s, w.s.config()
+	seq := rec.Stats.CheckpointedSourceSeq
+	if len(seq) == 0 || s.opts.Parker == nil {
+		w.requeue(rec, errShutdown)
+		return
+	}
+	now := time.Now()
+	counts.stops.Add(1)
+	counts.parks.Add(1)
+	rec.State = jobdata.Pending
+	rec.LastUpdated = now.Unix()
+	rec.PID = ""
+	rec.Parked = &jobdata.Parked{Since: now.Unix(), Seq: seq}
+	reason := "idle"
+	if errors.Is(cause, errPark) {
+		reason = "idle; slot given to a pending job"
+	}
+	rec.History = AppendHistory(rec.History, jobdata.Event{Type: jobdata.EventStopped, Timestamp: now.Unix(), Reason: reason}, cfg.MaxHistory)
+	if s.settled("park", w.job, s.q.Resubmit(context.Background(), w.job, jobstore.ParkedTime(), rec.Encode(w.s.opts.Keys))) {
+		s.log.Debug("replication parked", "job", w.job.ID, "seq", string(seq))
+		if w.resume != nil {
+			s.resumes.put(w.job.ID, w.resume)
+		}
+		s.opts.Parker.Parked(w.job.ID, rec)
+	}
+}
+
+// maxBackoffRep lowers a replication's settings after a max_backoff crash,
+// as CouchDB does, so it sends fewer requests.
+func maxBackoffRep(rec *jobdata.Record) *parse.Rep {
+	rep := rec.Rep
+	if rec.ErrorKind != maxBackoff {
+		return rep
+	}
+	c := rep.Clone()
+	c.CheckpointInterval = min(c.CheckpointInterval, 5000)
+	c.WorkerProcesses = min(c.WorkerProcesses, 2)
+	c.WorkerBatchSize = min(c.WorkerBatchSize, 100)
+	c.HTTPConnections = min(c.HTTPConnections, 2)
+	return c
+}
+
+// execute runs the replication and settles the job with its outcome.
+func (w *worker) execute(rec *jobdata.Record, repID parse.RepID, cfg Config) {
+	s := w.s
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	w.mu.Lock()
+	w.cancel = cancel
+	if w.cause != nil {
+		cancel(w.cause)
+	}
+	w.mu.Unlock()
+
+	var statsMu sync.Mutex
+	latest := rec.Stats
+	checkpoints := make(chan struct{}, 1)
+	started := make(chan struct{}, 1)
+	type outcome struct {
+		res *replicate.Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	id := repID
+	// max_document_id_length and missing_doc_retry_msec are read when the
+	// job starts, from the [replicator] config the pool was last given.
+	var maxIDLen int
+	var missingRetry time.Duration
+	if s.opts.Pool != nil {
+		po := s.opts.Pool.Options()
+		maxIDLen = po.MaxDocumentIDLength
+		missingRetry = time.Duration(po.MissingDocRetry()) * time.Millisecond
+	}
+	var idleAfter time.Duration
+	var slot replicate.Slot
+	if g := s.newGate(w, rec.Rep, cfg); g != nil {
+		idleAfter = cfg.IdlePark
+		defer g.watch.Close()
+		s.mu.Lock()
+		s.setGateLocked(w, g)
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			s.setGateLocked(w, nil)
+			s.mu.Unlock()
+		}()
+		slot = g
+		s.spawnAcceptors(0) // its slot may be handed on: acceptors may wait for jobs
+	}
+	var resume *replicate.Resume
+	if idleAfter > 0 {
+		resume = s.resumes.take(w.job.ID, rec.Stats.CheckpointedSourceSeq)
+	}
+	go func() {
+		res, err := replicate.Run(ctx, maxBackoffRep(rec), replicate.Options{
+			Woken:               w.woken,
+			Resume:              resume,
+			OnResume:            func(h *replicate.Resume) { w.resume = h },
+			IdleAfter:           idleAfter,
+			Slot:                slot,
+			Logger:              s.log.Named("replicate").With("rep_id", repID.String()),
+			Pool:                s.opts.Pool,
+			ServerUUID:          s.opts.ServerUUID,
+			RepID:               &id,
+			StartStats:          replicate.Stats(rec.Stats),
+			MaxDocumentIDLength: maxIDLen,
+			MissingDocRetry:     missingRetry,
+			StallTimeout:        cfg.StallTimeout,
+			Fence:               fence(w.lease),
+			OnIdle:              w.idle.Store,
+			Live:                func(get func() replicate.Stats) { w.live.Store(&get) },
+			OnStart: func(replicate.Stats) {
+				select { // record where it starts at once, for other nodes' monitoring
+				case started <- struct{}{}:
+				default:
+				}
+			},
+			BeforeCheckpoint: w.beforeCheckpoint(rec, &statsMu, cfg),
+			OnStats: func(st replicate.Stats) {
+				statsMu.Lock()
+				latest = jobdata.Stats(st)
+				statsMu.Unlock()
+			},
+			OnCheckpoint: func(st replicate.Stats) {
+				statsMu.Lock()
+				latest = jobdata.Stats(st)
+				statsMu.Unlock()
+				select {
+				case checkpoints <- struct{}{}:
+				default:
+				}
+			},
+		})
+		done <- outcome{res, err}
+	}()
+	// The node's lease keeps the job ours (see lease.go); the record is
+	// written when there is progress to record: before each checkpoint,
+	// which is written only once that write has proved the job still ours,
+	// and every stats_update_interval while the stats change.
+	tick := time.NewTicker(cfg.StatsUpdate)
+	defer tick.Stop()
+	var pushed jobdata.Stats
+	pushedOnce := false
+	push := func() {
+		statsMu.Lock()
+		defer statsMu.Unlock()
+		if pushedOnce && statsEqual(latest, pushed) {
+			return // nothing new to record
+		}
+		if err := w.record(ctx, rec, latest, cfg); err == nil {
+			pushed, pushedOnce = latest, true
+		}
+	}
+	// A user filter's code is part of the id: re-check it after each
+	// checkpoint and at least every filterRecheck (retrying at the next
+	// tick when a check failed).
+	recheck := false
+	lastCheck := time.Now()
+	checkFilter := func() {
+		lastCheck = time.Now()
+		idCtx, cancelID := context.WithTimeout(ctx, TypeTimeout/2)
+		nid, err := s.opts.RepID(idCtx, rec.Rep)
+		cancelID()
+		switch {
+		case err != nil:
+			s.log.Debug("filter re-check failed, retrying", "job", w.job.ID, "error", err)
+		case nid != repID:
+			s.log.Info("filter changed, restarting replication", "job", w.job.ID, "old", repID.String(), "new", nid.String())
+			cancel(errRepIDChanged)
+			recheck = false
+		default:
+			recheck = false
+		}
+	}
+	abandoned := func() bool { return errors.Is(context.Cause(ctx), replicate.ErrAbandoned) }
+	for {
+		select {
+		case <-tick.C:
+			if abandoned() {
+				continue
+			}
+			push()
+			if isUserFilter(rec.Rep.Filter) && time.Since(lastCheck) >= filterRecheck {
+				recheck = true
+			}
+			if recheck {
+				checkFilter()
+			}
+		case <-started:
+			if live := w.live.Load(); live != nil && !abandoned() {
+				statsMu.Lock()
+				latest = jobdata.Stats((*live)())
+				statsMu.Unlock()
+				push()
+			}
+		case <-checkpoints:
+			if abandoned() {
+				continue
+			}
+			statsMu.Lock()
+			pushed, pushedOnce = latest, true // recorded by BeforeCheckpoint
+			statsMu.Unlock()
+			if isUserFilter(rec.Rep.Filter) {
+				recheck = true
+				checkFilter()
+			}
+		case out := <-done:
+			if abandoned() || w.lease.Valid() != nil {
+				return // the job is gone or may be someone else's: leave its record alone
+			}
+			statsMu.Lock()
+			rec.Stats = latest
+			statsMu.Unlock()
+			w.settle(rec, ctx, out.res, out.err)
+			return
+		}
+	}
+}
+
+// gone reports whether job id surely no longer exists in the queue.
+func (s *Server) gone(ctx context.Context, id string) bool {
+	_, err := s.q.GetState(ctx, jobdata.JobType, id)
+	return errors.Is(err, jobs.ErrNotFound)
+}
+
+// record writes the job's record with stats st (callers hold the run's
+// stats lock, which guards rec), proving the job is still
+// this worker's (the update compares its lock, in the same transaction).
+// A job no longer ours abandons the run; other errors (the queue
+// unreachable) are returned, to be retried at the next chance.
+func (w *worker) record(ctx context.Context, rec *jobdata.Record, st jobdata.Stats, cfg Config) error {
+	s := w.s
+	if err := w.lease.Valid(); err != nil {
+		w.abandon(errLeaseLost)
+		return err
+	}
+	next := *rec
+	next.Stats = st
+	now := time.Now()
+	next.StatsUpdated = now.Unix()
+	if next.ErrorCount > 0 && Heal(next.ErrorCount, unix(next.LastStart), now, cfg.HealthThreshold) == 0 {
+		next.ErrorCount, next.LastError, next.ErrorKind = 0, "", ""
+	}
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.NodeLease/4)
+	err := s.q.Update(uctx, w.job, next.Encode(s.opts.Keys))
+	cancel()
+	switch {
+	case err == nil:
+		*rec = next
+		return nil
+	case errors.Is(err, jobs.ErrHalt):
+		s.log.Info("job no longer this worker's (removed, or taken over); stopping it without a final checkpoint", "job", w.job.ID)
+		w.abandon(errLockLost)
+	default:
+		s.log.Warn("could not record a job's progress; retrying later", "job", w.job.ID, "error", err)
+	}
+	return err
+}
+
+// beforeCheckpoint is the run's replicate.Options.BeforeCheckpoint: the
+// checkpoint is written only once the job's record, with the stats the
+// checkpoint records, was written under its lock.
+func (w *worker) beforeCheckpoint(rec *jobdata.Record, statsMu *sync.Mutex, cfg Config) func(context.Context, replicate.Stats) error {
+	return func(ctx context.Context, st replicate.Stats) error {
+		statsMu.Lock()
+		defer statsMu.Unlock()
+		err := w.record(ctx, rec, jobdata.Stats(st), cfg)
+		if errors.Is(err, jobs.ErrHalt) && errors.Is(w.stopCause(), errRemoved) && w.lease.Valid() == nil && w.s.gone(ctx, w.job.ID) {
+			// Removed (a deleted doc) and not re-created: nobody else
+			// can run it, so the final checkpoint keeps the work done.
+			return nil
+		}
+		if err != nil {
+			return errors.Join(replicate.ErrSkipCheckpoint, err)
+		}
+		return w.lease.Valid() // the write that proved it took time
+	}
+}
+
+// statsEqual reports whether two stats record the same progress.
+func statsEqual(a, b jobdata.Stats) bool {
+	return a.RevisionsChecked == b.RevisionsChecked && a.MissingRevisionsFound == b.MissingRevisionsFound &&
+		a.DocsRead == b.DocsRead && a.DocsWritten == b.DocsWritten && a.DocWriteFailures == b.DocWriteFailures &&
+		a.BulkGetDocs == b.BulkGetDocs && a.BulkGetAttempts == b.BulkGetAttempts &&
+		bytes.Equal(a.CheckpointedSourceSeq, b.CheckpointedSourceSeq) && bytes.Equal(a.SourceSeq, b.SourceSeq) &&
+		bytes.Equal(a.ThroughSeq, b.ThroughSeq) && pendingEqual(a.ChangesPending, b.ChangesPending)
+}
+
+func pendingEqual(a, b *int64) bool {
+	return a == b || a != nil && b != nil && *a == *b
+}
+
+// settle records how a run ended.
+func (w *worker) settle(rec *jobdata.Record, ctx context.Context, res *replicate.Result, err error) {
+	s := w.s
+	now := time.Now()
+	cause := context.Cause(ctx)
+	switch {
+	case errors.Is(err, replicate.ErrIdle) || errors.Is(cause, errPark) && errors.Is(err, replicate.ErrStopped):
+		w.park(rec, cause)
+	case err == nil && res != nil:
+		rec.Stats = jobdata.Stats(res.Stats)
+		rec.State = jobdata.Completed
+		rec.StateInfo = nil
+		rec.CheckpointHistory = res.Body
+		rec.LastUpdated = now.Unix()
+		rec.PID = ""
+		rec.ErrorCount = 0
+		if !s.settled("finish completed", w.job, w.finish(rec)) {
+			return
+		}
+		s.log.Info("replication completed", "job", w.job.ID, "docs_written", rec.Stats.DocsWritten)
+		if !rec.Transient() {
+			st, _ := jobstore.TerminalDocState(rec)
+			w.writeDoc(rec, st)
+		}
+	case cause != nil && (errors.Is(err, replicate.ErrStopped) || ctx.Err() != nil):
+		w.requeue(rec, cause)
+	case err == nil:
+		w.crash(rec, errors.New("replication ended without a result"), now)
+	default:
+		w.crash(rec, err, now)
+	}
+}

@@ -64,6 +64,18 @@ type Options struct {
 	// node's previous plugin process): their jobs are re-enqueued as soon
 	// as this server holds its lease (jobs.LeaseOptions.Replaces).
 	Replaces func(jobs.LeaseInfo) bool
+	// Now is the clock of scheduling decisions (run times, backoff,
+	// rotation, the age of finished jobs); nil = time.Now. Waits and
+	// the node's lease use the monotonic clock whatever it is.
+	Now func() time.Time
+}
+
+// now is the server's clock (Options.Now).
+func (s *Server) now() time.Time {
+	if s.opts.Now != nil {
+		return s.opts.Now()
+	}
+	return time.Now()
 }
 
 // Parker parks jobs and wakes them when their source changes (package
@@ -194,7 +206,7 @@ func (s *Server) Start(ctx context.Context, reclaim bool) error {
 		s.log.Info("indexed pending jobs by fair-share key", "jobs", n)
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.lastCycle = time.Now()
+	s.lastCycle = s.now()
 	s.wg.Add(2)
 	go func() {
 		defer s.wg.Done()
@@ -222,7 +234,7 @@ func (s *Server) reclaim(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	now := time.Now()
+	now := s.now()
 	for _, id := range ids {
 		err := s.q.Transact(ctx, func(tx *jobs.Tx) error {
 			data, err := tx.GetData(jobdata.JobType, id)
@@ -321,7 +333,7 @@ func (s *Server) loop() {
 // max_churn pending jobs rotate in, drop old finished transient jobs.
 func (s *Server) Cycle(ctx context.Context) {
 	cfg := s.config()
-	now := time.Now()
+	now := s.now()
 	s.mu.Lock()
 	var running []ShareJob
 	var list []Worker
@@ -497,7 +509,7 @@ func (s *Server) accept(rotating bool) {
 		if full && rotating && !s.stopping && s.live() >= s.config().MaxJobs {
 			// Rotation stops a running job before the new one starts, as
 			// CouchDB does, so max_jobs is never exceeded.
-			if victim = s.rotationVictim(cfg, time.Now()); victim != nil {
+			if victim = s.rotationVictim(cfg, s.now()); victim != nil {
 				victim.stop(errRotated)
 				rotated = victim
 				s.churn++ // one rotation: this stop and the start below

@@ -46,7 +46,7 @@ func (s *Server) holdLocked(w *worker) {
 		return
 	}
 	w.holding = true
-	w.heldSince = time.Now()
+	w.heldSince = s.now()
 	w.holds++
 	s.active++
 	s.heldByKey[w.key]++
@@ -80,7 +80,7 @@ func (s *Server) releaseLocked(w *worker) {
 		w.asked = false
 		s.asked--
 	}
-	w.quietSince = time.Now()
+	w.quietSince = s.now()
 	s.active--
 	if s.heldByKey[w.key]--; s.heldByKey[w.key] <= 0 {
 		delete(s.heldByKey, w.key)

@@ -55,16 +55,23 @@ type worker struct {
 	holds      uint64 // slots taken so far
 	woken      bool   // accepted as woken from parking (see replicate.Options.Woken)
 
+	// rec is the job's record as accepted, or why it did not decode;
+	// run takes it.
+	rec       *jobdata.Record
+	decodeErr error
+
 	// resume is what the run left for the next one (OnResume, before
 	// Run returns; kept only if the job is parked).
 	resume *replicate.Resume
 }
 
 func newWorker(s *Server, job *jobs.Job, lease *jobs.Lease) *worker {
-	w := &worker{s: s, job: job, lease: lease, started: time.Now(), exited: make(chan struct{})}
-	if rec, err := jobdata.Decode(job.Data, s.opts.Keys); err == nil {
-		w.continuous = rec.Continuous()
-		w.key = rec.ShareKey()
+	w := &worker{s: s, job: job, lease: lease, started: s.now(), exited: make(chan struct{})}
+	// Decoded once per accept (it unseals the credentials): run takes it.
+	w.rec, w.decodeErr = jobdata.Decode(job.Data, s.opts.Keys)
+	if w.decodeErr == nil {
+		w.continuous = w.rec.Continuous()
+		w.key = w.rec.ShareKey()
 	}
 	return w
 }
@@ -113,12 +120,13 @@ func (w *worker) run() {
 	defer w.done.Store(true)
 	s, cfg := w.s, w.s.config()
 	log := s.log.With("job", w.job.ID)
-	rec, err := jobdata.Decode(w.job.Data, s.opts.Keys)
+	rec, err := w.rec, w.decodeErr
+	w.rec = nil // the run owns it now
 	if errors.Is(err, seal.ErrUnknownKey) || errors.Is(err, jobdata.ErrNoKeyring) {
 		// Sealed with a key this node lacks: a node that has it can run
 		// it, so give it back untouched rather than finish it.
 		log.Error("job record sealed with a key this node does not hold; giving the job back", "error", err)
-		s.settled("give back unreadable", w.job, s.q.Resubmit(context.Background(), w.job, time.Now().Add(unreadableRetry), nil))
+		s.settled("give back unreadable", w.job, s.q.Resubmit(context.Background(), w.job, s.now().Add(unreadableRetry), nil))
 		return
 	}
 	if err != nil || (rec.Rep == nil && rec.State != jobdata.Failed) {
@@ -126,7 +134,7 @@ func (w *worker) run() {
 		s.settled("finish", w.job, s.q.Finish(context.Background(), w.job, nil))
 		return
 	}
-	now := time.Now()
+	now := w.s.now()
 	if rec.State == jobdata.Failed { // the doc did not parse (it bypassed before_doc_update)
 		counts.failedStarts.Add(1)
 		w.fail(rec, rec.ErrorKind, rec.ErrorReason(), now, false)
@@ -419,7 +427,7 @@ func (w *worker) crash(rec *jobdata.Record, err error, now time.Time) {
 // shutdown or id change, one interval later after rotation.
 func (w *worker) requeue(rec *jobdata.Record, cause error) {
 	s, cfg := w.s, w.s.config()
-	now := time.Now()
+	now := w.s.now()
 	var at time.Time
 	if errors.Is(cause, errRotated) {
 		at = now.Add(cfg.Interval)
@@ -448,7 +456,7 @@ func (w *worker) park(rec *jobdata.Record, cause error) {
 		w.requeue(rec, errShutdown)
 		return
 	}
-	now := time.Now()
+	now := w.s.now()
 	counts.stops.Add(1)
 	counts.parks.Add(1)
 	rec.State = jobdata.Pending
@@ -484,7 +492,9 @@ func maxBackoffRep(rec *jobdata.Record) *parse.Rep {
 	return c
 }
 
-// execute runs the replication and settles the job with its outcome.
+// execute runs the job's replication to its end and settles the job: the
+// run in its own goroutine, while this one records its progress, re-checks
+// a user filter and, when the run ends, settles the job's record.
 func (w *worker) execute(rec *jobdata.Record, repID parse.RepID, cfg Config) {
 	s := w.s
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -496,25 +506,6 @@ func (w *worker) execute(rec *jobdata.Record, repID parse.RepID, cfg Config) {
 	}
 	w.mu.Unlock()
 
-	var statsMu sync.Mutex
-	latest := rec.Stats
-	checkpoints := make(chan struct{}, 1)
-	started := make(chan struct{}, 1)
-	type outcome struct {
-		res *replicate.Result
-		err error
-	}
-	done := make(chan outcome, 1)
-	id := repID
-	// max_document_id_length and missing_doc_retry_msec are read when the
-	// job starts, from the [replicator] config the pool was last given.
-	var maxIDLen int
-	var missingRetry time.Duration
-	if s.opts.Pool != nil {
-		po := s.opts.Pool.Options()
-		maxIDLen = po.MaxDocumentIDLength
-		missingRetry = time.Duration(po.MissingDocRetry()) * time.Millisecond
-	}
 	var idleAfter time.Duration
 	var slot replicate.Slot
 	if g := s.newGate(w, rec.Rep, cfg); g != nil {
@@ -535,46 +526,18 @@ func (w *worker) execute(rec *jobdata.Record, repID parse.RepID, cfg Config) {
 	if idleAfter > 0 {
 		resume = s.resumes.take(w.job.ID, rec.Stats.CheckpointedSourceSeq)
 	}
+	p := &progress{w: w, rec: rec, cfg: cfg, latest: rec.Stats}
+	started := make(chan struct{}, 1)
+	checkpoints := make(chan struct{}, 1)
+	opts := w.runOptions(repID, cfg, p, started, checkpoints)
+	opts.Resume, opts.IdleAfter, opts.Slot = resume, idleAfter, slot
+	type outcome struct {
+		res *replicate.Result
+		err error
+	}
+	done := make(chan outcome, 1)
 	go func() {
-		res, err := replicate.Run(ctx, maxBackoffRep(rec), replicate.Options{
-			Woken:               w.woken,
-			Resume:              resume,
-			OnResume:            func(h *replicate.Resume) { w.resume = h },
-			IdleAfter:           idleAfter,
-			Slot:                slot,
-			Logger:              s.log.Named("replicate").With("rep_id", repID.String()),
-			Pool:                s.opts.Pool,
-			ServerUUID:          s.opts.ServerUUID,
-			RepID:               &id,
-			StartStats:          replicate.Stats(rec.Stats),
-			MaxDocumentIDLength: maxIDLen,
-			MissingDocRetry:     missingRetry,
-			StallTimeout:        cfg.StallTimeout,
-			Fence:               fence(w.lease),
-			OnIdle:              w.idle.Store,
-			Live:                func(get func() replicate.Stats) { w.live.Store(&get) },
-			OnStart: func(replicate.Stats) {
-				select { // record where it starts at once, for other nodes' monitoring
-				case started <- struct{}{}:
-				default:
-				}
-			},
-			BeforeCheckpoint: w.beforeCheckpoint(rec, &statsMu, cfg),
-			OnStats: func(st replicate.Stats) {
-				statsMu.Lock()
-				latest = jobdata.Stats(st)
-				statsMu.Unlock()
-			},
-			OnCheckpoint: func(st replicate.Stats) {
-				statsMu.Lock()
-				latest = jobdata.Stats(st)
-				statsMu.Unlock()
-				select {
-				case checkpoints <- struct{}{}:
-				default:
-				}
-			},
-		})
+		res, err := replicate.Run(ctx, maxBackoffRep(rec), opts)
 		done <- outcome{res, err}
 	}()
 	// The node's lease keeps the job ours (see lease.go); the record is
@@ -583,39 +546,7 @@ func (w *worker) execute(rec *jobdata.Record, repID parse.RepID, cfg Config) {
 	// and every stats_update_interval while the stats change.
 	tick := time.NewTicker(cfg.StatsUpdate)
 	defer tick.Stop()
-	var pushed jobdata.Stats
-	pushedOnce := false
-	push := func() {
-		statsMu.Lock()
-		defer statsMu.Unlock()
-		if pushedOnce && statsEqual(latest, pushed) {
-			return // nothing new to record
-		}
-		if err := w.record(ctx, rec, latest, cfg); err == nil {
-			pushed, pushedOnce = latest, true
-		}
-	}
-	// A user filter's code is part of the id: re-check it after each
-	// checkpoint and at least every filterRecheck (retrying at the next
-	// tick when a check failed).
-	recheck := false
-	lastCheck := time.Now()
-	checkFilter := func() {
-		lastCheck = time.Now()
-		idCtx, cancelID := context.WithTimeout(ctx, TypeTimeout/2)
-		nid, err := s.opts.RepID(idCtx, rec.Rep)
-		cancelID()
-		switch {
-		case err != nil:
-			s.log.Debug("filter re-check failed, retrying", "job", w.job.ID, "error", err)
-		case nid != repID:
-			s.log.Info("filter changed, restarting replication", "job", w.job.ID, "old", repID.String(), "new", nid.String())
-			cancel(errRepIDChanged)
-			recheck = false
-		default:
-			recheck = false
-		}
-	}
+	filter := &filterCheck{w: w, rep: rec.Rep, repID: repID, cancel: cancel, last: s.now()}
 	abandoned := func() bool { return errors.Is(context.Cause(ctx), replicate.ErrAbandoned) }
 	for {
 		select {
@@ -623,41 +554,73 @@ func (w *worker) execute(rec *jobdata.Record, repID parse.RepID, cfg Config) {
 			if abandoned() {
 				continue
 			}
-			push()
-			if isUserFilter(rec.Rep.Filter) && time.Since(lastCheck) >= filterRecheck {
-				recheck = true
-			}
-			if recheck {
-				checkFilter()
-			}
+			p.push(ctx)
+			filter.tick(ctx)
 		case <-started:
 			if live := w.live.Load(); live != nil && !abandoned() {
-				statsMu.Lock()
-				latest = jobdata.Stats((*live)())
-				statsMu.Unlock()
-				push()
+				p.set((*live)())
+				p.push(ctx)
 			}
 		case <-checkpoints:
 			if abandoned() {
 				continue
 			}
-			statsMu.Lock()
-			pushed, pushedOnce = latest, true // recorded by BeforeCheckpoint
-			statsMu.Unlock()
-			if isUserFilter(rec.Rep.Filter) {
-				recheck = true
-				checkFilter()
-			}
+			p.checkpointed()
+			filter.afterCheckpoint(ctx)
 		case out := <-done:
 			if abandoned() || w.lease.Valid() != nil {
 				return // the job is gone or may be someone else's: leave its record alone
 			}
-			statsMu.Lock()
-			rec.Stats = latest
-			statsMu.Unlock()
+			rec.Stats = p.final()
 			w.settle(rec, ctx, out.res, out.err)
 			return
 		}
+	}
+}
+
+// runOptions are the options of the job's replication, but for how it
+// resumes and parks (execute's): its reports go to p, a start to started
+// and each checkpoint to checkpoints.
+func (w *worker) runOptions(repID parse.RepID, cfg Config, p *progress, started, checkpoints chan<- struct{}) replicate.Options {
+	s := w.s
+	id := repID
+	// max_document_id_length and missing_doc_retry_msec are read when the
+	// job starts, from the [replicator] config the pool was last given.
+	var maxIDLen int
+	var missingRetry time.Duration
+	if s.opts.Pool != nil {
+		po := s.opts.Pool.Options()
+		maxIDLen = po.MaxDocumentIDLength
+		missingRetry = time.Duration(po.MissingDocRetry()) * time.Millisecond
+	}
+	signal := func(c chan<- struct{}) {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
+	return replicate.Options{
+		Woken:               w.woken,
+		OnResume:            func(h *replicate.Resume) { w.resume = h },
+		Logger:              s.log.Named("replicate").With("rep_id", repID.String()),
+		Pool:                s.opts.Pool,
+		ServerUUID:          s.opts.ServerUUID,
+		RepID:               &id,
+		StartStats:          replicate.Stats(p.rec.Stats),
+		MaxDocumentIDLength: maxIDLen,
+		MissingDocRetry:     missingRetry,
+		StallTimeout:        cfg.StallTimeout,
+		Fence:               fence(w.lease),
+		OnIdle:              w.idle.Store,
+		Live:                func(get func() replicate.Stats) { w.live.Store(&get) },
+		// Where it starts is recorded at once, for other nodes' monitoring.
+		OnStart:          func(replicate.Stats) { signal(started) },
+		BeforeCheckpoint: w.beforeCheckpoint(p),
+		OnStats:          p.set,
+		OnCheckpoint: func(st replicate.Stats) {
+			p.set(st)
+			signal(checkpoints)
+		},
 	}
 }
 
@@ -680,7 +643,7 @@ func (w *worker) record(ctx context.Context, rec *jobdata.Record, st jobdata.Sta
 	}
 	next := *rec
 	next.Stats = st
-	now := time.Now()
+	now := w.s.now()
 	next.StatsUpdated = now.Unix()
 	if next.ErrorCount > 0 && Heal(next.ErrorCount, unix(next.LastStart), now, cfg.HealthThreshold) == 0 {
 		next.ErrorCount, next.LastError, next.ErrorKind = 0, "", ""
@@ -704,11 +667,11 @@ func (w *worker) record(ctx context.Context, rec *jobdata.Record, st jobdata.Sta
 // beforeCheckpoint is the run's replicate.Options.BeforeCheckpoint: the
 // checkpoint is written only once the job's record, with the stats the
 // checkpoint records, was written under its lock.
-func (w *worker) beforeCheckpoint(rec *jobdata.Record, statsMu *sync.Mutex, cfg Config) func(context.Context, replicate.Stats) error {
+func (w *worker) beforeCheckpoint(p *progress) func(context.Context, replicate.Stats) error {
 	return func(ctx context.Context, st replicate.Stats) error {
-		statsMu.Lock()
-		defer statsMu.Unlock()
-		err := w.record(ctx, rec, jobdata.Stats(st), cfg)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		err := w.record(ctx, p.rec, jobdata.Stats(st), p.cfg)
 		if errors.Is(err, jobs.ErrHalt) && errors.Is(w.stopCause(), errRemoved) && w.lease.Valid() == nil && w.s.gone(ctx, w.job.ID) {
 			// Removed (a deleted doc) and not re-created: nobody else
 			// can run it, so the final checkpoint keeps the work done.
@@ -737,7 +700,7 @@ func pendingEqual(a, b *int64) bool {
 // settle records how a run ended.
 func (w *worker) settle(rec *jobdata.Record, ctx context.Context, res *replicate.Result, err error) {
 	s := w.s
-	now := time.Now()
+	now := w.s.now()
 	cause := context.Cause(ctx)
 	switch {
 	case errors.Is(err, replicate.ErrIdle) || errors.Is(cause, errPark) && errors.Is(err, replicate.ErrStopped):

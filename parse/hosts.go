@@ -75,19 +75,7 @@ const ReasonHostNotAllowed = "Replication endpoint not allowed: this server limi
 // brackets: "[fd00::/8]:5984"). Entries that do not parse are reported in
 // the error and left out.
 func ParseAllowedHosts(v string) ([]HostPattern, error) {
-	var out []HostPattern
-	var bad []string
-	for _, e := range strings.Split(v, ",") {
-		if e = strings.TrimSpace(e); e == "" {
-			continue
-		}
-		h, ok := parseHostPattern(e)
-		if !ok {
-			bad = append(bad, e)
-			continue
-		}
-		out = append(out, h)
-	}
+	out, bad := parseList(v, parseHostPattern)
 	if len(bad) > 0 {
 		return out, errors.New("[replicator] invalid allowed_hosts entries (want *, a host name, *.domain, an IP address or a CIDR network, each with an optional :port): " + strings.Join(bad, ", "))
 	}
@@ -98,23 +86,27 @@ func ParseAllowedHosts(v string) ([]HostPattern, error) {
 // addresses and CIDR networks. Entries that do not parse are reported in
 // the error and left out.
 func ParseDeniedNetworks(v string) ([]netip.Prefix, error) {
-	var out []netip.Prefix
-	var bad []string
-	for _, e := range strings.Split(v, ",") {
-		if e = strings.TrimSpace(e); e == "" {
-			continue
-		}
-		n, ok := parseNetwork(e)
-		if !ok {
-			bad = append(bad, e)
-			continue
-		}
-		out = append(out, n)
-	}
+	out, bad := parseList(v, parseNetwork)
 	if len(bad) > 0 {
 		return out, errors.New("[replicator] invalid denied_networks entries (want IP addresses or CIDR networks): " + strings.Join(bad, ", "))
 	}
 	return out, nil
+}
+
+// parseList parses the non-empty entries of a comma-separated list, and
+// returns those that do not parse apart.
+func parseList[T any](v string, parseEntry func(string) (T, bool)) (out []T, bad []string) {
+	for _, e := range strings.Split(v, ",") {
+		if e = strings.TrimSpace(e); e == "" {
+			continue
+		}
+		if x, ok := parseEntry(e); ok {
+			out = append(out, x)
+		} else {
+			bad = append(bad, e)
+		}
+	}
+	return out, bad
 }
 
 func parseHostPattern(e string) (HostPattern, bool) {

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/couchepi/couchepi/examples/minicouch/jsonenc"
+	"github.com/couchepi/couchepi/internal/jsonobj"
 )
 
 // Normalize rewrites a selector into the form CouchDB stores for a
@@ -94,7 +94,7 @@ func appendOrdered(buf []byte, v any) []byte {
 			if i > 0 {
 				buf = append(buf, ',')
 			}
-			buf = jsonenc.AppendString(buf, m.key)
+			buf = jsonobj.AppendString(buf, m.key)
 			buf = append(buf, ':')
 			buf = appendOrdered(buf, m.val)
 		}
@@ -109,7 +109,7 @@ func appendOrdered(buf []byte, v any) []byte {
 		}
 		return append(buf, ']')
 	case string:
-		return jsonenc.AppendString(buf, t)
+		return jsonobj.AppendString(buf, t)
 	case json.Number:
 		return append(buf, t...)
 	case bool:

@@ -168,3 +168,28 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestOrdered: DecodeOrdered keeps member order, repeated names and
+// numbers' text; AppendOrdered writes them back compact, strings as
+// AppendString writes them.
+func TestOrdered(t *testing.T) {
+	tests := []struct{ in, out string }{
+		{` { "b" : 1.50 , "a" : [ true , null , "x\u2028" ] , "b" : {} } `, "{\"b\":1.50,\"a\":[true,null,\"x\u2028\"],\"b\":{}}"},
+		{`[]`, `[]`},
+		{`"<&>"`, `"<&>"`},
+		{`-0e3`, `-0e3`},
+	}
+	for _, tt := range tests {
+		v, err := DecodeOrdered([]byte(tt.in))
+		if err != nil {
+			t.Errorf("%s: %v", tt.in, err)
+			continue
+		}
+		if got := string(AppendOrdered(nil, v)); got != tt.out {
+			t.Errorf("%s -> %s, want %s", tt.in, got, tt.out)
+		}
+	}
+	if _, err := DecodeOrdered([]byte(`{"a":}`)); err == nil {
+		t.Error("invalid JSON decoded")
+	}
+}

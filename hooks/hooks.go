@@ -7,11 +7,11 @@ package hooks
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 
+	"github.com/couchepi/couchepi/internal/couchuser"
 	"github.com/couchepi/couchepi/internal/jsonobj"
 )
 
@@ -55,61 +55,17 @@ func (h Hook) Valid() bool {
 	return false
 }
 
-// UserCtx is CouchDB's user context of a request. Name "" means anonymous
-// and is encoded as JSON null.
-type UserCtx struct {
-	Name  string   // the user's name; "" for anonymous
-	Roles []string // the user's roles, e.g. "_admin"
-}
-
-type userCtxJSON struct {
-	Name  *string  `json:"name"`
-	Roles []string `json:"roles"`
-}
-
-// MarshalJSON encodes u as CouchDB's userCtx object {"name":…|null,"roles":[…]}.
-func (u UserCtx) MarshalJSON() ([]byte, error) {
-	j := userCtxJSON{Roles: u.Roles}
-	if j.Roles == nil {
-		j.Roles = []string{}
-	}
-	if u.Name != "" {
-		n := u.Name
-		j.Name = &n
-	}
-	return json.Marshal(j)
-}
-
-// UnmarshalJSON decodes CouchDB's userCtx object; a null name is anonymous.
-func (u *UserCtx) UnmarshalJSON(b []byte) error {
-	var j userCtxJSON
-	if err := json.Unmarshal(b, &j); err != nil {
-		return err
-	}
-	u.Name = ""
-	if j.Name != nil {
-		u.Name = *j.Name
-	}
-	u.Roles = j.Roles
-	return nil
-}
-
-// HasRole reports whether u has the given role.
-func (u UserCtx) HasRole(role string) bool {
-	for _, r := range u.Roles {
-		if r == role {
-			return true
-		}
-	}
-	return false
-}
-
-// IsAdmin reports whether u has the "_admin" role.
-func (u UserCtx) IsAdmin() bool { return u.HasRole("_admin") }
+// UserCtx is CouchDB's user context of a request: Name "" is anonymous
+// and encodes as JSON null, and Roles encodes as an array even when nil.
+// Its methods: HasRole(role), IsAdmin (role "_admin"), IsReplicator
+// (ReplicatorRole) and IsSystem (both, as SystemUser). parse.UserCtx is
+// the same type, so a user passes from a hook event to the replicator's
+// parser as it is.
+type UserCtx = couchuser.Ctx
 
 // ReplicatorRole is the role carried by the host's own writes on behalf of a
 // plugin; a plugin recognises it and skips validating its own state updates.
-const ReplicatorRole = "_replicator"
+const ReplicatorRole = couchuser.ReplicatorRole
 
 // SystemUser returns the context of the host's own writes on behalf of a
 // plugin: a server admin with CouchDB's "_replicator" role, as CouchDB's
@@ -117,9 +73,6 @@ const ReplicatorRole = "_replicator"
 func SystemUser() UserCtx {
 	return UserCtx{Name: "", Roles: []string{"_admin", ReplicatorRole}}
 }
-
-// IsSystem reports whether u is the host's system user context.
-func (u UserCtx) IsSystem() bool { return u.IsAdmin() && u.HasRole(ReplicatorRole) }
 
 // Error is a CouchDB-shaped error: HTTP status + {"error":…, "reason":…}.
 type Error struct {

@@ -6,6 +6,8 @@ import (
 	"math"
 	"math/big"
 	"strings"
+
+	"github.com/couchepi/couchepi/internal/jsonobj"
 )
 
 // Erlang External Term Format, the subset CouchDB's replication ids hash
@@ -97,7 +99,7 @@ func appendTerm(b []byte, v any) []byte {
 			l[i] = s
 		}
 		return appendTerm(b, l)
-	case object:
+	case jsonobj.Ordered:
 		pairs := make([]any, len(t))
 		for i, f := range t {
 			pairs[i] = etfTuple{f.Key, f.Value}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"math/big"
 	"testing"
+
+	"github.com/couchepi/couchepi/internal/jsonobj"
 )
 
 // TestTermToBinary checks encodings against what Erlang/OTP's
@@ -29,7 +31,7 @@ func TestTermToBinary(t *testing.T) {
 		{"<<\"abc\">>", "abc", []byte{131, 109, 0, 0, 0, 3, 'a', 'b', 'c'}},
 		{"remote", etfAtom("remote"), []byte{131, 100, 0, 6, 'r', 'e', 'm', 'o', 't', 'e'}},
 		{"{a,[1]}", etfTuple{etfAtom("a"), []any{1}}, []byte{131, 104, 2, 100, 0, 1, 'a', 108, 0, 0, 0, 1, 97, 1, 106}},
-		{"{[{<<\"k\">>,null}]}", object{{Key: "k", Value: nil}},
+		{"{[{<<\"k\">>,null}]}", jsonobj.Ordered{{Key: "k", Value: nil}},
 			[]byte{131, 104, 1, 108, 0, 0, 0, 1, 104, 2, 109, 0, 0, 0, 1, 'k', 100, 0, 4, 'n', 'u', 'l', 'l', 106}},
 		{"true", true, []byte{131, 100, 0, 4, 't', 'r', 'u', 'e'}},
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/couchepi/couchepi/internal/jsonobj"
 	"github.com/couchepi/couchepi/internal/jsonscan"
+	"github.com/couchepi/couchepi/internal/selector"
 )
 
 // ReplicationDoc parses a `_replicator` document body into a Rep without
@@ -241,7 +242,7 @@ func parseRepObject(ms jsonobj.Object, user UserCtx, opts Options, request bool)
 		}
 	}
 	if hasSelector {
-		if _, err := normalizeUnsorted(rep.Selector); err != nil {
+		if _, err := selector.Normalize(rep.Selector); err != nil {
 			return nil, newError(reasonSelector(err.Error()))
 		}
 	}

@@ -3,79 +3,15 @@ package parse
 import (
 	"encoding/json"
 	"strings"
+
+	"github.com/couchepi/couchepi/internal/couchuser"
 )
 
 // UserCtx is the user context of the caller that wrote a replication doc or
-// posted a replication. Name "" means anonymous and is encoded as JSON null.
-// It is separate from hooks.UserCtx so that parse imports none of our
-// public packages (only internal/jsonscan).
-type UserCtx struct {
-	Name  string   `json:"name"`
-	Roles []string `json:"roles"`
-}
-
-// MarshalJSON encodes the context as CouchDB does: an anonymous user's name
-// is null, and roles is always an array.
-func (u UserCtx) MarshalJSON() ([]byte, error) {
-	var v struct {
-		Name  *string  `json:"name"`
-		Roles []string `json:"roles"`
-	}
-	if u.Name != "" {
-		v.Name = &u.Name
-	}
-	v.Roles = u.Roles
-	if v.Roles == nil {
-		v.Roles = []string{}
-	}
-	return json.Marshal(v)
-}
-
-// UnmarshalJSON decodes {"name":…|null,"roles":[…]}; a null name is
-// anonymous and an empty roles array decodes to nil.
-func (u *UserCtx) UnmarshalJSON(b []byte) error {
-	var v struct {
-		Name  *string  `json:"name"`
-		Roles []string `json:"roles"`
-	}
-	if err := json.Unmarshal(b, &v); err != nil {
-		return err
-	}
-	u.Name = ""
-	if v.Name != nil {
-		u.Name = *v.Name
-	}
-	u.Roles = v.Roles
-	if len(u.Roles) == 0 {
-		u.Roles = nil // empty roles are normalised to nil
-	}
-	return nil
-}
-
-// HasRole reports whether the context holds the given role.
-func (u UserCtx) HasRole(role string) bool {
-	for _, r := range u.Roles {
-		if r == role {
-			return true
-		}
-	}
-	return false
-}
-
-// IsAdmin reports whether the user is a server admin (role "_admin").
-func (u UserCtx) IsAdmin() bool { return u.HasRole(roleAdmin) }
-
-// IsReplicator reports whether the context is the replicator's own
-// (role "_replicator"); such writes skip validation.
-func (u UserCtx) IsReplicator() bool { return u.HasRole(roleReplicator) }
-
-// Role names CouchDB gives special meaning to in replicator databases.
-const (
-	// roleAdmin is the server admin role.
-	roleAdmin = "_admin"
-	// roleReplicator is the role of the replicator's own writes.
-	roleReplicator = "_replicator"
-)
+// posted a replication: Name "" is anonymous and encodes as JSON null. It
+// is hooks.UserCtx, named here through the internal package both share so
+// that parse imports none of our public packages.
+type UserCtx = couchuser.Ctx
 
 // BasicAuth is the one basic-auth credential of an endpoint, after
 // CouchDB's precedence rules (auth.basic > URL userinfo > Authorization header).

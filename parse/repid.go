@@ -6,6 +6,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/couchepi/couchepi/internal/jsonobj"
+	"github.com/couchepi/couchepi/internal/selector"
 )
 
 // ReplicationID computes CouchDB 3.x's version-4 replication id of rep:
@@ -38,7 +41,7 @@ func appendSinceSeq(parts []any, rep *Rep) []any {
 	if len(rep.SinceSeq) == 0 {
 		return parts
 	}
-	v, err := decodeOrdered(rep.SinceSeq)
+	v, err := jsonobj.DecodeOrdered(rep.SinceSeq)
 	if err != nil {
 		return append(parts, string(rep.SinceSeq))
 	}
@@ -142,17 +145,18 @@ func filterParts(rep *Rep, code string, transient bool) []any {
 	case rep.DocIDs != nil:
 		return []any{slices.Clone(rep.DocIDs)}
 	case rep.Selector != nil:
-		sel, err := normalizeSelector(rep.Selector)
+		sel, err := selector.Normalize(rep.Selector)
 		if err != nil {
-			sel, _ = decodeOrdered(rep.Selector)
+			sel, _ = jsonobj.DecodeOrdered(rep.Selector)
+			return []any{sel}
 		}
-		return []any{sel}
+		return []any{selector.Sort(sel)}
 	case rep.Filter == "":
 		return nil
 	}
-	qp := any(object{})
+	qp := any(jsonobj.Ordered{})
 	if len(rep.QueryParams) > 0 {
-		if v, err := decodeOrdered(rep.QueryParams); err == nil {
+		if v, err := jsonobj.DecodeOrdered(rep.QueryParams); err == nil {
 			qp = v
 		}
 	}

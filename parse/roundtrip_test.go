@@ -86,7 +86,7 @@ func checkFuzzResult(t *testing.T, rep *Rep, err error) {
 	}
 	checkRoundTrip(t, rep)
 	if len(rep.Selector) > 0 {
-		v, err := decodeOrdered(rep.Selector)
+		v, err := jsonobj.DecodeOrdered(rep.Selector)
 		if err != nil {
 			t.Fatalf("accepted selector does not decode: %s", rep.Selector)
 		}
@@ -111,7 +111,7 @@ func checkFuzzResult(t *testing.T, rep *Rep, err error) {
 func regexArgs(v any) []string {
 	var out []string
 	switch t := v.(type) {
-	case object:
+	case jsonobj.Ordered:
 		for _, f := range t {
 			if s, ok := f.Value.(string); ok && f.Key == "$regex" {
 				out = append(out, s)

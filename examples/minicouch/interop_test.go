@@ -30,10 +30,13 @@ func TestMain(m *testing.M) { os.Exit(minicouchtest.Main(m)) }
 const testConfig = "[chttpd_auth]\niterations = 1000\n"
 
 // startServer runs minicouch (admin admin:pass, testConfig, warnings only)
-// with extra flags; it is stopped when the test ends.
+// with extra flags; it is stopped when the test ends. MINICOUCH_BIN names
+// a prebuilt binary to run instead of building this tree's, so that one
+// test binary can measure two builds in turn.
 func startServer(t testing.TB, extra ...string) *minicouchtest.Server {
 	t.Helper()
-	return minicouchtest.Start(t, minicouchtest.Options{Config: testConfig, Args: append([]string{"--log-level", "warn"}, extra...)})
+	return minicouchtest.Start(t, minicouchtest.Options{Bin: os.Getenv("MINICOUCH_BIN"), Config: testConfig,
+		Args: append([]string{"--log-level", "warn"}, extra...)})
 }
 
 // startMinicouch is startServer returning the base URL without credentials

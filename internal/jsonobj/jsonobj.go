@@ -1,7 +1,10 @@
 // Package jsonobj reads and writes JSON objects with their members kept in
-// document order, and encodes JSON the way CouchDB writes it (compact, no
-// HTML escaping). CouchDB checks and prints members in order, so code that
-// must match its reasons or bytes works on an Object rather than a Go map.
+// document order, and encodes JSON the way CouchDB writes it (compact;
+// <, >, &, U+2028 and U+2029 as they are): every JSON answer minicouch
+// builds, the hooks' error bodies and what the replicator writes into
+// documents go through Marshal and AppendString. CouchDB checks and
+// prints members in order, so code that must match its reasons or bytes
+// works on an Object rather than a Go map.
 package jsonobj
 
 import (

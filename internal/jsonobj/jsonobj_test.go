@@ -66,16 +66,26 @@ func TestGetSetDelete(t *testing.T) {
 	}
 }
 
-func TestMarshalNoHTMLEscape(t *testing.T) {
+// TestEncodeAsCouchDB: Marshal and AppendString write a string the same
+// way, as CouchDB's jiffy does: <, >, & and U+2028/U+2029 as they are,
+// invalid UTF-8 as U+FFFD, and only what JSON requires escaped.
+func TestEncodeAsCouchDB(t *testing.T) {
 	tests := []struct {
 		in   any
 		want string
 	}{
+		{"", `""`},
 		{"<0.1.0>&", `"<0.1.0>&"`},
 		{"a\"b\\c\n", `"a\"b\\c\n"`},
-		{"\u2028", `"\u2028"`},
+		{"\b\f\n\r\t\x00\x1f\x7f", `"\b\f\n\r\t\u0000\u001f` + "\x7f\""},
+		{"é☃😀/", `"é☃😀/"`},
+		{"id\u2028x\u2029", "\"id\u2028x\u2029\""},
+		{"bad\xffutf8\ufffd", "\"bad\ufffdutf8\ufffd\""},
+		{`\u2028 is text`, `"\\u2028 is text"`},
+		{map[string]any{"\u2028": []string{"\u2029", `\\u2029`}}, "{\"\u2028\":[\"\u2029\",\"\\\\\\\\u2029\"]}"},
+		{json.RawMessage(` { "a" : "\u2028" } `), "{\"a\":\"\u2028\"}"},
+		{json.RawMessage(`["\\u2028"]`), `["\\u2028"]`},
 		{map[string]any{"k": []int{1}}, `{"k":[1]}`},
-		{json.RawMessage(` { "a" : 1 } `), `{"a":1}`},
 	}
 	for _, tt := range tests {
 		got, err := Marshal(tt.in)
@@ -83,14 +93,37 @@ func TestMarshalNoHTMLEscape(t *testing.T) {
 			t.Errorf("Marshal(%#v) = %s, %v; want %s", tt.in, got, err, tt.want)
 		}
 		if s, ok := tt.in.(string); ok {
-			if got := string(AppendString(nil, s)); got != tt.want {
-				t.Errorf("AppendString(%q) = %s, want %s", s, got, tt.want)
+			if got := string(AppendString([]byte("x"), s)); got != "x"+tt.want {
+				t.Errorf("AppendString(%q) = %s, want x%s", s, got, tt.want)
 			}
 		}
 	}
 	if _, err := Marshal(func() {}); err == nil {
 		t.Error("Marshal(func) did not fail")
 	}
+}
+
+// FuzzAppendString: for any string, AppendString writes what Marshal
+// writes, and it decodes back to the string (invalid UTF-8 as U+FFFD).
+func FuzzAppendString(f *testing.F) {
+	for _, s := range []string{"", "a\u2028b", "\\u2029", "\xff\xfe", "<&>", "\x00\"\\", "\ufffd\\\\ufffd"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got := AppendString(nil, s)
+		want, err := Marshal(s)
+		if err != nil || string(got) != string(want) {
+			t.Fatalf("AppendString(%q) = %s, Marshal = %s (%v)", s, got, want, err)
+		}
+		var back string
+		if err := json.Unmarshal(got, &back); err != nil {
+			t.Fatalf("%s: %v", got, err)
+		}
+		if back != string([]rune(s)) { // each invalid byte a U+FFFD
+
+			t.Fatalf("%q came back as %q", s, back)
+		}
+	})
 }
 
 func TestBuilder(t *testing.T) {
@@ -134,4 +167,29 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestOrdered: DecodeOrdered keeps member order, repeated names and
+// numbers' text; AppendOrdered writes them back compact, strings as
+// AppendString writes them.
+func TestOrdered(t *testing.T) {
+	tests := []struct{ in, out string }{
+		{` { "b" : 1.50 , "a" : [ true , null , "x\u2028" ] , "b" : {} } `, "{\"b\":1.50,\"a\":[true,null,\"x\u2028\"],\"b\":{}}"},
+		{`[]`, `[]`},
+		{`"<&>"`, `"<&>"`},
+		{`-0e3`, `-0e3`},
+	}
+	for _, tt := range tests {
+		v, err := DecodeOrdered([]byte(tt.in))
+		if err != nil {
+			t.Errorf("%s: %v", tt.in, err)
+			continue
+		}
+		if got := string(AppendOrdered(nil, v)); got != tt.out {
+			t.Errorf("%s -> %s, want %s", tt.in, got, tt.out)
+		}
+	}
+	if _, err := DecodeOrdered([]byte(`{"a":}`)); err == nil {
+		t.Error("invalid JSON decoded")
+	}
 }

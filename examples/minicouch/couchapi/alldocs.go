@@ -8,9 +8,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/couchepi/couchepi/examples/minicouch/jsonenc"
 	"github.com/couchepi/couchepi/examples/minicouch/store"
 	"github.com/couchepi/couchepi/hooks"
+	"github.com/couchepi/couchepi/internal/jsonobj"
 )
 
 var errKeysIncompatible = &hooks.Error{Status: 400, Err: "query_parse_error", Reason: "`keys` is incompatible with `key`, `start_key` and `end_key`"}
@@ -189,7 +189,7 @@ func (s *Server) allDocs(d *dbReq, kind string) {
 		}
 		if o.UpdateSeq {
 			bw.WriteString(`,"update_seq":`)
-			bw.Write(jsonenc.AppendString(nil, s.seqs.format(seq, d.db.UUID())))
+			bw.Write(jsonobj.AppendString(nil, s.seqs.format(seq, d.db.UUID())))
 		}
 		bw.WriteString(`,"rows":[`)
 	}
@@ -233,16 +233,16 @@ func (s *Server) allDocs(d *dbReq, kind string) {
 func (s *Server) writeAllDocsRow(d *dbReq, bw *bufio.Writer, row store.AllDocsRow, o allDocsQuery) error {
 	if row.Missing {
 		bw.WriteString(`{"key":`)
-		bw.Write(jsonenc.AppendString(nil, row.ID))
+		bw.Write(jsonobj.AppendString(nil, row.ID))
 		bw.WriteString(`,"error":"not_found"}`)
 		return nil
 	}
 	bw.WriteString(`{"id":`)
-	bw.Write(jsonenc.AppendString(nil, row.ID))
+	bw.Write(jsonobj.AppendString(nil, row.ID))
 	bw.WriteString(`,"key":`)
-	bw.Write(jsonenc.AppendString(nil, row.ID))
+	bw.Write(jsonobj.AppendString(nil, row.ID))
 	bw.WriteString(`,"value":{"rev":`)
-	bw.Write(jsonenc.AppendString(nil, row.Rev))
+	bw.Write(jsonobj.AppendString(nil, row.Rev))
 	if row.Deleted {
 		bw.WriteString(`,"deleted":true}`)
 		if o.IncludeDocs {

@@ -10,9 +10,9 @@ import (
 	"strings"
 
 	"github.com/couchepi/couchepi/examples/minicouch/auth"
-	"github.com/couchepi/couchepi/examples/minicouch/jsonenc"
 	"github.com/couchepi/couchepi/examples/minicouch/store"
 	"github.com/couchepi/couchepi/hooks"
+	"github.com/couchepi/couchepi/internal/jsonobj"
 )
 
 // bulkDocs is POST /{db}/_bulk_docs.
@@ -93,18 +93,18 @@ func (s *Server) bulkDocs(d *dbReq) {
 		n++
 		if r.Err != nil {
 			buf.WriteString(`{"id":`)
-			buf.Write(jsonenc.AppendString(nil, r.ID))
+			buf.Write(jsonobj.AppendString(nil, r.ID))
 			buf.WriteString(`,"error":`)
-			buf.Write(jsonenc.AppendString(nil, r.Err.Err))
+			buf.Write(jsonobj.AppendString(nil, r.Err.Err))
 			buf.WriteString(`,"reason":`)
-			buf.Write(jsonenc.AppendString(nil, r.Err.Reason))
+			buf.Write(jsonobj.AppendString(nil, r.Err.Reason))
 			buf.WriteByte('}')
 			continue
 		}
 		buf.WriteString(`{"ok":true,"id":`)
-		buf.Write(jsonenc.AppendString(nil, r.ID))
+		buf.Write(jsonobj.AppendString(nil, r.ID))
 		buf.WriteString(`,"rev":`)
-		buf.Write(jsonenc.AppendString(nil, r.Rev))
+		buf.Write(jsonobj.AppendString(nil, r.Rev))
 		buf.WriteByte('}')
 	}
 	buf.WriteByte(']')
@@ -199,7 +199,7 @@ func (s *Server) bulkGet(d *dbReq) {
 		if r.noID {
 			buf.WriteString("null")
 		} else {
-			buf.Write(jsonenc.AppendString(nil, r.id))
+			buf.Write(jsonobj.AppendString(nil, r.id))
 		}
 		buf.WriteString(`,"docs":[`)
 		n := 0
@@ -211,13 +211,13 @@ func (s *Server) bulkGet(d *dbReq) {
 		}
 		if r.err != nil {
 			sep()
-			e, _ := jsonenc.Marshal(map[string]*bulkGetError{"error": r.err})
+			e, _ := jsonobj.Marshal(map[string]*bulkGetError{"error": r.err})
 			buf.Write(e)
 		}
 		for j, or := range r.revs {
 			sep()
 			if or.Doc == nil {
-				e, _ := jsonenc.Marshal(map[string]*bulkGetError{"error": r.errs[j]})
+				e, _ := jsonobj.Marshal(map[string]*bulkGetError{"error": r.errs[j]})
 				buf.Write(e)
 				continue
 			}
@@ -326,7 +326,7 @@ func (s *Server) writeBulkGetMultipart(d *dbReq, results []bulkGetResult) {
 		if err != nil {
 			return err
 		}
-		b, _ := jsonenc.Marshal(e)
+		b, _ := jsonobj.Marshal(e)
 		_, err = p.Write(b)
 		return err
 	}

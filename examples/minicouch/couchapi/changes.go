@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/couchepi/couchepi/examples/minicouch/jsfilter"
-	"github.com/couchepi/couchepi/examples/minicouch/jsonenc"
 	"github.com/couchepi/couchepi/examples/minicouch/mango"
 	"github.com/couchepi/couchepi/examples/minicouch/store"
 	"github.com/couchepi/couchepi/hooks"
+	"github.com/couchepi/couchepi/internal/jsonobj"
 )
 
 // changesReq is a parsed _changes request.
@@ -217,7 +217,7 @@ func (s *Server) changesFilter(d *dbReq, c *changesReq, name string, bodyIDs *[]
 				query[k] = v[0]
 			}
 		}
-		uc, _ := jsonenc.Marshal(d.user)
+		uc, _ := jsonobj.Marshal(d.user)
 		f, err := jsfilter.NewFilter(src, jsfilter.Request{Query: query, UserCtx: uc, Method: d.r.Method,
 			Path: []string{d.name, "_changes"}})
 		if err != nil {
@@ -336,10 +336,10 @@ func (s *Server) changeRow(d *dbReq, c *changesReq, ch store.Change) ([]byte, er
 	if !c.seqShown() {
 		buf = append(buf, "null"...)
 	} else {
-		buf = jsonenc.AppendString(buf, s.seqs.format(ch.Seq, d.db.UUID()))
+		buf = jsonobj.AppendString(buf, s.seqs.format(ch.Seq, d.db.UUID()))
 	}
 	buf = append(buf, `,"id":`...)
-	buf = jsonenc.AppendString(buf, ch.ID)
+	buf = jsonobj.AppendString(buf, ch.ID)
 	buf = append(buf, `,"changes":[`...)
 	revs := ch.Revs
 	if !c.allDocs && len(revs) > 1 {
@@ -350,7 +350,7 @@ func (s *Server) changeRow(d *dbReq, c *changesReq, ch store.Change) ([]byte, er
 			buf = append(buf, ',')
 		}
 		buf = append(buf, `{"rev":`...)
-		buf = jsonenc.AppendString(buf, r)
+		buf = jsonobj.AppendString(buf, r)
 		buf = append(buf, '}')
 	}
 	buf = append(buf, ']')
@@ -497,7 +497,7 @@ func (s *Server) changesNormal(d *dbReq, c *changesReq) {
 		bw.WriteString("\n")
 	}
 	bw.WriteString("],\n" + `"last_seq":`)
-	bw.Write(jsonenc.AppendString(nil, s.seqs.format(last, d.db.UUID())))
+	bw.Write(jsonobj.AppendString(nil, s.seqs.format(last, d.db.UUID())))
 	bw.WriteString(`,"pending":` + strconv.FormatInt(pending, 10) + "}\n")
 	_ = bw.Flush()
 }
@@ -638,7 +638,7 @@ func (s *Server) changesStream(d *dbReq, c *changesReq) {
 	}
 	if !es {
 		bw.WriteString(`{"last_seq":`)
-		bw.Write(jsonenc.AppendString(nil, s.seqs.format(last, d.db.UUID())))
+		bw.Write(jsonobj.AppendString(nil, s.seqs.format(last, d.db.UUID())))
 		bw.WriteString(`,"pending":` + strconv.FormatInt(pending, 10) + "}\n")
 	}
 	_ = flush()

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/couchepi/couchepi/examples/minicouch/auth"
-	"github.com/couchepi/couchepi/examples/minicouch/jsonenc"
 	"github.com/couchepi/couchepi/examples/minicouch/store"
+	"github.com/couchepi/couchepi/internal/jsonobj"
 )
 
 // handleDBUpdates is GET/POST /_db_updates (server admins): the newest
@@ -68,9 +68,9 @@ func (s *Server) handleDBUpdates(q *request) {
 	seqStr := func(n uint64) string { return s.seqs.format(n, uuid) }
 	row := func(u store.DBUpdate) []byte {
 		b := []byte(`{"db_name":`)
-		b = jsonenc.AppendString(b, u.DBName)
+		b = jsonobj.AppendString(b, u.DBName)
 		b = append(b, `,"type":"`+u.Type+`","seq":`...)
-		return append(jsonenc.AppendString(b, seqStr(u.Seq)), '}')
+		return append(jsonobj.AppendString(b, seqStr(u.Seq)), '}')
 	}
 	ctx, cancel := context.WithTimeout(q.r.Context(), timeout)
 	defer cancel()
@@ -148,7 +148,7 @@ func (s *Server) handleDBUpdates(q *request) {
 		}
 		if feed == "continuous" {
 			w.WriteString(`{"last_seq":`)
-			w.Write(jsonenc.AppendString(nil, seqStr(last)))
+			w.Write(jsonobj.AppendString(nil, seqStr(last)))
 			w.WriteString("}\n")
 		}
 	default:
@@ -160,7 +160,7 @@ func (s *Server) handleDBUpdates(q *request) {
 			err = read()
 		}
 		w.WriteString("\n],\n\"last_seq\":")
-		w.Write(jsonenc.AppendString(nil, seqStr(last)))
+		w.Write(jsonobj.AppendString(nil, seqStr(last)))
 		w.WriteString("}\n")
 	}
 }

@@ -10,9 +10,9 @@ import (
 	"strings"
 
 	"github.com/couchepi/couchepi/examples/minicouch/auth"
-	"github.com/couchepi/couchepi/examples/minicouch/jsonenc"
 	"github.com/couchepi/couchepi/examples/minicouch/store"
 	"github.com/couchepi/couchepi/hooks"
+	"github.com/couchepi/couchepi/internal/jsonobj"
 )
 
 // absURL is the absolute URL of path on the server the request reached.
@@ -446,7 +446,7 @@ func (s *Server) openRevs(d *dbReq, id, raw string, opts store.GetOptions) {
 		}
 		if r.Doc == nil {
 			buf.WriteString(`{"missing":`)
-			buf.Write(jsonenc.AppendString(nil, r.Missing))
+			buf.Write(jsonobj.AppendString(nil, r.Missing))
 			buf.WriteByte('}')
 			continue
 		}

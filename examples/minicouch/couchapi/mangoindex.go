@@ -9,10 +9,10 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/couchepi/couchepi/examples/minicouch/jsonenc"
 	"github.com/couchepi/couchepi/examples/minicouch/mango"
 	"github.com/couchepi/couchepi/examples/minicouch/store"
 	"github.com/couchepi/couchepi/hooks"
+	"github.com/couchepi/couchepi/internal/jsonobj"
 )
 
 // Mango json indexes are stored as CouchDB stores them: a view of a design
@@ -314,7 +314,7 @@ func (s *Server) createIndex(d *dbReq) {
 			if i > 0 {
 				mapFields = append(mapFields, ',')
 			}
-			mapFields = append(jsonenc.AppendString(mapFields, f), `:"`+dir+`"`...)
+			mapFields = append(jsonobj.AppendString(mapFields, f), `:"`+dir+`"`...)
 		}
 		mapFields = append(mapFields, '}')
 		// options.def is the definition as given, as CouchDB keeps it
@@ -377,7 +377,7 @@ func (s *Server) deleteIndex(d *dbReq, ddoc, name string) {
 // writeDesignDoc writes an index design doc through the write path, as
 // the requesting user.
 func (s *Server) writeDesignDoc(d *dbReq, dd map[string]any) error {
-	raw, _ := jsonenc.Marshal(dd)
+	raw, _ := jsonobj.Marshal(dd)
 	doc, herr := parseDocBody(raw)
 	if herr != nil {
 		return herr

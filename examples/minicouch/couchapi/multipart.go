@@ -13,9 +13,9 @@ import (
 	"os"
 	"strconv"
 
-	"github.com/couchepi/couchepi/examples/minicouch/jsonenc"
 	"github.com/couchepi/couchepi/examples/minicouch/store"
 	"github.com/couchepi/couchepi/hooks"
+	"github.com/couchepi/couchepi/internal/jsonobj"
 )
 
 // spillThreshold is the attachment size above which a multipart part is
@@ -224,7 +224,7 @@ func (s *Server) writeMixedParts(d *dbReq, mw *multipart.Writer, res []store.Ope
 				return err
 			}
 			p.Write([]byte(`{"missing":`))
-			p.Write(jsonenc.AppendString(nil, r.Missing))
+			p.Write(jsonobj.AppendString(nil, r.Missing))
 			p.Write([]byte(`}`))
 			continue
 		}

@@ -7,9 +7,9 @@ import (
 	"runtime/debug"
 
 	"github.com/couchepi/couchepi/examples/minicouch/auth"
-	"github.com/couchepi/couchepi/examples/minicouch/jsonenc"
 	"github.com/couchepi/couchepi/hooks"
 	"github.com/couchepi/couchepi/host"
+	"github.com/couchepi/couchepi/internal/jsonobj"
 )
 
 var errUnknownConfig = &hooks.Error{Status: 404, Err: "not_found", Reason: "unknown_config_value"}
@@ -251,7 +251,7 @@ func (s *Server) writePluginStatus(q *request, status int, name string) {
 	if p := s.pluginStatus(name); p != nil {
 		out = map[string]any{"ok": true, "plugin": pluginJSON{p.Name, p.Version, p.Path, p.SHA256, p.PID, p.State}}
 	}
-	raw, _ := jsonenc.Marshal(out)
+	raw, _ := jsonobj.Marshal(out)
 	writeRawJSON(q.w, status, raw)
 }
 

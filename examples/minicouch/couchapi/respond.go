@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/couchepi/couchepi/examples/minicouch/jsonenc"
 	"github.com/couchepi/couchepi/hooks"
 	"github.com/couchepi/couchepi/internal/jsonobj"
 )
@@ -60,7 +59,7 @@ func setJSONHeaders(w http.ResponseWriter) {
 
 // writeJSON sends v as CouchDB does: compact JSON followed by a newline.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := jsonenc.Marshal(v)
+	b, err := jsonobj.Marshal(v)
 	if err != nil {
 		writeError(w, fmt.Errorf("encode response: %w", err))
 		return

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/couchepi/couchepi/examples/minicouch/auth"
-	"github.com/couchepi/couchepi/examples/minicouch/jsonenc"
 	"github.com/couchepi/couchepi/hooks"
+	"github.com/couchepi/couchepi/internal/jsonobj"
 )
 
 // Version is the CouchDB version minicouch reports.
@@ -124,7 +124,7 @@ func (s *Server) handleAllDBs(q *request) {
 		return
 	}
 	out := rangeStrings(names, opts)
-	b, _ := jsonenc.Marshal(out)
+	b, _ := jsonobj.Marshal(out)
 	if notModified(q.w, q.r, etagOf(string(b))) {
 		return
 	}
@@ -184,7 +184,7 @@ func (s *Server) handleUUIDs(q *request) {
 	for i := range ids {
 		ids[i] = auth.NewSalt()
 	}
-	b, _ := jsonenc.Marshal(map[string][]string{"uuids": ids})
+	b, _ := jsonobj.Marshal(map[string][]string{"uuids": ids})
 	// CouchDB's cache-busting headers: uuids must never come from a cache.
 	h := q.w.Header()
 	h.Set("Content-Type", "application/json")

@@ -7,9 +7,9 @@ import (
 	"strings"
 
 	"github.com/couchepi/couchepi/examples/minicouch/jsfilter"
-	"github.com/couchepi/couchepi/examples/minicouch/jsonenc"
 	"github.com/couchepi/couchepi/examples/minicouch/store"
 	"github.com/couchepi/couchepi/hooks"
+	"github.com/couchepi/couchepi/internal/jsonobj"
 )
 
 // docValidator runs a db's validate_doc_update functions on writes.
@@ -63,7 +63,7 @@ func (s *Server) loadValidator(ctx context.Context, db *store.DB, user hooks.Use
 	if user.Name != "" {
 		uc["name"] = user.Name
 	}
-	ucJSON, _ := jsonenc.Marshal(uc)
+	ucJSON, _ := jsonobj.Marshal(uc)
 	return &docValidator{v: v, db: db, userCtx: ucJSON, secObj: sec}, nil
 }
 

@@ -9,10 +9,10 @@ import (
 	"strings"
 
 	"github.com/couchepi/couchepi/examples/minicouch/jsfilter"
-	"github.com/couchepi/couchepi/examples/minicouch/jsonenc"
 	"github.com/couchepi/couchepi/examples/minicouch/mango"
 	"github.com/couchepi/couchepi/examples/minicouch/store"
 	"github.com/couchepi/couchepi/hooks"
+	"github.com/couchepi/couchepi/internal/jsonobj"
 )
 
 // viewRow is one row of a view: emitted key and value of a doc.
@@ -268,7 +268,7 @@ func (s *Server) view(d *dbReq, ddoc, name string) {
 	buf.WriteString(`{"total_rows":` + strconv.Itoa(total) + `,"offset":` + strconv.Itoa(offset))
 	if vq.updateSeq {
 		buf.WriteString(`,"update_seq":`)
-		buf.Write(jsonenc.AppendString(nil, s.seqs.format(seq, d.db.UUID())))
+		buf.Write(jsonobj.AppendString(nil, s.seqs.format(seq, d.db.UUID())))
 	}
 	buf.WriteString(`,"rows":[`)
 	for i, r := range selected {
@@ -276,7 +276,7 @@ func (s *Server) view(d *dbReq, ddoc, name string) {
 			buf.WriteString(",")
 		}
 		buf.WriteString("\r\n")
-		b, _ := jsonenc.Marshal(r)
+		b, _ := jsonobj.Marshal(r)
 		if vq.includeDocs && r.Doc == nil {
 			b = append(b[:len(b)-1], []byte(`,"doc":null}`)...)
 		}
@@ -415,7 +415,7 @@ func reduceGroup(m *jsfilter.Mapper, fn string, rows []viewRow) (any, error) {
 	case "_approx_count_distinct":
 		seen := map[string]bool{}
 		for _, r := range rows {
-			b, _ := jsonenc.Marshal(r.Key)
+			b, _ := jsonobj.Marshal(r.Key)
 			seen[string(b)] = true
 		}
 		return len(seen), nil

@@ -9,9 +9,9 @@ import (
 	"strings"
 
 	"github.com/couchepi/couchepi/examples/minicouch/auth"
-	"github.com/couchepi/couchepi/examples/minicouch/jsonenc"
 	"github.com/couchepi/couchepi/examples/minicouch/store"
 	"github.com/couchepi/couchepi/hooks"
+	"github.com/couchepi/couchepi/internal/jsonobj"
 )
 
 // renderDocForHook renders a doc being written as the JSON a
@@ -19,10 +19,10 @@ import (
 // _revisions and attachment metadata (without data).
 func renderDocForHook(d *store.Doc) []byte {
 	buf := []byte(`{"_id":`)
-	buf = jsonenc.AppendString(buf, d.ID)
+	buf = jsonobj.AppendString(buf, d.ID)
 	if d.Rev != "" {
 		buf = append(buf, `,"_rev":`...)
-		buf = jsonenc.AppendString(buf, d.Rev)
+		buf = jsonobj.AppendString(buf, d.Rev)
 	}
 	body := strings.TrimSpace(string(d.Body))
 	if len(body) > 2 {
@@ -36,7 +36,7 @@ func renderDocForHook(d *store.Doc) []byte {
 		buf = append(buf, `,"_deleted":true`...)
 	}
 	if d.Revisions != nil {
-		b, _ := jsonenc.Marshal(d.Revisions)
+		b, _ := jsonobj.Marshal(d.Revisions)
 		buf = append(buf, `,"_revisions":`...)
 		buf = append(buf, b...)
 	}
@@ -57,7 +57,7 @@ func renderDocForHook(d *store.Doc) []byte {
 			}
 			atts[a.Name] = m
 		}
-		b, _ := jsonenc.Marshal(atts)
+		b, _ := jsonobj.Marshal(atts)
 		buf = append(buf, `,"_attachments":`...)
 		buf = append(buf, b...)
 	}
@@ -357,7 +357,7 @@ func (s *Server) prepareUserDoc(ctx context.Context, db *store.DB, d *store.Doc,
 		return hooks.Forbidden(err.Error())
 	}
 	if changed || !hasRoles {
-		b, err := jsonenc.Marshal(m)
+		b, err := jsonobj.Marshal(m)
 		if err != nil {
 			return err
 		}

@@ -7,7 +7,7 @@ import (
 	"io"
 	"strconv"
 
-	"github.com/couchepi/couchepi/examples/minicouch/jsonenc"
+	"github.com/couchepi/couchepi/internal/jsonobj"
 	"github.com/couchepi/couchepi/internal/jsonscan"
 )
 
@@ -88,9 +88,9 @@ func (db *DB) WriteDocJSON(ctx context.Context, w io.Writer, d *DocRev, follows 
 // (it may flush buf elsewhere and return a fresh buffer).
 func (d *DocRev) appendJSON(buf []byte, att func([]byte, AttachmentInfo) ([]byte, error)) ([]byte, error) {
 	buf = append(buf, `{"_id":`...)
-	buf = jsonenc.AppendString(buf, d.ID)
+	buf = jsonobj.AppendString(buf, d.ID)
 	buf = append(buf, `,"_rev":`...)
-	buf = jsonenc.AppendString(buf, d.Rev)
+	buf = jsonobj.AppendString(buf, d.Rev)
 	if body := trimObject(d.Body); len(body) > 0 {
 		buf = append(buf, ',')
 		buf = append(buf, body...)
@@ -100,22 +100,22 @@ func (d *DocRev) appendJSON(buf []byte, att func([]byte, AttachmentInfo) ([]byte
 	}
 	if d.Revisions != nil {
 		buf = append(buf, `,"_revisions":`...)
-		b, _ := jsonenc.Marshal(d.Revisions)
+		b, _ := jsonobj.Marshal(d.Revisions)
 		buf = append(buf, b...)
 	}
 	if d.RevsInfo != nil {
 		buf = append(buf, `,"_revs_info":`...)
-		b, _ := jsonenc.Marshal(d.RevsInfo)
+		b, _ := jsonobj.Marshal(d.RevsInfo)
 		buf = append(buf, b...)
 	}
 	if len(d.Conflicts) > 0 {
 		buf = append(buf, `,"_conflicts":`...)
-		b, _ := jsonenc.Marshal(d.Conflicts)
+		b, _ := jsonobj.Marshal(d.Conflicts)
 		buf = append(buf, b...)
 	}
 	if len(d.DeletedConflicts) > 0 {
 		buf = append(buf, `,"_deleted_conflicts":`...)
-		b, _ := jsonenc.Marshal(d.DeletedConflicts)
+		b, _ := jsonobj.Marshal(d.DeletedConflicts)
 		buf = append(buf, b...)
 	}
 	if d.LocalSeq > 0 {
@@ -128,7 +128,7 @@ func (d *DocRev) appendJSON(buf []byte, att func([]byte, AttachmentInfo) ([]byte
 			if i > 0 {
 				buf = append(buf, ',')
 			}
-			buf = jsonenc.AppendString(buf, a.Name)
+			buf = jsonobj.AppendString(buf, a.Name)
 			buf = append(buf, ':')
 			var err error
 			if buf, err = att(buf, a); err != nil {
@@ -160,11 +160,11 @@ func trimObject(obj []byte) []byte {
 // appendAttHead opens an attachment object: content_type, revpos, digest.
 func appendAttHead(buf []byte, a AttachmentInfo) []byte {
 	buf = append(buf, `{"content_type":`...)
-	buf = jsonenc.AppendString(buf, a.ContentType)
+	buf = jsonobj.AppendString(buf, a.ContentType)
 	buf = append(buf, `,"revpos":`...)
 	buf = strconv.AppendInt(buf, int64(a.RevPos), 10)
 	buf = append(buf, `,"digest":`...)
-	return jsonenc.AppendString(buf, a.Digest)
+	return jsonobj.AppendString(buf, a.Digest)
 }
 
 func appendAttStub(buf []byte, a AttachmentInfo, showEncoding bool) []byte {
@@ -182,7 +182,7 @@ func appendAttEncoding(buf []byte, a AttachmentInfo, showEncoding bool) []byte {
 		return buf
 	}
 	buf = append(buf, `,"encoding":`...)
-	buf = jsonenc.AppendString(buf, a.Encoding)
+	buf = jsonobj.AppendString(buf, a.Encoding)
 	buf = append(buf, `,"encoded_length":`...)
 	return strconv.AppendInt(buf, a.EncodedLength, 10)
 }

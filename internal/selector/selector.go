@@ -1,4 +1,12 @@
-package parse
+// Package selector validates and normalises CouchDB Mango selectors as
+// CouchDB's mango_selector:normalize/1 does: operators made explicit (a
+// bare value means $eq, several members mean $and), nested field names
+// joined with ".", negations pushed down to the conditions. The
+// replicator's parser hashes the normal form (sorted) into replication
+// ids; minicouch stores it for a partial index. Values are jsonobj's
+// ordered ones. Errors are readable sentences rather than CouchDB's
+// printed Erlang terms.
+package selector
 
 import (
 	"encoding/json"
@@ -12,33 +20,23 @@ import (
 	"github.com/couchepi/couchepi/internal/jsonobj"
 )
 
-// normalizeSelector validates a Mango selector and returns it in the
-// normalised form CouchDB hashes into the replication id: operators made
-// explicit (a bare value means `$eq`, several fields mean `$and`), nested
-// field names joined with ".", negations pushed down to the terminals, and
-// every object's keys sorted recursively. The algorithm follows
-// mango_selector:normalize/1; errors are readable sentences.
-func normalizeSelector(raw json.RawMessage) (any, error) {
-	v, err := normalizeUnsorted(raw)
-	if err != nil {
-		return nil, err
-	}
-	return ejsort(v), nil
-}
+var errBadField = errors.New("invalid field")
 
-// normalizeUnsorted validates and normalises without the final key sort
-// (enough to validate a selector).
-func normalizeUnsorted(raw json.RawMessage) (any, error) {
-	v, err := decodeOrdered(raw)
+func badArg(op string) error { return errors.New("bad argument for operator `" + op + "`") }
+
+// Normalize validates the JSON selector raw and returns its normal form,
+// members in the order given (Sort orders them).
+func Normalize(raw []byte) (any, error) {
+	v, err := jsonobj.DecodeOrdered(raw)
 	if err != nil {
 		return nil, errors.New("not valid JSON")
 	}
-	o, ok := v.(object)
+	o, ok := v.(jsonobj.Ordered)
 	if !ok {
 		return nil, errors.New("not a JSON object")
 	}
 	if len(o) == 0 {
-		return object{}, nil
+		return jsonobj.Ordered{}, nil
 	}
 	if v, err = normOps(o); err != nil {
 		return nil, err
@@ -49,9 +47,9 @@ func normalizeUnsorted(raw json.RawMessage) (any, error) {
 	if v, err = normNegations(v); err != nil {
 		return nil, err
 	}
-	if top, ok := v.(object); ok {
-		for _, f := range top {
-			if f.Key == "" {
+	if top, ok := v.(jsonobj.Ordered); ok {
+		for _, m := range top {
+			if m.Key == "" {
 				return nil, errors.New("missing field name")
 			}
 		}
@@ -59,9 +57,27 @@ func normalizeUnsorted(raw json.RawMessage) (any, error) {
 	return v, nil
 }
 
-func errBadArg(op string) error { return errors.New("bad argument for operator `" + op + "`") }
-
-var errBadField = errors.New("invalid field")
+// Sort sorts every object's members by key, recursively (arrays keep
+// their order). Members with equal keys end up in reverse document order,
+// as in CouchDB's couch_replicator_filters:ejsort/1.
+func Sort(v any) any {
+	switch t := v.(type) {
+	case jsonobj.Ordered:
+		out := make(jsonobj.Ordered, len(t))
+		for i, m := range t {
+			out[len(t)-1-i] = jsonobj.OrderedMember{Key: m.Key, Value: Sort(m.Value)}
+		}
+		slices.SortStableFunc(out, func(a, b jsonobj.OrderedMember) int { return strings.Compare(a.Key, b.Key) })
+		return out
+	case []any:
+		out := make([]any, len(t))
+		for i, e := range t {
+			out[i] = Sort(e)
+		}
+		return out
+	}
+	return v
+}
 
 // checkRegex refuses a `$regex` the selector evaluator cannot compile,
 // as CouchDB's normaliser refuses one re:compile rejects. The evaluator
@@ -95,14 +111,14 @@ func quoteArg(s string) string {
 }
 
 // single returns the only member of a one-member object.
-func single(v any) (field, bool) {
-	if o, ok := v.(object); ok && len(o) == 1 {
+func single(v any) (jsonobj.OrderedMember, bool) {
+	if o, ok := v.(jsonobj.Ordered); ok && len(o) == 1 {
 		return o[0], true
 	}
-	return field{}, false
+	return jsonobj.OrderedMember{}, false
 }
 
-func obj1(k string, v any) object { return object{{Key: k, Value: v}} }
+func obj1(k string, v any) jsonobj.Ordered { return jsonobj.Ordered{{Key: k, Value: v}} }
 
 func isInteger(v any) bool {
 	n, ok := v.(json.Number)
@@ -111,10 +127,10 @@ func isInteger(v any) bool {
 
 // normOps validates operators and makes implicit ones explicit.
 func normOps(v any) (any, error) {
-	if o, ok := v.(object); ok && len(o) > 1 {
+	if o, ok := v.(jsonobj.Ordered); ok && len(o) > 1 {
 		args := make([]any, 0, len(o))
-		for _, f := range o {
-			a, err := normOps(object{f})
+		for _, m := range o {
+			a, err := normOps(jsonobj.Ordered{m})
 			if err != nil {
 				return nil, err
 			}
@@ -131,7 +147,7 @@ func normOps(v any) (any, error) {
 	case "$and", "$or", "$nor":
 		list, ok := arg.([]any)
 		if !ok {
-			return nil, errBadArg(f.Key)
+			return nil, badArg(f.Key)
 		}
 		out := make([]any, len(list))
 		for i, a := range list {
@@ -142,8 +158,8 @@ func normOps(v any) (any, error) {
 		}
 		return obj1(f.Key, out), nil
 	case "$not", "$elemMatch", "$allMatch", "$keyMapMatch":
-		if _, ok := arg.(object); !ok {
-			return nil, errBadArg(f.Key)
+		if _, ok := arg.(jsonobj.Ordered); !ok {
+			return nil, badArg(f.Key)
 		}
 		a, err := normOps(arg)
 		if err != nil {
@@ -152,23 +168,23 @@ func normOps(v any) (any, error) {
 		return obj1(f.Key, a), nil
 	case "$in", "$nin", "$all":
 		if _, ok := arg.([]any); !ok {
-			return nil, errBadArg(f.Key)
+			return nil, badArg(f.Key)
 		}
 		return v, nil
 	case "$exists":
 		if _, ok := arg.(bool); !ok {
-			return nil, errBadArg(f.Key)
+			return nil, badArg(f.Key)
 		}
 		return v, nil
 	case "$type", "$beginsWith":
 		if _, ok := arg.(string); !ok {
-			return nil, errBadArg(f.Key)
+			return nil, badArg(f.Key)
 		}
 		return v, nil
 	case "$regex":
 		s, ok := arg.(string)
 		if !ok {
-			return nil, errBadArg(f.Key)
+			return nil, badArg(f.Key)
 		}
 		if err := checkRegex(s); err != nil {
 			return nil, err
@@ -177,12 +193,12 @@ func normOps(v any) (any, error) {
 	case "$mod":
 		l, ok := arg.([]any)
 		if !ok || len(l) != 2 || !isInteger(l[0]) || !isInteger(l[1]) || strings.TrimLeft(l[0].(json.Number).String(), "-0") == "" {
-			return nil, errBadArg(f.Key)
+			return nil, badArg(f.Key)
 		}
 		return v, nil
 	case "$size":
 		if !isInteger(arg) || strings.HasPrefix(arg.(json.Number).String(), "-") {
-			return nil, errBadArg(f.Key)
+			return nil, badArg(f.Key)
 		}
 		return v, nil
 	case "$text":
@@ -190,7 +206,7 @@ func normOps(v any) (any, error) {
 		case string, json.Number, bool:
 			return obj1("$default", obj1("$text", arg)), nil
 		}
-		return nil, errBadArg(f.Key)
+		return nil, badArg(f.Key)
 	case "$default", "$lt", "$lte", "$eq", "$ne", "$gte", "$gt":
 		return v, nil
 	case "$where", "$geoWithin", "$geoIntersects", "$near", "$nearSphere":
@@ -231,8 +247,8 @@ func normFields(v any, path string) (any, error) {
 		}
 		return obj1("$not", a), nil
 	case "$elemMatch", "$allMatch", "$keyMapMatch":
-		var a any = object{}
-		if o, _ := f.Value.(object); len(o) > 0 {
+		var a any = jsonobj.Ordered{}
+		if o, _ := f.Value.(jsonobj.Ordered); len(o) > 0 {
 			var err error
 			if a, err = normFields(f.Value, ""); err != nil {
 				return nil, err
@@ -240,7 +256,7 @@ func normFields(v any, path string) (any, error) {
 		}
 		return obj1(path, obj1(f.Key, a)), nil
 	case "$default":
-		if _, ok := single(f.Value); ok && path == "" && f.Value.(object)[0].Key == "$text" {
+		if _, ok := single(f.Value); ok && path == "" && f.Value.(jsonobj.Ordered)[0].Key == "$text" {
 			return v, nil
 		}
 		return nil, errBadField
@@ -287,7 +303,7 @@ var negated = map[string]string{
 func negate(v any) (any, error) {
 	f, ok := single(v)
 	if !ok {
-		return nil, errBadArg("$not")
+		return nil, badArg("$not")
 	}
 	switch f.Key {
 	case "$not":
@@ -299,7 +315,7 @@ func negate(v any) (any, error) {
 	case "$or":
 		return mapList("$and", f.Value, negate)
 	case "$default":
-		return nil, errBadArg("$not")
+		return nil, badArg("$not")
 	case "$exists":
 		b, _ := f.Value.(bool)
 		return obj1("$exists", !b), nil
@@ -327,26 +343,4 @@ func mapList(op string, arg any, fn func(any) (any, error)) (any, error) {
 		}
 	}
 	return obj1(op, out), nil
-}
-
-// ejsort sorts every object's members by key, recursively (arrays keep
-// their order). Members with equal keys end up in reverse document order,
-// as in CouchDB's couch_replicator_filters:ejsort/1.
-func ejsort(v any) any {
-	switch t := v.(type) {
-	case object:
-		out := make(object, len(t))
-		for i, f := range t {
-			out[len(t)-1-i] = field{Key: f.Key, Value: ejsort(f.Value)}
-		}
-		slices.SortStableFunc(out, func(a, b field) int { return strings.Compare(a.Key, b.Key) })
-		return out
-	case []any:
-		out := make([]any, len(t))
-		for i, e := range t {
-			out[i] = ejsort(e)
-		}
-		return out
-	}
-	return v
 }

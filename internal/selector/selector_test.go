@@ -1,13 +1,15 @@
-package parse
+package selector
 
 import (
-	"bytes"
-	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/couchepi/couchepi/internal/jsonobj"
 )
 
-func TestNormalizeSelector(t *testing.T) {
+// TestNormalizeSorted: the sorted normal form, as the replicator hashes
+// it into a replication id.
+func TestNormalizeSorted(t *testing.T) {
 	tests := []struct{ in, out string }{
 		{`{}`, `{}`},
 		{`{"name":"x"}`, `{"name":{"$eq":"x"}}`},
@@ -25,15 +27,13 @@ func TestNormalizeSelector(t *testing.T) {
 		{`{"a":{"$mod":[2,1]},"b":{"$size":0}}`, `{"$and":[{"a":{"$mod":[2,1]}},{"b":{"$size":0}}]}`},
 	}
 	for _, tt := range tests {
-		v, err := normalizeSelector(json.RawMessage(tt.in))
+		v, err := Normalize([]byte(tt.in))
 		if err != nil {
 			t.Errorf("%s: %v", tt.in, err)
 			continue
 		}
-		var b bytes.Buffer
-		encodeOrdered(&b, v)
-		if b.String() != tt.out {
-			t.Errorf("%s -> %s, want %s", tt.in, b.String(), tt.out)
+		if got := string(jsonobj.AppendOrdered(nil, Sort(v))); got != tt.out {
+			t.Errorf("%s -> %s, want %s", tt.in, got, tt.out)
 		}
 	}
 	bad := map[string]string{
@@ -50,8 +50,32 @@ func TestNormalizeSelector(t *testing.T) {
 		`{"a":{"$elemMatch":{"$regex":"` + strings.Repeat("(", 120) + `"}}}`: "`$regex` \"" + strings.Repeat("(", 100) + "…\" is not a valid regular expression: missing closing )",
 	}
 	for in, want := range bad {
-		if _, err := normalizeSelector(json.RawMessage(in)); err == nil || err.Error() != want {
+		if _, err := Normalize([]byte(in)); err == nil || err.Error() != want {
 			t.Errorf("%s: err = %v, want %q", in, err, want)
+		}
+	}
+}
+
+// TestNormalizeKeepsOrder: unsorted, members stay in document order (what
+// minicouch stores for a partial index), and Sort puts equal keys in
+// reverse document order, as CouchDB's ejsort does.
+func TestNormalizeKeepsOrder(t *testing.T) {
+	tests := []struct{ in, unsorted, sorted string }{
+		{`{"z":1,"a":{"$eq":{"q":1,"b":2}}}`, `{"$and":[{"z":{"$eq":1}},{"a":{"$eq":{"q":1,"b":2}}}]}`, `{"$and":[{"z":{"$eq":1}},{"a":{"$eq":{"b":2,"q":1}}}]}`},
+		{`{"a":{"$eq":{"k":1,"k":2}}}`, `{"a":{"$eq":{"k":1,"k":2}}}`, `{"a":{"$eq":{"k":2,"k":1}}}`},
+		{`{"$not":{"$and":[{"a":1},{"$not":{"b":2}}]}}`, `{"$or":[{"a":{"$ne":1}},{"b":{"$eq":2}}]}`, `{"$or":[{"a":{"$ne":1}},{"b":{"$eq":2}}]}`},
+	}
+	for _, tt := range tests {
+		v, err := Normalize([]byte(tt.in))
+		if err != nil {
+			t.Errorf("%s: %v", tt.in, err)
+			continue
+		}
+		if got := string(jsonobj.AppendOrdered(nil, v)); got != tt.unsorted {
+			t.Errorf("%s -> %s, want %s", tt.in, got, tt.unsorted)
+		}
+		if got := string(jsonobj.AppendOrdered(nil, Sort(v))); got != tt.sorted {
+			t.Errorf("sorted %s -> %s, want %s", tt.in, got, tt.sorted)
 		}
 	}
 }

@@ -501,76 +501,87 @@ func (s *Server) accept(rotating bool) {
 			}
 			continue
 		}
-		s.mu.Lock()
-		// Workers asked to stop still count until they have exited: they
-		// may still be writing.
-		full := s.active >= s.config().MaxJobs
-		var victim, rotated *worker
-		if full && rotating && !s.stopping && s.live() >= s.config().MaxJobs {
-			// Rotation stops a running job before the new one starts, as
-			// CouchDB does, so max_jobs is never exceeded.
-			if victim = s.rotationVictim(cfg, s.now()); victim != nil {
-				victim.stop(errRotated)
-				rotated = victim
-				s.churn++ // one rotation: this stop and the start below
-			}
-		}
-		// With every slot held, the job waits for one if a gated job
-		// holds one: asked for it, that one hands it on after a round.
-		waitSlot := full && victim == nil && !s.stopping && s.anyGatedLocked()
-		if s.stopping || full && victim == nil && !waitSlot {
-			s.acceptors--
-			s.mu.Unlock()
-			s.settled("give back accepted", job, s.q.Resubmit(context.Background(), job, time.Time{}, nil))
-			return
-		}
-		s.acceptors--
-		// Only rotations count toward max_churn: a job taking a free slot
-		// (a new one, or one a stopped job left) starts at once, as
-		// CouchDB starts a new job when there is room, so a first rotation
-		// is not held back a whole interval by the jobs that filled the
-		// slots.
-		w := newWorker(s, job, lease)
-		w.needSlot = waitSlot
-		w.woken = woken
-		if !waitSlot {
-			s.holdLocked(w)
-		}
-		s.workers[job.ID] = w
-		if waitSlot {
-			s.boundQuietLocked()
-		}
-		s.wg.Add(1)
-		s.mu.Unlock()
-		go func() {
-			defer s.wg.Done()
-			if rotated != nil {
-				<-rotated.exited
-			}
-			w.run()
-			s.mu.Lock()
-			s.releaseLocked(w)
-			if s.workers[job.ID] == w { // not a later acceptance of the same job
-				delete(s.workers, job.ID)
-			}
-			if w.pid != "" {
-				delete(s.byPID, w.pid)
-			}
-			rest := len(s.workers) == 0 && !s.stopping
-			s.mu.Unlock()
-			s.publishLoad()
-			if rest {
-				s.returnMemory()
-			}
-			s.spawnAcceptors(0)
-		}()
-		s.spawnAcceptors(0)
-		s.publishLoad()
-		if woken {
-			s.spawnWakeAcceptors()
-		}
+		s.start(newWorker(s, job, lease), rotating, woken, cfg)
 		return
 	}
+}
+
+// start is the end of an acceptor that took w's job: it runs w, or gives
+// the job back when there is no room for it (every slot held and the
+// acceptor not a rotating one, or the server stopping).
+func (s *Server) start(w *worker, rotating, woken bool, cfg Config) {
+	job := w.job
+	s.mu.Lock()
+	s.acceptors--
+	// Workers asked to stop still count until they have exited: they
+	// may still be writing.
+	full := s.active >= s.config().MaxJobs
+	var rotated *worker
+	if full && rotating && !s.stopping && s.live() >= s.config().MaxJobs {
+		// Rotation stops a running job before the new one starts, as
+		// CouchDB does, so max_jobs is never exceeded.
+		if rotated = s.rotationVictim(cfg, s.now()); rotated != nil {
+			rotated.stop(errRotated)
+			s.churn++ // one rotation: this stop and the start below
+		}
+	}
+	// With every slot held, the job waits for one if a gated job
+	// holds one: asked for it, that one hands it on after a round.
+	waitSlot := full && rotated == nil && !s.stopping && s.anyGatedLocked()
+	if s.stopping || full && rotated == nil && !waitSlot {
+		s.mu.Unlock()
+		s.settled("give back accepted", job, s.q.Resubmit(context.Background(), job, time.Time{}, nil))
+		return
+	}
+	// Only rotations count toward max_churn: a job taking a free slot
+	// (a new one, or one a stopped job left) starts at once, as
+	// CouchDB starts a new job when there is room, so a first rotation
+	// is not held back a whole interval by the jobs that filled the
+	// slots.
+	w.needSlot = waitSlot
+	w.woken = woken
+	if !waitSlot {
+		s.holdLocked(w)
+	}
+	s.workers[job.ID] = w
+	if waitSlot {
+		s.boundQuietLocked()
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		if rotated != nil {
+			<-rotated.exited
+		}
+		w.run()
+		s.ended(w)
+	}()
+	s.spawnAcceptors(0)
+	s.publishLoad()
+	if woken {
+		s.spawnWakeAcceptors()
+	}
+}
+
+// ended forgets a worker whose run has returned and lets an acceptor take
+// its place.
+func (s *Server) ended(w *worker) {
+	s.mu.Lock()
+	s.releaseLocked(w)
+	if s.workers[w.job.ID] == w { // not a later acceptance of the same job
+		delete(s.workers, w.job.ID)
+	}
+	if w.pid != "" {
+		delete(s.byPID, w.pid)
+	}
+	rest := len(s.workers) == 0 && !s.stopping
+	s.mu.Unlock()
+	s.publishLoad()
+	if rest {
+		s.returnMemory()
+	}
+	s.spawnAcceptors(0)
 }
 
 // wakeAcceptors bounds the acceptors that woken jobs bring up. One write

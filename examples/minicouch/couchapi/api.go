@@ -15,6 +15,7 @@ import (
 
 	"github.com/couchepi/couchepi/examples/minicouch/auth"
 	"github.com/couchepi/couchepi/examples/minicouch/config"
+	"github.com/couchepi/couchepi/examples/minicouch/mango"
 	"github.com/couchepi/couchepi/examples/minicouch/store"
 	"github.com/couchepi/couchepi/hooks"
 	"github.com/couchepi/couchepi/host"
@@ -59,7 +60,7 @@ type Options struct {
 
 // Server is minicouch's HTTP handler. It also implements hooks.Services.
 type Server struct {
-	mango   mangoIndexes // built Mango indexes
+	mango   mango.Indexes // built Mango indexes
 	store   *store.Store
 	cfg     *config.Config
 	auth    *auth.Authenticator

@@ -80,7 +80,9 @@ func reduceGroup(m *jsfilter.Mapper, fn string, rows []Row) (any, error) {
 	return m.Reduce(fn, keys, values, false)
 }
 
-// addValues is _sum's addition: numbers, or arrays of numbers elementwise.
+// addValues is _sum's addition: numbers, or arrays of numbers elementwise,
+// a number with an array being the array [number], as in CouchDB's
+// couch_query_servers:sum_values/2 (whose sum starts at 0 too).
 func addValues(a, b any) any {
 	af, aok := a.(float64)
 	bf, bok := b.(float64)
@@ -88,8 +90,8 @@ func addValues(a, b any) any {
 		return af + bf
 	}
 	al, _ := a.([]any)
-	if aok && af == 0 {
-		al = nil
+	if aok {
+		al = []any{af}
 	}
 	bl, _ := b.([]any)
 	if !bok && bl == nil {

@@ -77,3 +77,14 @@ func TestReduceBuiltins(t *testing.T) {
 		}
 	}
 }
+
+// TestSumMixed: _sum of numbers and arrays of numbers, a number counting
+// as [number], as CouchDB's sum_values/2 adds them.
+func TestSumMixed(t *testing.T) {
+	rows := rowsOf("a", "k", 1.0, "b", "k", 2.0, "c", "k", []any{3.0, 1.0}, "d", "k", 4.0, "e", "j", []any{})
+	got, err := reduceRows(nil, "_sum", rows, &Query{Group: true})
+	want := []Row{{Key: "k", Value: []any{10.0, 1.0}}, {Key: "j", Value: []any{0.0}}}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("%v (%v), want %v", got, err, want)
+	}
+}

@@ -1,7 +1,8 @@
 // Package couchapi is minicouch's CouchDB 3.x HTTP API: server, database,
 // document, attachment and replication-protocol endpoints over the store,
 // with authentication, `_security` enforcement and the couchepi host's hooks
-// called on every write, read, db create and db delete.
+// called on every write, read, db create and db delete. It speaks HTTP and
+// leaves the work to the store, mango (queries) and views (map/reduce).
 package couchapi
 
 import (

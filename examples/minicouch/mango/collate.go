@@ -1,5 +1,8 @@
-// Package mango matches JSON documents against CouchDB Mango selectors, as
-// used by the `_selector` filter of `_changes` and by `_find`.
+// Package mango is minicouch's Mango query engine: selectors compiled and
+// matched against JSON documents (the `_selector` filter of `_changes`,
+// `_find`, partial indexes), CouchDB's collation, json indexes kept in
+// memory and brought up to date from the changes feed, and the `_find`
+// planner (Plan: which index serves a query) and executor (Indexes.Find).
 package mango
 
 import (

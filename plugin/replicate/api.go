@@ -58,6 +58,9 @@ type Options struct {
 	Logger hclog.Logger
 	// Pool is the shared HTTP pool (nil = a private pool closed when Run returns).
 	Pool *couchclient.Pool
+	// Group is the group of runs this one shares reads of common sources
+	// with and adds its counters to (nil = a group of its own).
+	Group *Group
 	// ServerUUID is the local server's uuid, an input of the replication id.
 	ServerUUID string
 	// RepID is a precomputed replication id (nil = computed, fetching filter code).

@@ -69,8 +69,10 @@ type changesReader struct {
 	record  *[]change
 	// rounds is set while the reader reads in rounds (see run.batcher).
 	rounds atomic.Bool
-	// srcKey is the run's endpointKey of the source (see sharedKey).
+	// srcKey is the run's endpointKey of the source (see sharedKey);
+	// group, the run's Group, whose windows the reader shares.
 	srcKey string
+	group  *Group
 }
 
 // roundLinger is how long after its slot was last asked for a run keeps
@@ -232,10 +234,10 @@ func (r *changesReader) readRound(ctx context.Context, since json.RawMessage, ch
 		return r.request(ctx, since, r.roundRows())
 	}
 	limit := r.roundRows()
-	rows, atEnd, ok := sharedGet(key, since, changed, limit)
+	rows, atEnd, ok := r.group.changes.get(key, since, changed, limit)
 	var last json.RawMessage
 	if ok {
-		totals.sharedReads.Add(1)
+		r.group.totals.sharedReads.Add(1)
 		for _, c := range rows {
 			if err := r.emit(ctx, c); err != nil {
 				return last != nil, last, err
@@ -254,7 +256,7 @@ func (r *changesReader) readRound(ctx context.Context, since json.RawMessage, ch
 		last = l
 	}
 	if err == nil && len(read) < limit-len(rows) {
-		sharedPut(key, since, read, changed)
+		r.group.changes.put(key, since, read, changed)
 	}
 	return progressed || len(rows) > 0, last, err
 }
@@ -437,7 +439,7 @@ func (r *changesReader) emit(ctx context.Context, c change) error {
 	}
 	select {
 	case r.out <- c:
-		totals.changesRead.Add(1)
+		r.group.totals.changesRead.Add(1)
 		seq := c.Seq
 		if c.ID == "" {
 			seq = c.LastSeq

@@ -66,8 +66,9 @@ func TestResume(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			group := new(Group)
 			run := func(ctx context.Context, o Options) error {
-				o.ServerUUID, o.RepID = uuid, &id
+				o.ServerUUID, o.RepID, o.Group = uuid, &id, group
 				_, err := Run(ctx, rep, o)
 				return err
 			}
@@ -85,7 +86,7 @@ func TestResume(t *testing.T) {
 			}
 
 			p.resetCounts()
-			resumes := ReadTotals().Resumes
+			resumes := group.Stats().Resumes
 			var again *Resume
 			if err := run(context.Background(), Options{IdleAfter: 500 * time.Millisecond, Resume: hint, OnResume: func(h *Resume) { again = h }}); !errors.Is(err, ErrIdle) {
 				t.Fatalf("resumed run: %v, want ErrIdle", err)
@@ -95,7 +96,7 @@ func TestResume(t *testing.T) {
 			counts := fmt.Sprint(p.counts)
 			read := p.counts["GET "+id.Base] // the checkpoint docs
 			p.mu.Unlock()
-			if got := ReadTotals().Resumes - resumes; got != map[bool]int64{true: 1, false: 0}[tc.resumed] {
+			if got := group.Stats().Resumes - resumes; got != map[bool]int64{true: 1, false: 0}[tc.resumed] {
 				t.Errorf("%d resumed starts, want resumed %v (requests %s)", got, tc.resumed, counts)
 			}
 			// Resumed: the source's checkpoint only; else both, the

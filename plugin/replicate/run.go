@@ -32,11 +32,12 @@ const (
 
 // run is the state of one replication run.
 type run struct {
-	rep  *parse.Rep
-	opts Options
-	log  hclog.Logger
-	src  *couchclient.Client
-	tgt  *couchclient.Client
+	rep   *parse.Rep
+	opts  Options
+	group *Group // opts.Group, or the run's own
+	log   hclog.Logger
+	src   *couchclient.Client
+	tgt   *couchclient.Client
 
 	repID     parse.RepID
 	sessionID string
@@ -94,9 +95,13 @@ func Run(ctx context.Context, rep *parse.Rep, opts Options) (*Result, error) {
 		opts.Pool = couchclient.NewPool(couchclient.PoolOptions{Logger: opts.Logger})
 		defer opts.Pool.Close()
 	}
+	if opts.Group == nil {
+		opts.Group = new(Group)
+	}
 	r := &run{
 		rep:             rep,
 		opts:            opts,
+		group:           opts.Group,
 		log:             opts.Logger.With("source", rep.Source.RedactedURL(), "target", rep.Target.RedactedURL()),
 		src:             opts.Pool.Endpoint(rep.Source, rep),
 		tgt:             opts.Pool.Endpoint(rep.Target, rep),
@@ -105,6 +110,7 @@ func Run(ctx context.Context, rep *parse.Rep, opts Options) (*Result, error) {
 		startTime:       time.Now(),
 		missingDocRetry: missingDocRetry,
 	}
+	r.stats.bind(&r.group.totals)
 	if opts.MissingDocRetry > 0 {
 		r.missingDocRetry = opts.MissingDocRetry
 	}
@@ -136,7 +142,7 @@ func (r *run) startWatched(ctx context.Context) error {
 	defer t.Stop()
 	err := r.start(sctx)
 	if err != nil && ctx.Err() == nil && context.Cause(sctx) == stalled {
-		totals.stalls.Add(1)
+		r.group.totals.stalls.Add(1)
 		r.log.Warn("replication stalled at its start", "error", stalled.Reason)
 		return stalled
 	}
@@ -151,7 +157,7 @@ func (r *run) start(ctx context.Context) error {
 		return err
 	}
 	if resumed {
-		totals.resumes.Add(1)
+		r.group.totals.resumes.Add(1)
 		r.log = r.log.With("replication_id", r.repID.String())
 		r.startFrom(startPoint{seq: r.opts.Resume.Seq(), history: srcDoc.Body.History})
 		return nil
@@ -342,7 +348,7 @@ func (r *run) loop(parent context.Context) (*Result, error) {
 	changes := make(chan change, buffer)
 	reader := &changesReader{src: r.src, rep: r.rep, log: r.log, out: changes, wait: 250 * time.Millisecond,
 		maxIDLen: r.opts.MaxDocumentIDLength, onIDTooLong: r.idTooLong,
-		through: r.tracker.waitThrough, quiet: &r.quiet, srcKey: r.srcKey}
+		through: r.tracker.waitThrough, quiet: &r.quiet, srcKey: r.srcKey, group: r.group}
 	if r.rep.Continuous {
 		reader.slot = r.opts.Slot
 		if r.opts.Woken {
@@ -352,14 +358,14 @@ func (r *run) loop(parent context.Context) (*Result, error) {
 	go func() {
 		if err := reader.run(readerCtx, r.startSeq); err != nil && readerCtx.Err() == nil {
 			if !isDocWriteFailure(err) { // an id too long, with doc_write_failure "fail"
-				totals.changesReadFailures.Add(1)
+				r.group.totals.changesReadFailures.Add(1)
 			}
 			fail(err)
 		}
 	}()
 	// workers_started counts worker_processes per run, as CouchDB's
 	// stat does; the pool starts them as batches need them.
-	totals.workersStarted.Add(int64(workers))
+	r.group.totals.workersStarted.Add(int64(workers))
 	pool := newWorkerPool(workers, workerIdle, func(b *batch) bool {
 		if err := r.process(workCtx, b); err != nil {
 			if workCtx.Err() == nil {
@@ -598,7 +604,7 @@ func (r *run) checkpoint(ctx context.Context) (err error) {
 		return nil
 	}
 	defer func() {
-		tallyCheckpoint(err)
+		r.group.totals.tallyCheckpoint(err)
 		if errors.Is(err, ErrSkipCheckpoint) {
 			err = nil
 		}

@@ -11,7 +11,7 @@ import (
 	"github.com/couchepi/couchepi/parse"
 )
 
-// Rounds of runs reading one source share their reads. In a fan-out, one
+// Rounds of runs of one Group reading one source share their reads. In a fan-out, one
 // write signals every run reading the source; the first to read it
 // appends the rows to the source's window of recent changes, and the
 // others take them from there instead of each asking the source.
@@ -42,11 +42,12 @@ type window struct {
 	endChanged <-chan struct{}
 }
 
-var sharedChanges = struct {
+// changeWindows are the windows of a Group's sources, by sharedKey.
+type changeWindows struct {
 	mu      sync.Mutex
 	windows map[string]*window
 	rows    int // in all windows
-}{windows: map[string]*window{}}
+}
 
 // sharedKey names what the reader reads, for sharing: the source endpoint
 // (srcKey: with its credentials, hashed, so runs of different users do
@@ -74,13 +75,13 @@ func endpointKey(rep *parse.Rep) string {
 	return string(sum[:])
 }
 
-// sharedGet returns at most limit changes after since from key's window,
-// and whether they reach the source's end for a reader armed with
-// changed. ok is false when since is not in the window.
-func sharedGet(key string, since json.RawMessage, changed <-chan struct{}, limit int) (rows []change, atEnd, ok bool) {
-	sharedChanges.mu.Lock()
-	defer sharedChanges.mu.Unlock()
-	w := sharedChanges.windows[key]
+// get returns at most limit changes after since from key's window, and
+// whether they reach the source's end for a reader armed with changed. ok
+// is false when since is not in the window.
+func (cw *changeWindows) get(key string, since json.RawMessage, changed <-chan struct{}, limit int) (rows []change, atEnd, ok bool) {
+	cw.mu.Lock()
+	defer cw.mu.Unlock()
+	w := cw.windows[key]
 	if w == nil {
 		return nil, false, false
 	}
@@ -109,28 +110,31 @@ func (w *window) find(since json.RawMessage) int {
 	return -1
 }
 
-// sharedPut records a read of every change after since up to the
-// source's end, made with changed armed: it extends key's window when
-// since is its end, and starts a new one when since is not in it.
-func sharedPut(key string, since json.RawMessage, rows []change, changed <-chan struct{}) {
+// put records a read of every change after since up to the source's
+// end, made with changed armed: it extends key's window when since is its
+// end, and starts a new one when since is not in it.
+func (cw *changeWindows) put(key string, since json.RawMessage, rows []change, changed <-chan struct{}) {
 	if isClosed(changed) {
 		return
 	}
-	sharedChanges.mu.Lock()
-	defer sharedChanges.mu.Unlock()
-	w := sharedChanges.windows[key]
+	cw.mu.Lock()
+	defer cw.mu.Unlock()
+	if cw.windows == nil {
+		cw.windows = map[string]*window{}
+	}
+	w := cw.windows[key]
 	if w != nil {
 		switch i := w.find(since); {
 		case i == len(w.rows):
-			sharedChanges.rows -= len(w.rows)
+			cw.rows -= len(w.rows)
 			w.rows = append(w.rows, rows...)
 			if n := len(w.rows) - sharedRows; n > 0 {
 				w.since = w.rows[n-1].Seq
 				w.rows = append([]change(nil), w.rows[n:]...)
 			}
-			sharedChanges.rows += len(w.rows)
+			cw.rows += len(w.rows)
 			w.endChanged = changed
-			boundWindows()
+			cw.bound()
 			return
 		case i >= 0:
 			return // a read from inside the window: it has nothing newer to say
@@ -140,29 +144,28 @@ func sharedPut(key string, since json.RawMessage, rows []change, changed <-chan 
 		return
 	}
 	if w != nil {
-		sharedChanges.rows -= len(w.rows) + 1
+		cw.rows -= len(w.rows) + 1
 	}
 	// An empty window still says "nothing after since" to the others.
-	sharedChanges.windows[key] = &window{since: since, rows: rows, endChanged: changed}
-	sharedChanges.rows += len(rows) + 1
-	boundWindows()
+	cw.windows[key] = &window{since: since, rows: rows, endChanged: changed}
+	cw.rows += len(rows) + 1
+	cw.bound()
 }
 
-// boundWindows drops windows while the windows hold more than
-// sharedTotalRows rows, the ones past their signal first. Callers hold
-// sharedChanges.mu.
-func boundWindows() {
-	if sharedChanges.rows <= sharedTotalRows {
+// bound drops windows while the windows hold more than sharedTotalRows
+// rows, the ones past their signal first. Callers hold cw.mu.
+func (cw *changeWindows) bound() {
+	if cw.rows <= sharedTotalRows {
 		return
 	}
 	for _, stale := range []bool{true, false} {
-		for k, w := range sharedChanges.windows {
-			if sharedChanges.rows <= sharedTotalRows*3/4 {
+		for k, w := range cw.windows {
+			if cw.rows <= sharedTotalRows*3/4 {
 				return
 			}
 			if !stale || isClosed(w.endChanged) {
-				sharedChanges.rows -= len(w.rows) + 1
-				delete(sharedChanges.windows, k)
+				cw.rows -= len(w.rows) + 1
+				delete(cw.windows, k)
 			}
 		}
 	}
@@ -183,35 +186,38 @@ const (
 	sharedDocBytes  = 64 << 10
 )
 
-var sharedRevs = struct {
+// sharedRevs are the revisions a Group's runs fetched, by revKey.
+type sharedRevs struct {
 	mu    sync.Mutex
 	docs  map[string]json.RawMessage
 	order []string // keys, oldest first, from head on
 	head  int
 	bytes int
-}{docs: map[string]json.RawMessage{}}
+}
 
 // revKey names a revision of a doc of the source named src (endpointKey).
 func revKey(src, id, rev string) string { return src + "\x00" + id + "\x00" + rev }
 
-// sharedDoc returns the kept body of a revision.
-func sharedDoc(key string) (json.RawMessage, bool) {
-	sharedRevs.mu.Lock()
-	defer sharedRevs.mu.Unlock()
-	doc, ok := sharedRevs.docs[key]
+// get returns the kept body of a revision.
+func (sr *sharedRevs) get(key string) (json.RawMessage, bool) {
+	sr.mu.Lock()
+	defer sr.mu.Unlock()
+	doc, ok := sr.docs[key]
 	return doc, ok
 }
 
-// shareDoc keeps a copy of a revision's body, forgetting the oldest kept
+// put keeps a copy of a revision's body, forgetting the oldest kept
 // beyond sharedDocs revisions or sharedDocsBytes.
-func shareDoc(key string, doc json.RawMessage) {
+func (sr *sharedRevs) put(key string, doc json.RawMessage) {
 	if len(doc) > sharedDocBytes {
 		return
 	}
 	doc = append(json.RawMessage(nil), doc...)
-	sr := &sharedRevs
 	sr.mu.Lock()
 	defer sr.mu.Unlock()
+	if sr.docs == nil {
+		sr.docs = map[string]json.RawMessage{}
+	}
 	if _, ok := sr.docs[key]; ok {
 		return
 	}
@@ -243,10 +249,11 @@ const updateSeqShare = time.Second
 // more than a second ago is read again anyway).
 const sharedUpdateSeqsSweep = 4096
 
-var sharedUpdateSeqs = struct {
+// updateSeqs are the update_seqs a Group's runs read, by endpointKey.
+type updateSeqs struct {
 	mu sync.Mutex
-	m  map[string]updateSeqRead // by endpointKey
-}{m: map[string]updateSeqRead{}}
+	m  map[string]updateSeqRead
+}
 
 type updateSeqRead struct {
 	seq json.RawMessage
@@ -257,7 +264,7 @@ type updateSeqRead struct {
 // of the same source (and user) read it less than updateSeqShare ago, or
 // read now.
 func (r *run) sourceUpdateSeq(ctx context.Context) (json.RawMessage, error) {
-	s := &sharedUpdateSeqs
+	s := &r.group.seqs
 	now := time.Now()
 	s.mu.Lock()
 	e, ok := s.m[r.srcKey]
@@ -271,6 +278,9 @@ func (r *run) sourceUpdateSeq(ctx context.Context) (json.RawMessage, error) {
 	}
 	if r.srcKey != "" {
 		s.mu.Lock()
+		if s.m == nil {
+			s.m = map[string]updateSeqRead{}
+		}
 		if len(s.m) >= sharedUpdateSeqsSweep {
 			for k, old := range s.m {
 				if now.Sub(old.at) >= updateSeqShare {

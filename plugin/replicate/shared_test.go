@@ -16,6 +16,7 @@ import (
 // armed with the same, still open, signal; reads that go on from the end
 // extend it.
 func TestSharedWindow(t *testing.T) {
+	var cw changeWindows
 	key := t.Name()
 	rows := func(from, to int) []change {
 		var out []change
@@ -39,7 +40,7 @@ func TestSharedWindow(t *testing.T) {
 		gets []get
 	}{
 		{"nothing kept", nil, []get{{0, ch1, 10, "miss", false}}},
-		{"a read from 0 to the end", func() { sharedPut(key, seq(0), rows(1, 3), ch1) }, []get{
+		{"a read from 0 to the end", func() { cw.put(key, seq(0), rows(1, 3), ch1) }, []get{
 			{0, ch1, 10, "d1 d2 d3", true},
 			{2, ch1, 10, "d3", true},
 			{3, ch1, 10, "", true},
@@ -50,11 +51,11 @@ func TestSharedWindow(t *testing.T) {
 		{"the signal fired: the end is no longer the source's", func() { close(ch1) }, []get{
 			{1, ch1, 10, "d2 d3", false},
 		}},
-		{"a read on from the end extends the window", func() { sharedPut(key, seq(3), rows(4, 5), ch2) }, []get{
+		{"a read on from the end extends the window", func() { cw.put(key, seq(3), rows(4, 5), ch2) }, []get{
 			{1, ch2, 10, "d2 d3 d4 d5", true},
 			{5, ch2, 10, "", true},
 		}},
-		{"a read from inside the window changes nothing", func() { sharedPut(key, seq(2), rows(3, 6), ch2) }, []get{
+		{"a read from inside the window changes nothing", func() { cw.put(key, seq(2), rows(3, 6), ch2) }, []get{
 			{5, ch2, 10, "", true},
 		}},
 	}
@@ -63,7 +64,7 @@ func TestSharedWindow(t *testing.T) {
 			st.do()
 		}
 		for _, g := range st.gets {
-			got, atEnd, ok := sharedGet(key, seq(g.since), g.changed, g.limit)
+			got, atEnd, ok := cw.get(key, seq(g.since), g.changed, g.limit)
 			var ids []string
 			for _, c := range got {
 				ids = append(ids, c.ID)
@@ -82,23 +83,24 @@ func TestSharedWindow(t *testing.T) {
 // TestSharedDocs: a fetched revision is served by id and rev to runs of
 // the same source, the oldest forgotten first beyond sharedDocs.
 func TestSharedDocs(t *testing.T) {
+	var sr sharedRevs
 	src := t.Name()
-	shareDoc(revKey(src, "a", "1-x"), json.RawMessage(`{"_id":"a"}`))
-	if doc, ok := sharedDoc(revKey(src, "a", "1-x")); !ok || string(doc) != `{"_id":"a"}` {
+	sr.put(revKey(src, "a", "1-x"), json.RawMessage(`{"_id":"a"}`))
+	if doc, ok := sr.get(revKey(src, "a", "1-x")); !ok || string(doc) != `{"_id":"a"}` {
 		t.Fatalf("kept revision: %s, %v", doc, ok)
 	}
 	for _, k := range []string{revKey(src, "a", "2-y"), revKey(src+"other", "a", "1-x")} {
-		if _, ok := sharedDoc(k); ok {
+		if _, ok := sr.get(k); ok {
 			t.Fatalf("%q served", k)
 		}
 	}
 	for i := 0; i < sharedDocs; i++ {
-		shareDoc(revKey(src, fmt.Sprint(i), "1-x"), json.RawMessage(`{}`))
+		sr.put(revKey(src, fmt.Sprint(i), "1-x"), json.RawMessage(`{}`))
 	}
-	if _, ok := sharedDoc(revKey(src, "a", "1-x")); ok {
+	if _, ok := sr.get(revKey(src, "a", "1-x")); ok {
 		t.Fatal("oldest revision still kept beyond sharedDocs")
 	}
-	if _, ok := sharedDoc(revKey(src, fmt.Sprint(sharedDocs-1), "1-x")); !ok {
+	if _, ok := sr.get(revKey(src, fmt.Sprint(sharedDocs-1), "1-x")); !ok {
 		t.Fatal("newest revision not kept")
 	}
 }
@@ -111,32 +113,37 @@ func TestSharedWindowsBounded(t *testing.T) {
 	for i := range rows {
 		rows[i] = change{Seq: json.RawMessage(fmt.Sprint(i + 1)), ID: fmt.Sprint(i)}
 	}
+	var cw changeWindows
 	keep := t.Name() + "keep"
-	sharedPut(keep, json.RawMessage("0"), rows, open)
+	cw.put(keep, json.RawMessage("0"), rows, open)
 	for i := 0; i < 2*sharedTotalRows/100; i++ {
 		fired := make(chan struct{})
-		sharedPut(fmt.Sprintf("%s%d", t.Name(), i), json.RawMessage("0"), rows, fired)
+		cw.put(fmt.Sprintf("%s%d", t.Name(), i), json.RawMessage("0"), rows, fired)
 		close(fired) // its source changed since: it goes first
 	}
-	sharedChanges.mu.Lock()
-	n := sharedChanges.rows
-	sharedChanges.mu.Unlock()
+	cw.mu.Lock()
+	n := cw.rows
+	cw.mu.Unlock()
 	if n > sharedTotalRows {
 		t.Fatalf("windows hold %d rows, want at most %d", n, sharedTotalRows)
 	}
-	if _, _, ok := sharedGet(keep, json.RawMessage("0"), open, 1000); !ok {
+	if _, _, ok := cw.get(keep, json.RawMessage("0"), open, 1000); !ok {
 		t.Fatal("a current window was dropped before the stale ones")
 	}
 }
 
-// TestSharedUpdateSeq: runs of one source share its update_seq for
-// changes_pending for a second; after that it is read again.
+// TestSharedUpdateSeq: runs of one source in one Group share its
+// update_seq for changes_pending for a second; after that it is read
+// again. Runs of another Group do not share it.
 func TestSharedUpdateSeq(t *testing.T) {
 	s, p, rep, src, _ := continuousThroughProxy(t, 3)
 	pool := couchclient.NewPool(couchclient.PoolOptions{})
 	t.Cleanup(func() { pool.Close() })
-	newRun := func() *run { return &run{rep: rep, src: pool.Endpoint(rep.Source, rep), srcKey: endpointKey(rep)} }
-	a, b := newRun(), newRun()
+	group := new(Group)
+	newRun := func(g *Group) *run {
+		return &run{rep: rep, src: pool.Endpoint(rep.Source, rep), srcKey: endpointKey(rep), group: g}
+	}
+	a, b := newRun(group), newRun(group)
 	reads := func() int {
 		p.mu.Lock()
 		defer p.mu.Unlock()
@@ -163,6 +170,13 @@ func TestSharedUpdateSeq(t *testing.T) {
 	}
 	if n := reads(); n != 2 || seqNumber(seq) != "5" {
 		t.Errorf("an ask a second later: %d reads, seq %s; want 2 reads, seq 5", n, seq)
+	}
+	// A run of another group reads for itself.
+	if _, err := newRun(new(Group)).sourceUpdateSeq(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := reads(); n != 3 {
+		t.Errorf("a run of another group: %d reads of the source, want 3", n)
 	}
 }
 

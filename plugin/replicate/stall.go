@@ -78,7 +78,7 @@ func (w *stallWatch) check(now time.Time) error {
 	if w.timeout <= 0 || still < w.timeout {
 		return nil
 	}
-	totals.stalls.Add(1)
+	r.group.totals.stalls.Add(1)
 	what := "changes read and not written"
 	if p := r.stats.pendingCount(); p != nil && *p > 0 && len(w.buffered) == 0 && !r.tracker.busy() {
 		what = fmt.Sprintf("%d changes pending at the source", *p)

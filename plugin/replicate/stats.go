@@ -8,11 +8,11 @@ import (
 
 // counters are the live stats of a run, updated by workers without locks.
 type counters struct {
-	missingChecked   tallied[missingCheckedTotal] // also summed in ReadTotals
-	missingFound     tallied[missingFoundTotal]
-	docsRead         tallied[docsReadTotal]
-	docsWritten      tallied[docsWrittenTotal]
-	docWriteFailures tallied[docWriteFailuresTotal]
+	missingChecked   tallied // also summed in the run's Group
+	missingFound     tallied
+	docsRead         tallied
+	docsWritten      tallied
+	docWriteFailures tallied
 	bulkGetDocs      atomic.Int64
 	bulkGetAttempts  atomic.Int64
 	failures         failureLog
@@ -20,6 +20,12 @@ type counters struct {
 	mu           sync.Mutex
 	pending      *int64
 	checkpointed json.RawMessage
+}
+
+// bind makes the tallied counters add to t's sums too.
+func (c *counters) bind(t *totals) {
+	c.missingChecked.sum, c.missingFound.sum = &t.missingChecked, &t.missingFound
+	c.docsRead.sum, c.docsWritten.sum, c.docWriteFailures.sum = &t.docsRead, &t.docsWritten, &t.docWriteFailures
 }
 
 // seed starts the counters at the per-field max of carried-over stats and the checkpoint's newest entry.

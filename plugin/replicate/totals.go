@@ -6,9 +6,9 @@ import (
 	"sync/atomic"
 )
 
-// Totals are the process-wide sums of every run's counters since the
-// plugin started: monotonic, so they can be exposed as Prometheus
-// counters (a run's own Stats start from its checkpoint and die with it).
+// Totals are the sums of the counters of a Group's runs (Group.Stats):
+// monotonic, so they can be exposed as Prometheus counters (a run's own
+// Stats start from its checkpoint and die with it).
 type Totals struct {
 	DocsRead           int64
 	DocsWritten        int64
@@ -38,79 +38,48 @@ type Totals struct {
 	DocWriteFailuresByReason map[string]int64
 }
 
-// totals holds the live process-wide sums.
-var totals struct {
+// totals are the live sums of a Group.
+type totals struct {
 	docsRead, docsWritten, docWriteFailures, missingChecked, missingFound atomic.Int64
 	changesRead, checkpointsSuccess, checkpointsFailure                   atomic.Int64
 	changesReadFailures, workersStarted, sharedReads, sharedDocs          atomic.Int64
 	resumes, stalls                                                       atomic.Int64
+	// failures counts DocWriteFailures by kind, in writeFailureReasons' order.
+	failures [len(writeFailureReasons)]atomic.Int64
 }
 
-// ReadTotals returns the process-wide sums of all runs so far.
-func ReadTotals() Totals {
-	return Totals{
-		DocsRead:            totals.docsRead.Load(),
-		DocsWritten:         totals.docsWritten.Load(),
-		DocWriteFailures:    totals.docWriteFailures.Load(),
-		RevisionsChecked:    totals.missingChecked.Load(),
-		MissingFound:        totals.missingFound.Load(),
-		ChangesRead:         totals.changesRead.Load(),
-		CheckpointsSuccess:  totals.checkpointsSuccess.Load(),
-		CheckpointsFailure:  totals.checkpointsFailure.Load(),
-		ChangesReadFailures: totals.changesReadFailures.Load(),
-		WorkersStarted:      totals.workersStarted.Load(),
-		SharedReads:         totals.sharedReads.Load(),
-		SharedDocs:          totals.sharedDocs.Load(),
-		Resumes:             totals.resumes.Load(),
-		Stalls:              totals.stalls.Load(),
-
-		DocWriteFailuresByReason: readFailureTotals(),
+// addFailure counts one refusal of the given kind (writeFailureReason).
+func (t *totals) addFailure(reason string) {
+	for i, r := range writeFailureReasons {
+		if r == reason {
+			t.failures[i].Add(1)
+			return
+		}
 	}
 }
 
-func readFailureTotals() map[string]int64 {
-	m := make(map[string]int64, len(failureTotals))
-	for r, n := range failureTotals {
-		m[r] = n.Load()
-	}
-	return m
+// tallied is a run counter whose increments also go to its group's sum
+// (counters.bind). Store (seeding a run from its checkpoint) does not:
+// those docs were counted by the run that did the work.
+type tallied struct {
+	atomic.Int64
+	sum *atomic.Int64
 }
 
-// total names the process-wide sum a run counter also adds to.
-type total interface{ sum() *atomic.Int64 }
-
-type docsReadTotal struct{}
-type docsWrittenTotal struct{}
-type docWriteFailuresTotal struct{}
-type missingCheckedTotal struct{}
-type missingFoundTotal struct{}
-
-func (docsReadTotal) sum() *atomic.Int64         { return &totals.docsRead }
-func (docsWrittenTotal) sum() *atomic.Int64      { return &totals.docsWritten }
-func (docWriteFailuresTotal) sum() *atomic.Int64 { return &totals.docWriteFailures }
-func (missingCheckedTotal) sum() *atomic.Int64   { return &totals.missingChecked }
-func (missingFoundTotal) sum() *atomic.Int64     { return &totals.missingFound }
-
-// tallied is a run counter whose increments also go to the process-wide
-// sum T. Store (seeding a run from its checkpoint) does not: those docs
-// were counted by the run that did the work.
-type tallied[T total] struct{ atomic.Int64 }
-
-// Add adds n to the run's counter and to the process-wide sum.
-func (c *tallied[T]) Add(n int64) int64 {
-	var t T
-	t.sum().Add(n)
+// Add adds n to the run's counter and to its group's sum.
+func (c *tallied) Add(n int64) int64 {
+	c.sum.Add(n)
 	return c.Int64.Add(n)
 }
 
 // tallyCheckpoint counts one checkpoint attempt that had something to
 // record; a run being stopped is not a failure.
-func tallyCheckpoint(err error) {
+func (t *totals) tallyCheckpoint(err error) {
 	switch {
 	case err == nil:
-		totals.checkpointsSuccess.Add(1)
+		t.checkpointsSuccess.Add(1)
 	case errors.Is(err, context.Canceled), errors.Is(err, ErrSkipCheckpoint):
 	default:
-		totals.checkpointsFailure.Add(1)
+		t.checkpointsFailure.Add(1)
 	}
 }

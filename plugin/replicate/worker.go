@@ -193,14 +193,14 @@ func (r *run) bulkGet(ctx context.Context, revs []missingRev, w *bulkWriter, hel
 	// Revisions another run of the same source just fetched (shared.go).
 	need := revs[:0:0]
 	for _, m := range revs {
-		doc, ok := sharedDoc(revKey(r.srcKey, m.id, m.rev))
+		doc, ok := r.group.revs.get(revKey(r.srcKey, m.id, m.rev))
 		if !ok {
 			need = append(need, m)
 			continue
 		}
 		r.stats.docsRead.Add(1)
 		r.stats.bulkGetDocs.Add(1)
-		totals.sharedDocs.Add(1)
+		r.group.totals.sharedDocs.Add(1)
 		if err := w.add(ctx, doc); err != nil {
 			return nil, err
 		}
@@ -255,7 +255,7 @@ func (r *run) bulkGet(ctx context.Context, revs []missingRev, w *bulkWriter, hel
 		}
 		got++
 		r.stats.docsRead.Add(1)
-		shareDoc(revKey(r.srcKey, m.id, m.rev), results[i].Docs[0].OK)
+		r.group.revs.put(revKey(r.srcKey, m.id, m.rev), results[i].Docs[0].OK)
 		if err := w.add(ctx, results[i].Docs[0].OK); err != nil {
 			return nil, err
 		}

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/couchepi/couchepi/internal/repeatlog"
@@ -16,7 +15,7 @@ import (
 // max_document_size, …) is counted in doc_write_failures, as in CouchDB;
 // couchepi also keeps which ones and why (issue #31): the last
 // MaxFailedDocs of them and a count per kind of refusal in the run's
-// Stats, a process-wide count per kind for Prometheus, and a log line at
+// Stats, a count per kind in the run's Group (Prometheus), and a log line at
 // most once a minute per run. With `doc_write_failure: "fail"` the first
 // one ends the run instead (ErrDocWriteFailed).
 
@@ -75,16 +74,6 @@ var writeFailureReasons = [...]string{ReasonForbidden, ReasonUnauthorized, Reaso
 
 // WriteFailureReasons returns every kind of refusal, in a fixed order.
 func WriteFailureReasons() []string { return append([]string(nil), writeFailureReasons[:]...) }
-
-// failureTotals are the process-wide counts per kind (Totals); the map is
-// only read after init.
-var failureTotals = func() map[string]*atomic.Int64 {
-	m := make(map[string]*atomic.Int64, len(writeFailureReasons))
-	for _, r := range writeFailureReasons {
-		m[r] = new(atomic.Int64)
-	}
-	return m
-}()
 
 // writeFailureReason classifies a refusal by the target's error name,
 // else by its status.
@@ -216,7 +205,7 @@ func (r *run) docWriteFailed(f FailedDoc) error {
 	f.Time = now.Unix()
 	reason := writeFailureReason(f.Status, f.Error)
 	r.stats.docWriteFailures.Add(1)
-	failureTotals[reason].Add(1)
+	r.group.totals.addFailure(reason)
 	if logIt, unlogged := r.stats.failures.add(f, reason, now); logIt {
 		r.log.Warn("target refused a document; counted in doc_write_failures (logged at most once a minute)",
 			"doc_id", f.ID, "rev", f.Rev, "status", f.Status, "error", f.Error, "reason", f.Reason,

@@ -60,7 +60,7 @@ func sourceRevs(t *testing.T, s *testServer, db string) map[string]string {
 // _bulk_docs or in their own PUT (attachments), and a doc whose id is
 // longer than max_document_id_length are counted in doc_write_failures
 // and by kind, kept in the run's stats with their revision, status,
-// error and reason, and counted process-wide; the others are written.
+// error and reason, and counted in the run's Group; the others are written.
 func TestWriteFailures(t *testing.T) {
 	s := startServer(t)
 	tgtS, tgt := refusingTarget(t)
@@ -98,11 +98,11 @@ func TestWriteFailures(t *testing.T) {
 		s.mustDo(t, "PUT", src+"/"+id, doc)
 	}
 	revs := sourceRevs(t, s, src)
-	before := ReadTotals()
+	group := new(Group)
 
 	rep := testRep(s, src, tgt)
 	rep.Target = tgtS.endpoint(tgt)
-	res := runRep(t, rep, Options{MaxDocumentIDLength: 100})
+	res := runRep(t, rep, Options{MaxDocumentIDLength: 100, Group: group})
 
 	st := res.Stats
 	if st.DocWriteFailures != 8 || st.DocsWritten != 20 {
@@ -112,10 +112,10 @@ func TestWriteFailures(t *testing.T) {
 	if fmt.Sprint(st.DocWriteFailuresByReason) != fmt.Sprint(wantKinds) {
 		t.Errorf("by reason %v, want %v", st.DocWriteFailuresByReason, wantKinds)
 	}
-	after := ReadTotals()
+	totals := group.Stats()
 	for _, r := range WriteFailureReasons() {
-		if got := after.DocWriteFailuresByReason[r] - before.DocWriteFailuresByReason[r]; got != wantKinds[r] {
-			t.Errorf("process-wide %s: +%d, want +%d", r, got, wantKinds[r])
+		if got := totals.DocWriteFailuresByReason[r]; got != wantKinds[r] {
+			t.Errorf("group's %s: %d, want %d", r, got, wantKinds[r])
 		}
 	}
 	if len(st.FailedDocs) != len(want) {

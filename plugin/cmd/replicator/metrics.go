@@ -22,14 +22,17 @@ func (p *replicator) Metrics() prometheus.Gatherer {
 	return metricsRegistry
 }
 
-// metricsSources hands the collector the started job records and pool.
+// metricsSources hands the collector the totals of the replications
+// (counted for the plugin's life, also after Stop), and the started job
+// records and pool.
 func (p *replicator) metricsSources() metrics.Sources {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	src := metrics.Sources{Runs: p.runs}
 	if !p.started {
-		return metrics.Sources{}
+		return src
 	}
-	src := metrics.Sources{Records: p.recs, Pool: p.pool, LagAlert: p.serverConf.LagAlert}
+	src.Records, src.Pool, src.LagAlert = p.recs, p.pool, p.serverConf.LagAlert
 	if p.server != nil {
 		src.Lags = p.server.Lags
 	}

@@ -44,6 +44,7 @@ type replicator struct {
 	store   kv.Store
 	queue   *jobs.Queue
 	pool    *couchclient.Pool
+	runs    *replicate.Group // the job server's replications, for the plugin's life
 	front   *frontend.Frontend
 	server  *jobserver.Server
 	mon     *monitor.Handler
@@ -60,7 +61,7 @@ type replicator struct {
 }
 
 func newReplicator(log hclog.Logger) *replicator {
-	return &replicator{log: log, serverConf: jobserver.DefaultConfig(), parseOpts: parse.DefaultOptions()}
+	return &replicator{log: log, serverConf: jobserver.DefaultConfig(), parseOpts: parse.DefaultOptions(), runs: new(replicate.Group)}
 }
 
 // Info declares the hooks and routes of the replicator. A node that is not
@@ -209,7 +210,7 @@ func (p *replicator) start(ctx context.Context, host hooks.Services, stc storeCo
 	if nt.replication {
 		// On a shared queue the doc of a job may live on another server:
 		// the api_frontend that has it writes its terminal state.
-		server = jobserver.New(jobserver.Options{Queue: q, Keys: keys.Keyring, Services: host, Logger: p.log, Pool: pool, ServerUUID: info.UUID, Node: info.Node, RepID: repID,
+		server = jobserver.New(jobserver.Options{Queue: q, Keys: keys.Keyring, Services: host, Logger: p.log, Pool: pool, Group: p.runs, ServerUUID: info.UUID, Node: info.Node, RepID: repID,
 			SkipDocStates: stc.kind != "bolt", Parker: parker{waker}, Replaces: previousProcess(info.Node)}, sc)
 		// A single-owner (bolt) store's running jobs were left by a dead
 		// process; in a shared store they may be another node's, and the

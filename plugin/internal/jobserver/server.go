@@ -46,6 +46,10 @@ type Options struct {
 	Services hooks.Services
 	Logger   hclog.Logger
 	Pool     *couchclient.Pool
+	// Group is the replicate.Group of the server's runs: they share their
+	// reads of common sources and sum their counters in it (nil: the
+	// server makes one of its own).
+	Group *replicate.Group
 	// ServerUUID and Node come from the server's info (rep ids, monitoring).
 	ServerUUID, Node string
 	// RepID computes a replication id; nil = replicate.ComputeRepID.
@@ -143,6 +147,9 @@ func New(opts Options, cfg Config) *Server {
 	}
 	if opts.RepID == nil {
 		opts.RepID = computeRepID(opts)
+	}
+	if opts.Group == nil {
+		opts.Group = new(replicate.Group)
 	}
 	s := &Server{
 		opts:      opts,

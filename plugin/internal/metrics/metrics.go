@@ -1,7 +1,7 @@
 // Package metrics is the replicator's Prometheus collector. It reads, at
-// scrape time, the job records (job states), the process-wide replication
-// totals of package replicate and the HTTP counters of the couchclient
-// pool. Metrics CouchDB 3 also has keep its names as CouchDB's
+// scrape time, the job records (job states), the totals of the replication
+// runs (replicate.Group), the event counts of the replicator's components
+// and the HTTP counters of the couchclient pool. Metrics CouchDB 3 also has keep its names as CouchDB's
 // `/_node/_local/_prometheus` renders them (couchdb_couch_replicator_*,
 // counters with a _total suffix); the others are couchepi_replicator_*.
 package metrics
@@ -24,10 +24,13 @@ import (
 )
 
 // Sources are what the collector reads at each scrape. A zero Records.Q or
-// a nil Pool (the replicator is not started) leaves their metrics out.
+// a nil Pool (the replicator is not started) leaves their metrics out; a
+// nil component counts nothing yet (its counters are 0).
 type Sources struct {
 	Records jobstore.Records
 	Pool    *couchclient.Pool
+	// Runs is the group of the replications this node runs.
+	Runs *replicate.Group
 	// Lags returns the lag (jobdata.Stats.LagSec) of every job this node
 	// runs; nil on a node that runs none.
 	Lags func() []int64
@@ -191,7 +194,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
 
-	t := replicate.ReadTotals()
+	src := c.sources()
+	var t replicate.Totals
+	if src.Runs != nil {
+		t = src.Runs.Stats()
+	}
 	counter(checkpointsSuccess, float64(t.CheckpointsSuccess))
 	counter(checkpointsFailure, float64(t.CheckpointsFailure))
 	counter(docsRead, float64(t.DocsRead))
@@ -225,7 +232,6 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(wakes, float64(park.Wakes()))
 	counter(handoffs, float64(jc.Handoffs))
 
-	src := c.sources()
 	if src.Lags != nil {
 		lagMetrics(ch, src.Lags(), src.LagAlert)
 	}

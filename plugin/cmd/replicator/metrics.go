@@ -23,12 +23,12 @@ func (p *replicator) Metrics() prometheus.Gatherer {
 }
 
 // metricsSources hands the collector the totals of the replications
-// (counted for the plugin's life, also after Stop), and the started job
-// records and pool.
+// (counted for the plugin's life), the components last started, whose
+// counts stay readable after Stop, and the started job records and pool.
 func (p *replicator) metricsSources() metrics.Sources {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	src := metrics.Sources{Runs: p.runs}
+	src := metrics.Sources{Runs: p.runs, Frontend: p.front, Server: p.server, Waker: p.waker}
 	if !p.started {
 		return src
 	}

@@ -2,18 +2,19 @@ package frontend
 
 import "sync/atomic"
 
-// Counts are the frontend's event counts since the process started, for
-// CouchDB's couch_replicator stats.
-type Counts struct {
+// Stats are a frontend's event counts since New, for CouchDB's
+// couch_replicator stats.
+type Stats struct {
 	JobsAdded   uint64 // jobs added or replaced for a doc or a _replicate body (jobs.adds)
 	JobsRemoved uint64 // jobs removed for a deleted doc or db, or a cancel (jobs.removes)
 	DBScans     uint64 // replicator dbs read from their start (db_scans)
 }
 
-// counts holds the live Counts.
-var counts struct{ jobsAdded, jobsRemoved, dbScans atomic.Uint64 }
+// counters are a Frontend's live Stats.
+type counters struct{ jobsAdded, jobsRemoved, dbScans atomic.Uint64 }
 
-// ReadCounts returns the counts so far.
-func ReadCounts() Counts {
-	return Counts{JobsAdded: counts.jobsAdded.Load(), JobsRemoved: counts.jobsRemoved.Load(), DBScans: counts.dbScans.Load()}
+// Stats returns the frontend's counts so far.
+func (f *Frontend) Stats() Stats {
+	c := &f.counts
+	return Stats{JobsAdded: c.jobsAdded.Load(), JobsRemoved: c.jobsRemoved.Load(), DBScans: c.dbScans.Load()}
 }

@@ -174,9 +174,9 @@ func (f *Frontend) apply(ctx context.Context, db string, pos jobstore.DBSeq, bat
 		switch {
 		case p.skip:
 		case p.fresh == nil:
-			counts.jobsRemoved.Add(1)
+			f.counts.jobsRemoved.Add(1)
 		default:
-			counts.jobsAdded.Add(1)
+			f.counts.jobsAdded.Add(1)
 		}
 	}
 	for _, p := range plans {
@@ -336,7 +336,7 @@ func (f *Frontend) catchUp(ctx context.Context, db, uuid string) error {
 	}
 	since := pos.Seq
 	if since == "" {
-		counts.dbScans.Add(1)
+		f.counts.dbScans.Add(1)
 	}
 	for {
 		page, err := f.cfg.Services.Changes(ctx, db, since, changesPage)

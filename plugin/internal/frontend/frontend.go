@@ -67,6 +67,8 @@ type Frontend struct {
 	afterWG     sync.WaitGroup
 	afterCtx    context.Context
 	afterCancel context.CancelFunc
+
+	counts counters // see Stats
 }
 
 // New returns a frontend over the queue in cfg.

@@ -155,7 +155,7 @@ func (f *Frontend) cancel(ctx context.Context, w http.ResponseWriter, rep *parse
 	}); err != nil {
 		return &hooks.Error{Status: 500, Err: "error", Reason: err.Error()}
 	}
-	counts.jobsRemoved.Add(1)
+	f.counts.jobsRemoved.Add(1)
 	if f.cfg.StopJob != nil {
 		if err := f.cfg.StopJob(ctx, jobID); err != nil {
 			return &hooks.Error{Status: 500, Err: "error", Reason: "cancelled, but the replication did not stop in time: " + err.Error()}
@@ -230,7 +230,7 @@ func (f *Frontend) start(ctx context.Context, w http.ResponseWriter, rep *parse.
 	if herr != nil {
 		return herr
 	}
-	counts.jobsAdded.Add(1)
+	f.counts.jobsAdded.Add(1)
 	if rep.Continuous {
 		hooks.WriteJSON(w, http.StatusAccepted, okLocalID{true, repID.String()})
 		return nil

@@ -2,9 +2,9 @@ package jobserver
 
 import "sync/atomic"
 
-// Counts are the job server's event counts since the process started, for
-// CouchDB's couch_replicator stats.
-type Counts struct {
+// Stats are a job server's event counts since New, for CouchDB's
+// couch_replicator stats.
+type Stats struct {
 	Starts        uint64 // runs that began replicating (jobs.starts)
 	Stops         uint64 // running jobs stopped: rotation, shutdown, id change (jobs.stops)
 	Crashes       uint64 // runs that crashed and will be retried (jobs.crashes)
@@ -18,16 +18,17 @@ type Counts struct {
 	CompletedStateUpdates, FailedStateUpdates uint64
 }
 
-// counts holds the live Counts.
-var counts struct {
+// counters are a Server's live Stats.
+type counters struct {
 	starts, stops, crashes, duplicateAdds, failedStarts, parks atomic.Uint64
 	handoffs                                                   atomic.Uint64
 	completedStateUpdates, failedStateUpdates                  atomic.Uint64
 }
 
-// ReadCounts returns the counts so far.
-func ReadCounts() Counts {
-	return Counts{Starts: counts.starts.Load(), Stops: counts.stops.Load(), Crashes: counts.crashes.Load(),
-		DuplicateAdds: counts.duplicateAdds.Load(), FailedStarts: counts.failedStarts.Load(), Parks: counts.parks.Load(), Handoffs: counts.handoffs.Load(),
-		CompletedStateUpdates: counts.completedStateUpdates.Load(), FailedStateUpdates: counts.failedStateUpdates.Load()}
+// Stats returns the server's counts so far.
+func (s *Server) Stats() Stats {
+	c := &s.counts
+	return Stats{Starts: c.starts.Load(), Stops: c.stops.Load(), Crashes: c.crashes.Load(),
+		DuplicateAdds: c.duplicateAdds.Load(), FailedStarts: c.failedStarts.Load(), Parks: c.parks.Load(), Handoffs: c.handoffs.Load(),
+		CompletedStateUpdates: c.completedStateUpdates.Load(), FailedStateUpdates: c.failedStateUpdates.Load()}
 }

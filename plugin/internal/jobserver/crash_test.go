@@ -56,6 +56,7 @@ func testRecord(docID string) *jobdata.Record {
 // TestCrash (issue #33 item 2): a `_replicate` job whose run crashes
 // fails, whatever the reason (max_backoff included), and a lookup by id no
 // longer finds it, as CouchDB 3.x removes it; a doc job crashes and stays.
+// The server that ran it counts the crash.
 func TestCrash(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -80,6 +81,10 @@ func TestCrash(t *testing.T) {
 			}
 			if got.State != tt.wantState || got.FoundByID() != tt.wantFound {
 				t.Fatalf("after the crash: state %s, found by id %v; want %s, %v", got.State, got.FoundByID(), tt.wantState, tt.wantFound)
+			}
+			// Each server counts its own crashes (one server per subtest).
+			if st := s.Stats(); st.Crashes != 1 {
+				t.Fatalf("server stats %+v, want 1 crash", st)
 			}
 		})
 	}

@@ -104,6 +104,7 @@ type Server struct {
 	pids atomic.Int64
 	// memCheck is set while a returnMemory check is pending.
 	memCheck atomic.Bool
+	counts   counters // see Stats
 
 	ctx    context.Context
 	cancel context.CancelFunc

@@ -192,7 +192,7 @@ func (s *Server) release(w *worker) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if w.holding {
-		counts.handoffs.Add(1)
+		s.counts.handoffs.Add(1)
 	}
 	s.releaseLocked(w)
 	s.boundQuietLocked()

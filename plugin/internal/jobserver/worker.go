@@ -136,7 +136,7 @@ func (w *worker) run() {
 	}
 	now := w.s.now()
 	if rec.State == jobdata.Failed { // the doc did not parse (it bypassed before_doc_update)
-		counts.failedStarts.Add(1)
+		w.s.counts.failedStarts.Add(1)
 		w.fail(rec, rec.ErrorKind, rec.ErrorReason(), now, false)
 		return
 	}
@@ -176,7 +176,7 @@ func (w *worker) run() {
 			w.requeue(rec, errShutdown) // stopped while computing the id: not a crash
 			return
 		}
-		counts.failedStarts.Add(1)
+		w.s.counts.failedStarts.Add(1)
 		w.crash(rec, err, now)
 		return
 	}
@@ -191,8 +191,8 @@ func (w *worker) run() {
 		return
 	}
 	if dup != nil {
-		counts.duplicateAdds.Add(1)
-		counts.failedStarts.Add(1)
+		w.s.counts.duplicateAdds.Add(1)
+		w.s.counts.failedStarts.Add(1)
 		w.duplicate(rec, repID, dup, now)
 		return
 	}
@@ -203,7 +203,7 @@ func (w *worker) run() {
 	log = log.With("rep_id", repID.String())
 	log.Info("replication started", "source", rec.Rep.Source.RedactedURL(), "target", rec.Rep.Target.RedactedURL())
 	// 3. Run it, pushing stats (the heartbeat) every stats_update_interval.
-	counts.starts.Add(1)
+	w.s.counts.starts.Add(1)
 	w.execute(rec, repID, cfg)
 }
 
@@ -352,9 +352,9 @@ func (w *worker) writeDoc(rec *jobdata.Record, st jobstore.DocState) {
 	}
 	switch rec.State {
 	case jobdata.Completed:
-		counts.completedStateUpdates.Add(1)
+		w.s.counts.completedStateUpdates.Add(1)
 	case jobdata.Failed:
-		counts.failedStateUpdates.Add(1)
+		w.s.counts.failedStateUpdates.Add(1)
 	}
 }
 
@@ -397,7 +397,7 @@ func (s *Server) shownFailure(rec *jobdata.Record, err error) (kind, reason stri
 func (w *worker) crash(rec *jobdata.Record, err error, now time.Time) {
 	s, cfg := w.s, w.s.config()
 	kind, reason := s.shownFailure(rec, err)
-	counts.crashes.Add(1)
+	s.counts.crashes.Add(1)
 	if reason != err.Error() {
 		s.log.Info("replication failed; its creator sees the host policy's one reason", "job", w.job.ID, "reason", err.Error())
 	}
@@ -433,7 +433,7 @@ func (w *worker) requeue(rec *jobdata.Record, cause error) {
 		at = now.Add(cfg.Interval)
 	}
 	if rec.State == jobdata.Running {
-		counts.stops.Add(1)
+		w.s.counts.stops.Add(1)
 		rec.State = jobdata.Pending
 		rec.LastUpdated = now.Unix()
 		ev := jobdata.Event{Type: jobdata.EventStopped, Timestamp: now.Unix()}
@@ -457,8 +457,8 @@ func (w *worker) park(rec *jobdata.Record, cause error) {
 		return
 	}
 	now := w.s.now()
-	counts.stops.Add(1)
-	counts.parks.Add(1)
+	w.s.counts.stops.Add(1)
+	w.s.counts.parks.Add(1)
 	rec.State = jobdata.Pending
 	rec.LastUpdated = now.Unix()
 	rec.PID = ""

@@ -1,9 +1,11 @@
 // Package metrics is the replicator's Prometheus collector. It reads, at
-// scrape time, the job records (job states), the totals of the replication
-// runs (replicate.Group), the event counts of the replicator's components
-// and the HTTP counters of the couchclient pool. Metrics CouchDB 3 also has keep its names as CouchDB's
-// `/_node/_local/_prometheus` renders them (couchdb_couch_replicator_*,
-// counters with a _total suffix); the others are couchepi_replicator_*.
+// scrape time, the job records (job states), the totals of the
+// replication runs (replicate.Group), the event counts of the
+// replicator's components (their Stats) and the HTTP counters of the
+// couchclient pool. Metrics CouchDB 3 also has keep its names as
+// CouchDB's `/_node/_local/_prometheus` renders them
+// (couchdb_couch_replicator_*, counters with a _total suffix); the others
+// are couchepi_replicator_*.
 package metrics
 
 import (
@@ -31,6 +33,11 @@ type Sources struct {
 	Pool    *couchclient.Pool
 	// Runs is the group of the replications this node runs.
 	Runs *replicate.Group
+	// Frontend, Server and Waker are the components whose event counts
+	// (their Stats) are reported.
+	Frontend *frontend.Frontend
+	Server   *jobserver.Server
+	Waker    *park.Waker
 	// Lags returns the lag (jobdata.Stats.LagSec) of every job this node
 	// runs; nil on a node that runs none.
 	Lags func() []int64
@@ -217,7 +224,20 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(sharedDocs, float64(t.SharedDocs))
 	counter(stalls, float64(t.Stalls))
 
-	fc, jc := frontend.ReadCounts(), jobserver.ReadCounts()
+	var (
+		fc frontend.Stats
+		jc jobserver.Stats
+		pc park.Stats
+	)
+	if src.Frontend != nil {
+		fc = src.Frontend.Stats()
+	}
+	if src.Server != nil {
+		jc = src.Server.Stats()
+	}
+	if src.Waker != nil {
+		pc = src.Waker.Stats()
+	}
 	counter(jobsAdds, float64(fc.JobsAdded))
 	counter(jobsRemoves, float64(fc.JobsRemoved))
 	counter(dbScans, float64(fc.DBScans))
@@ -229,7 +249,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(completedUpdates, float64(jc.CompletedStateUpdates))
 	counter(failedUpdates, float64(jc.FailedStateUpdates))
 	counter(parks, float64(jc.Parks))
-	counter(wakes, float64(park.Wakes()))
+	counter(wakes, float64(pc.Wakes))
 	counter(handoffs, float64(jc.Handoffs))
 
 	if src.Lags != nil {

@@ -80,6 +80,7 @@ type Waker struct {
 	wg     sync.WaitGroup
 	checks chan string   // job ids to check
 	waking chan struct{} // one token per running wakeAsync
+	wakes  atomic.Uint64 // see Stats
 
 	mu       sync.Mutex
 	jobs     map[string]*entry
@@ -90,11 +91,13 @@ type Waker struct {
 	signals  map[source]*signal   // sources of quiet jobs (Watch)
 }
 
-// wakes counts the jobs woken by every Waker of the process.
-var wakes atomic.Uint64
+// Stats are a Waker's event counts since New.
+type Stats struct {
+	Wakes uint64 // parked jobs woken (couchepi's)
+}
 
-// Wakes returns how many parked jobs were woken since the process started.
-func Wakes() uint64 { return wakes.Load() }
+// Stats returns the waker's counts so far.
+func (w *Waker) Stats() Stats { return Stats{Wakes: w.wakes.Load()} }
 
 // entry is one parked job.
 type entry struct {
@@ -362,7 +365,7 @@ func (w *Waker) wake(id string) {
 		return
 	}
 	if woke {
-		wakes.Add(1)
+		w.wakes.Add(1)
 		w.log.Debug("woke parked job", "job", id)
 	}
 	w.mu.Lock()

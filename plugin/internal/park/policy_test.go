@@ -23,7 +23,7 @@ import (
 // TestParkedOnForbiddenHost: a job parked on a remote source that the host
 // policy now forbids its creator (its `_db_updates` feed and its check are
 // refused) is woken, so that a run reports it, instead of staying parked
-// for good.
+// for good, and counted in the waker's Stats.
 func TestParkedOnForbiddenHost(t *testing.T) {
 	var hits atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -85,6 +85,10 @@ func TestParkedOnForbiddenHost(t *testing.T) {
 	}
 	if n := hits.Load(); n != 0 {
 		t.Fatalf("the forbidden source got %d requests", n)
+	}
+	w.Stop() // waits for the wake to be counted
+	if got := w.Stats(); got.Wakes != 1 {
+		t.Fatalf("waker stats %+v, want 1 wake", got)
 	}
 }
 

@@ -15,7 +15,8 @@ import (
 
 // TestBufferedBodies checks Bytes and Release: buffered answers (sized by
 // Content-Length or chunked) come back whole, stay intact until released,
-// and released buffers serve later answers correctly.
+// and released buffers serve later answers correctly, from the pool that
+// read them.
 func TestBufferedBodies(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := len(r.URL.Query().Get("fill"))
@@ -68,16 +69,21 @@ func TestBufferedBodies(t *testing.T) {
 	}
 	Release(keptResp)
 	// A buffered answer without Reuse leaves the recycled buffers alone.
-	free := len(freeBodies)
+	free := len(p.freeBodies)
 	if free == 0 {
 		t.Fatal("released buffers were not kept for reuse")
+	}
+	other := testPool() // released buffers go back to their own pool
+	defer other.Close()
+	if n := len(other.freeBodies); n != 0 {
+		t.Fatalf("another pool holds %d released buffers", n)
 	}
 	plain, err := c.Do(ctx, &Request{Method: http.MethodGet, Path: "x", Query: "c=f&fill=xy", Buffer: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if data, err := Bytes(plain); err != nil || string(data) != "ff" || len(freeBodies) != free {
-		t.Fatalf("buffered without Reuse: %q %v, %d free buffers, want %d", data, err, len(freeBodies), free)
+	if data, err := Bytes(plain); err != nil || string(data) != "ff" || len(p.freeBodies) != free {
+		t.Fatalf("buffered without Reuse: %q %v, %d free buffers, want %d", data, err, len(p.freeBodies), free)
 	}
 	// An unbuffered response: Bytes reads it, Release ignores it.
 	resp, err := c.Do(ctx, &Request{Method: http.MethodGet, Path: "x", Query: "c=e&fill=xyz"})

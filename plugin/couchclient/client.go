@@ -238,7 +238,7 @@ func (c *Client) Do(ctx context.Context, r *Request) (*http.Response, error) {
 		}
 		c.pool.stats.countResponse(err)
 		if err == nil && r.Buffer && resp.StatusCode != http.StatusTooManyRequests {
-			err = bufferBody(resp, r.Reuse)
+			err = c.pool.bufferBody(resp, r.Reuse)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -496,12 +496,12 @@ func (r *resettingReader) Read(p []byte) (int, error) {
 func (r *resettingReader) Close() error { return r.rc.Close() }
 
 // bufferBody replaces resp.Body with its whole content, read now, into a
-// recycled buffer when reuse is set and one is free.
-func bufferBody(resp *http.Response, reuse bool) error {
+// buffer the pool recycled when reuse is set and one is free.
+func (p *Pool) bufferBody(resp *http.Response, reuse bool) error {
 	var buf *bytes.Buffer
 	if reuse {
 		select {
-		case buf = <-freeBodies:
+		case buf = <-p.freeBodies:
 			buf.Reset()
 		default:
 		}
@@ -518,7 +518,7 @@ func bufferBody(resp *http.Response, reuse bool) error {
 		return err
 	}
 	data := buf.Bytes()
-	resp.Body = &bufferedBody{Reader: bytes.NewReader(data), data: data, buf: buf}
+	resp.Body = &bufferedBody{Reader: bytes.NewReader(data), data: data, buf: buf, free: p.freeBodies}
 	return nil
 }
 
@@ -529,16 +529,8 @@ const maxPresize = 64 << 20
 // maxPooled is the largest buffer kept for reuse by Release.
 const maxPooled = 8 << 20
 
-// freeBodies holds the buffers of released responses: a replication reads
-// hundreds of similar _bulk_get answers of ~0.5 MB each, mostly chunked (no
-// Content-Length to presize from). A sync.Pool is emptied by every other
-// garbage collection, which at replication rates left most answers growing
-// a new buffer from 512 bytes by doubling (allocating and zeroing each step);
-// this list keeps up to maxFreeBodies buffers across collections.
-var freeBodies = make(chan *bytes.Buffer, maxFreeBodies)
-
-// maxFreeBodies bounds the buffers freeBodies keeps (at most
-// maxFreeBodies × maxPooled bytes).
+// maxFreeBodies bounds the buffers a Pool keeps for reuse (at most
+// maxFreeBodies × maxPooled bytes; see Pool.freeBodies).
 const maxFreeBodies = 16
 
 // bufferedBody is a response body read into memory by Do (Request.Buffer).
@@ -546,6 +538,7 @@ type bufferedBody struct {
 	*bytes.Reader
 	data []byte
 	buf  *bytes.Buffer
+	free chan<- *bytes.Buffer // the pool's free buffers, where Release puts buf
 }
 
 // Close does nothing: the connection was released when the body was read.
@@ -562,8 +555,8 @@ func Bytes(resp *http.Response) ([]byte, error) {
 	return io.ReadAll(resp.Body)
 }
 
-// Release hands the memory of a response buffered by Do back for reuse by
-// later responses. Neither the body nor any slice Bytes returned for it may
+// Release hands the memory of a response buffered by Do back to its Pool
+// for reuse by later responses. Neither the body nor any slice Bytes returned for it may
 // be used afterwards. It does nothing for other responses.
 func Release(resp *http.Response) {
 	b, ok := resp.Body.(*bufferedBody)
@@ -575,7 +568,7 @@ func Release(resp *http.Response) {
 	b.Reader.Reset(nil)
 	if buf.Cap() <= maxPooled {
 		select {
-		case freeBodies <- buf:
+		case b.free <- buf:
 		default:
 		}
 	}

@@ -8,6 +8,7 @@
 package couchclient
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -72,6 +73,15 @@ type Pool struct {
 	// The host budgets' gauges (BudgetState).
 	budgetWaiting, hostsHeld, hostsCongested atomic.Int64
 
+	// freeBodies holds the buffers of released responses: a replication
+	// reads hundreds of similar _bulk_get answers of ~0.5 MB each, mostly
+	// chunked (no Content-Length to presize from). A sync.Pool is emptied
+	// by every other garbage collection, which at replication rates left
+	// most answers growing a new buffer from 512 bytes by doubling
+	// (allocating and zeroing each step); this list keeps up to
+	// maxFreeBodies buffers across collections.
+	freeBodies chan *bytes.Buffer
+
 	mu         sync.Mutex
 	transports map[transportKey]*http.Transport
 	turns      map[string]*hostTurns  // by target server (turns.go)
@@ -121,6 +131,7 @@ func NewPool(opts PoolOptions) *Pool {
 		transports: map[transportKey]*http.Transport{},
 		turns:      map[string]*hostTurns{},
 		budgets:    map[string]*hostBudget{},
+		freeBodies: make(chan *bytes.Buffer, maxFreeBodies),
 		stop:       make(chan struct{}),
 	}
 	if u, err := url.Parse(opts.LocalURL); err == nil && opts.LocalURL != "" {

@@ -116,7 +116,7 @@ func definite(err error) bool {
 // surely alive, so resolve gives up with ErrUnknownResult after half the
 // lease's lifetime.
 func (s *Store) resolve(marker string, lease clientv3.LeaseID, start time.Time, cause error) error {
-	deadline := start.Add(time.Duration(leaseTTL) * time.Second / 2)
+	deadline := start.Add(time.Duration(s.leaseTTL) * time.Second / 2)
 	ctx, cancel := context.WithDeadline(s.ctx, deadline)
 	defer cancel()
 	for attempt := 0; ; attempt++ {

@@ -61,6 +61,11 @@ type Config struct {
 	CompactInterval time.Duration
 	// Logger receives warnings (lost leases, cleaner errors).
 	Logger hclog.Logger
+
+	// leaseTTL and stampFresh replace defaultLeaseTTL and
+	// defaultStampFresh when set (by tests, export_test.go).
+	leaseTTL   int64
+	stampFresh time.Duration
 }
 
 // Store is a kv.Store on etcd. It is safe for concurrent use by many
@@ -74,6 +79,8 @@ type Store struct {
 	vsKey, horizonKey, marker []byte
 	compactKey                []byte
 	stamps                    stampCounter
+	leaseTTL                  int64         // seconds; defaultLeaseTTL
+	stampFresh                time.Duration // defaultStampFresh
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -86,7 +93,7 @@ type Store struct {
 	leaseStop context.CancelFunc // ends lease's keepalives
 }
 
-// leaseTTL is how many seconds a commit marker outlives its lease's last
+// defaultLeaseTTL is how many seconds a commit marker outlives its lease's last
 // keepalive. Markers only serve a commit whose outcome is unknown, for
 // half that long (resolve), so commits take a new lease every leaseTTL/2
 // and let the old one expire with its markers: every commit leaves a
@@ -94,7 +101,7 @@ type Store struct {
 // as the process runs. A lease's last keepalive comes at most leaseTTL/3
 // before its successor is granted, so a marker lives at least
 // leaseTTL*2/3 after its commit began, longer than resolve looks for it.
-var leaseTTL int64 = 60
+const defaultLeaseTTL = 60
 
 // Open connects to etcd and returns the store. It fails when etcd cannot
 // be reached within DialTimeout.
@@ -110,6 +117,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.leaseTTL == 0 {
+		cfg.leaseTTL = defaultLeaseTTL
+	}
+	if cfg.stampFresh == 0 {
+		cfg.stampFresh = defaultStampFresh
 	}
 	cli, own := cfg.Client, false
 	if cli == nil {
@@ -142,6 +155,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		horizonKey: []byte(p + "m/horizon"),
 		marker:     []byte(p + "m/c/"),
 		compactKey: []byte(p + "m/compacted"),
+		leaseTTL:   cfg.leaseTTL,
+		stampFresh: cfg.stampFresh,
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	octx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
@@ -309,10 +324,10 @@ func (s *Store) Watch(ctx context.Context, key []byte) (<-chan struct{}, error) 
 func (s *Store) leaseID(ctx context.Context) (clientv3.LeaseID, error) {
 	s.leaseMu.Lock()
 	defer s.leaseMu.Unlock()
-	if s.leaseOK && time.Since(s.leaseAt) < time.Duration(leaseTTL)*time.Second/2 {
+	if s.leaseOK && time.Since(s.leaseAt) < time.Duration(s.leaseTTL)*time.Second/2 {
 		return s.lease, nil
 	}
-	g, err := s.cli.Grant(ctx, leaseTTL)
+	g, err := s.cli.Grant(ctx, s.leaseTTL)
 	if err != nil {
 		return 0, fmt.Errorf("kv/etcd: grant lease: %w", err)
 	}

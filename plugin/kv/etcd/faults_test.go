@@ -300,9 +300,9 @@ func TestCleanerRemovesTombstones(t *testing.T) {
 // up in etcd while the store runs, only outlive their commits long enough
 // to resolve an unknown outcome.
 func TestMarkersExpire(t *testing.T) {
-	defer etcd.SetLeaseTTL(4)() // a new lease every 2 s
 	c := etcdtest.StartCluster(t, 1)
-	s, err := etcd.Open(t.Context(), etcd.Config{Endpoints: c.Endpoints(), Prefix: "markers/"})
+	// A new lease every 2 s.
+	s, err := etcd.Open(t.Context(), etcd.LeaseTTL(etcd.Config{Endpoints: c.Endpoints(), Prefix: "markers/"}, 4))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,18 +381,18 @@ func TestStampTakenRetriesAtSameRevision(t *testing.T) {
 	}
 	defer cli.Close()
 	ctx := context.Background()
-	s, err := etcd.Open(ctx, etcd.Config{Client: cli})
+	// The stores trust the counter they learned: others' commits leave
+	// it stale.
+	s, err := etcd.Open(ctx, etcd.TrustStamps(etcd.Config{Client: cli}, time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	other, err := etcd.Open(ctx, etcd.Config{Endpoints: c.Endpoints()})
+	other, err := etcd.Open(ctx, etcd.TrustStamps(etcd.Config{Endpoints: c.Endpoints()}, time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	// s trusts the counter it learned: others' commits leave it stale.
-	defer etcd.TrustStamps(time.Hour)()
 	for _, tc := range []struct {
 		name        string
 		stamps      int    // stamp-taking commits by another client meanwhile

@@ -29,10 +29,10 @@ const maxSpeculation = 8
 // speculation; bigger commits offer one counter value.
 const speculationBytes = 64 << 10
 
-// stampFresh is how long a learned counter value is trusted as the base
+// defaultStampFresh is how long a learned counter value is trusted as the base
 // of a commit's offers; an older one is read again first (a serializable
 // read, answered by the member the client talks to).
-var stampFresh = 50 * time.Millisecond
+const defaultStampFresh = 50 * time.Millisecond
 
 // stampCounter is the newest versionstamp counter value this Store has
 // seen, and when.
@@ -61,7 +61,7 @@ func (c *stampCounter) learnFrom(r *etcdserverpb.RangeResponse) {
 
 // stampBase returns the counter value a commit offers the successors of.
 func (s *Store) stampBase(ctx context.Context) (uint64, error) {
-	if time.Since(time.Unix(0, s.stamps.at.Load())) < stampFresh {
+	if time.Since(time.Unix(0, s.stamps.at.Load())) < s.stampFresh {
 		return s.stamps.n.Load(), nil
 	}
 	resp, err := s.cli.Get(ctx, string(s.vsKey), clientv3.WithSerializable())

@@ -46,7 +46,7 @@ func TestDocHookCall(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			s := newServer(gate{&recorder{}}, nil)
+			s := newServer(gate{&recorder{}}, nil, nil)
 			s.stopped = c.stopped
 			res, err := s.docHookCall(context.Background(), &pb.DocHookCall{Hook: c.hook, Request: &pb.DocHookRequest{Db: c.db, Doc: doc}, TimeoutMicros: 1e6})
 			if status.Code(err) != c.wantCode {

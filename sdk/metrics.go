@@ -21,7 +21,7 @@ type MetricsGatherer interface {
 // Metrics answers the host's Metrics call with the plugin's metric
 // families, each protobuf-encoded; a plugin without metrics sends none.
 func (s *server) Metrics(context.Context, *pb.Empty) (_ *pb.MetricsReply, err error) {
-	defer recovered("metrics", &err)
+	defer s.recovered("metrics", &err)
 	mg, ok := s.p.(MetricsGatherer)
 	if !ok {
 		return &pb.MetricsReply{}, nil
@@ -36,7 +36,7 @@ func (s *server) Metrics(context.Context, *pb.Empty) (_ *pb.MetricsReply, err er
 	}
 	if err != nil {
 		// Partial results are still worth exposing.
-		logger.Warn("gathering plugin metrics", "error", err)
+		s.log.Warn("gathering plugin metrics", "error", err)
 	}
 	reply := &pb.MetricsReply{Families: make([][]byte, 0, len(mfs))}
 	for _, mf := range mfs {

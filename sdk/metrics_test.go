@@ -36,7 +36,7 @@ func TestMetrics(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			reply, err := newServer(tc.p, nil).Metrics(context.Background(), &pb.Empty{})
+			reply, err := newServer(tc.p, nil, nil).Metrics(context.Background(), &pb.Empty{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -3,6 +3,7 @@ package sdk
 import (
 	"context"
 	"os"
+	"sync"
 
 	pb "github.com/couchepi/couchepi/internal/hookspb"
 	"github.com/couchepi/couchepi/internal/wire"
@@ -21,14 +22,20 @@ func newGRPCServer(opts []grpc.ServerOption) *grpc.Server {
 }
 
 // Logger returns the plugin's logger: JSON lines on stderr, which the host
-// re-logs through its own hclog.Logger under the plugin's name.
-func Logger() hclog.Logger { return logger }
+// re-logs through its own hclog.Logger under the plugin's name, at the
+// level COUCHEPI_PLUGIN_LOG_LEVEL names (info when unset), read at the
+// first call of Logger or Serve.
+func Logger() hclog.Logger { return stderrLogger() }
 
-var logger = hclog.New(&hclog.LoggerOptions{
-	Name:       "plugin",
-	Output:     os.Stderr,
-	JSONFormat: true,
-	Level:      hclog.LevelFromString(envOr("COUCHEPI_PLUGIN_LOG_LEVEL", "info")),
+// stderrLogger makes Logger's logger once, at its first use rather than
+// at package init: the process has one stderr, so every user shares it.
+var stderrLogger = sync.OnceValue(func() hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{
+		Name:       "plugin",
+		Output:     os.Stderr,
+		JSONFormat: true,
+		Level:      hclog.LevelFromString(envOr("COUCHEPI_PLUGIN_LOG_LEVEL", "info")),
+	})
 })
 
 func envOr(k, def string) string {
@@ -47,8 +54,9 @@ func Serve(p Plugin) { (&ServeConfig{}).Serve(p) }
 // ServeConfig configures how a plugin is served. Its zero value is what
 // Serve uses.
 type ServeConfig struct {
-	// Logger receives go-plugin's own logs. nil means Logger(): JSON lines
-	// on stderr, which the host re-logs under the plugin's name. A plugin
+	// Logger receives go-plugin's own logs and the SDK's (a panic in a
+	// hook, a failed event handler). nil means Logger(): JSON lines on
+	// stderr, which the host re-logs under the plugin's name. A plugin
 	// that logs elsewhere passes the same logger to its own code.
 	Logger hclog.Logger
 }
@@ -57,12 +65,12 @@ type ServeConfig struct {
 func (c *ServeConfig) Serve(p Plugin) {
 	log := c.Logger
 	if log == nil {
-		log = logger
+		log = Logger()
 	}
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig: wire.Handshake,
 		VersionedPlugins: map[int]plugin.PluginSet{
-			wire.Protocol: {wire.PluginKey: &grpcPlugin{impl: p}},
+			wire.Protocol: {wire.PluginKey: &grpcPlugin{impl: p, log: log}},
 		},
 		GRPCServer: newGRPCServer,
 		Logger:     log.Named("go-plugin"),
@@ -73,11 +81,12 @@ func (c *ServeConfig) Serve(p Plugin) {
 type grpcPlugin struct {
 	plugin.NetRPCUnsupportedPlugin
 	impl Plugin
+	log  hclog.Logger // the server's own warnings (ServeConfig.Logger)
 }
 
 // GRPCServer registers p's Plugin service on the plugin's gRPC server.
 func (g *grpcPlugin) GRPCServer(broker *plugin.GRPCBroker, s *grpc.Server) error {
-	pb.RegisterPluginServer(s, newServer(g.impl, broker))
+	pb.RegisterPluginServer(s, newServer(g.impl, broker, g.log))
 	return nil
 }
 

@@ -33,7 +33,7 @@ func TestServerSendsNoBDPPings(t *testing.T) {
 			}
 			var tap h2tap.Recorder
 			srv := c.newServer(nil)
-			pb.RegisterPluginServer(srv, newServer(&recorder{}, nil))
+			pb.RegisterPluginServer(srv, newServer(&recorder{}, nil, nil))
 			go srv.Serve(tap.Listener(ln))
 			defer srv.Stop()
 			// The client side has fixed windows too (as the host has), so

@@ -11,6 +11,7 @@ import (
 	"github.com/couchepi/couchepi/hooks"
 	pb "github.com/couchepi/couchepi/internal/hookspb"
 	"github.com/couchepi/couchepi/internal/wire"
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -24,6 +25,7 @@ type server struct {
 	pb.UnimplementedPluginServer
 	p      Plugin
 	broker *plugin.GRPCBroker
+	log    hclog.Logger
 
 	// inflight counts sync hook and HTTP calls so Stop can drain them.
 	inflight sync.WaitGroup
@@ -33,15 +35,19 @@ type server struct {
 	stopped  bool
 }
 
-func newServer(p Plugin, broker *plugin.GRPCBroker) *server {
-	return &server{p: p, broker: broker}
+// newServer serves p; log receives the server's warnings (nil: Logger()).
+func newServer(p Plugin, broker *plugin.GRPCBroker, log hclog.Logger) *server {
+	if log == nil {
+		log = Logger()
+	}
+	return &server{p: p, broker: broker, log: log}
 }
 
 // recovered turns a panic in plugin code into a 500 error for the call, so
 // one bad input does not take the whole plugin process down.
-func recovered(what string, err *error) {
+func (s *server) recovered(what string, err *error) {
 	if r := recover(); r != nil {
-		logger.Error("plugin panicked", "call", what, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+		s.log.Error("plugin panicked", "call", what, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 		*err = wire.ToStatus(&hooks.Error{Status: 500, Err: "unknown_error", Reason: fmt.Sprintf("plugin panicked in %s", what)})
 	}
 }
@@ -160,7 +166,7 @@ func (s *server) Health(ctx context.Context, _ *pb.Empty) (*pb.Empty, error) {
 }
 
 func (s *server) BeforeDocUpdate(ctx context.Context, req *pb.DocHookRequest) (_ *pb.DocHookReply, err error) {
-	defer recovered("before_doc_update", &err)
+	defer s.recovered("before_doc_update", &err)
 	h, ok := s.p.(BeforeDocUpdater)
 	if !ok {
 		return &pb.DocHookReply{Doc: req.GetDoc()}, nil
@@ -177,7 +183,7 @@ func (s *server) BeforeDocUpdate(ctx context.Context, req *pb.DocHookRequest) (_
 }
 
 func (s *server) AfterDocRead(ctx context.Context, req *pb.DocHookRequest) (_ *pb.DocHookReply, err error) {
-	defer recovered("after_doc_read", &err)
+	defer s.recovered("after_doc_read", &err)
 	h, ok := s.p.(AfterDocReader)
 	if !ok {
 		return &pb.DocHookReply{Doc: req.GetDoc()}, nil
@@ -198,11 +204,11 @@ func (s *server) AfterDocRead(ctx context.Context, req *pb.DocHookRequest) (_ *p
 // for CatchUp, so the host never loses them silently. For a DocWriteBatcher,
 // each run of consecutive after_doc_write events of one db is one call.
 func (s *server) Deliver(ctx context.Context, req *pb.DeliverRequest) (_ *pb.DeliverReply, err error) {
-	defer recovered("deliver", &err)
+	defer s.recovered("deliver", &err)
 	var failed map[string]bool
 	reply := &pb.DeliverReply{}
 	fail := func(hook, db string, err error) {
-		logger.Warn("event handler failed; asking for catch-up", "hook", hook, "db", db, "error", err)
+		s.log.Warn("event handler failed; asking for catch-up", "hook", hook, "db", db, "error", err)
 		if failed == nil {
 			failed = map[string]bool{}
 		}
@@ -254,7 +260,7 @@ func (s *server) Deliver(ctx context.Context, req *pb.DeliverRequest) (_ *pb.Del
 }
 
 func (s *server) CatchUp(ctx context.Context, req *pb.CatchUpRequest) (_ *pb.Empty, err error) {
-	defer recovered("catch_up", &err)
+	defer s.recovered("catch_up", &err)
 	if h, ok := s.p.(CatchUpper); ok {
 		if err := h.CatchUp(ctx, req.GetDb()); err != nil {
 			return nil, wire.ToStatus(err)
@@ -280,7 +286,7 @@ func (s *server) ActiveTasks(ctx context.Context, _ *pb.Empty) (*pb.ActiveTasksR
 }
 
 func (s *server) ServeHTTP(stream pb.Plugin_ServeHTTPServer) (err error) {
-	defer recovered("http handler", &err)
+	defer s.recovered("http handler", &err)
 	h, ok := s.p.(http.Handler)
 	if !ok {
 		return status.Error(codes.Unimplemented, "plugin serves no HTTP routes")

@@ -59,7 +59,7 @@ func TestDeliver(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			p := &recorder{}
-			reply, err := newServer(p, nil).Deliver(context.Background(), &pb.DeliverRequest{Events: c.events})
+			reply, err := newServer(p, nil, nil).Deliver(context.Background(), &pb.DeliverRequest{Events: c.events})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -113,7 +113,7 @@ func TestDeliverBatches(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			p := &batchRecorder{}
-			reply, err := newServer(p, nil).Deliver(context.Background(), &pb.DeliverRequest{Events: c.events})
+			reply, err := newServer(p, nil, nil).Deliver(context.Background(), &pb.DeliverRequest{Events: c.events})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -18,43 +18,48 @@ import (
 	"gopkg.in/ini.v1"
 )
 
-// Defaults are CouchDB 3.x's values for the settings minicouch reads.
-var Defaults = map[string]map[string]string{
-	"couchdb": {
-		"max_document_size":             "8000000",
-		"single_node":                   "true",
-		"default_security":              "admin_only",
-		"users_db_suffix":               "_users",
-		"max_dbs_open":                  "500",
-		"attachment_stream_buffer_size": "4096",
-	},
-	"chttpd": {
-		"bind_address":          "127.0.0.1",
-		"port":                  "5984",
-		"max_http_request_size": "4294967296",
-		"require_valid_user":    "false",
-		"admin_only_all_dbs":    "true",
-	},
-	"chttpd_auth": {
-		"timeout":                  "600",
-		"iterations":               "600000",
-		"pbkdf2_prf":               "sha256",
-		"allow_persistent_cookies": "true",
-	},
-	"prometheus": {
-		"additional_port": "false",
-		"bind_address":    "127.0.0.1",
-		"port":            "17986",
-	},
-	"replicator": {},
-	"admins":     {},
+// Defaults returns CouchDB 3.x's values for the settings minicouch reads,
+// by section and key: a new map at each call, so no caller can change
+// another's defaults.
+func Defaults() map[string]map[string]string {
+	return map[string]map[string]string{
+		"couchdb": {
+			"max_document_size":             "8000000",
+			"single_node":                   "true",
+			"default_security":              "admin_only",
+			"users_db_suffix":               "_users",
+			"max_dbs_open":                  "500",
+			"attachment_stream_buffer_size": "4096",
+		},
+		"chttpd": {
+			"bind_address":          "127.0.0.1",
+			"port":                  "5984",
+			"max_http_request_size": "4294967296",
+			"require_valid_user":    "false",
+			"admin_only_all_dbs":    "true",
+		},
+		"chttpd_auth": {
+			"timeout":                  "600",
+			"iterations":               "600000",
+			"pbkdf2_prf":               "sha256",
+			"allow_persistent_cookies": "true",
+		},
+		"prometheus": {
+			"additional_port": "false",
+			"bind_address":    "127.0.0.1",
+			"port":            "17986",
+		},
+		"replicator": {},
+		"admins":     {},
+	}
 }
 
 // Config is the server's live configuration, safe for concurrent use.
 type Config struct {
 	mu        sync.RWMutex
 	values    map[string]map[string]string
-	volatile  map[string]bool // "section\x00key" set by Override: never saved
+	defaults  map[string]map[string]string // Defaults(), what save leaves out
+	volatile  map[string]bool              // "section\x00key" set by Override: never saved
 	localPath string
 	listeners []func(section, key string)
 }
@@ -63,8 +68,8 @@ type Config struct {
 // persisted overlay at <dataDir>/local.ini. It generates and persists
 // `[couchdb] uuid` and `[chttpd_auth] secret` when they are absent.
 func Load(basePath, dataDir string) (*Config, error) {
-	c := &Config{values: map[string]map[string]string{}, localPath: filepath.Join(dataDir, "local.ini")}
-	for sec, kv := range Defaults {
+	c := &Config{values: map[string]map[string]string{}, defaults: Defaults(), localPath: filepath.Join(dataDir, "local.ini")}
+	for sec, kv := range c.defaults {
 		for k, v := range kv {
 			c.set(sec, k, v)
 		}
@@ -246,7 +251,7 @@ func (c *Config) notify(section, key string) {
 	}
 }
 
-// save writes every value that differs from Defaults to local.ini
+// save writes every value that differs from its default to local.ini
 // atomically (temp file + rename). Callers hold c.mu.
 func (c *Config) save() error {
 	f := ini.Empty()
@@ -263,7 +268,7 @@ func (c *Config) save() error {
 		sort.Strings(keys)
 		for _, k := range keys {
 			v := c.values[s][k]
-			if d, ok := Defaults[s][k]; ok && d == v || c.volatile[s+"\x00"+k] {
+			if d, ok := c.defaults[s][k]; ok && d == v || c.volatile[s+"\x00"+k] {
 				continue
 			}
 			sec, err := f.NewSection(s)

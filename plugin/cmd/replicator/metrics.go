@@ -1,25 +1,17 @@
 package main
 
 import (
-	"sync"
-
 	"github.com/couchepi/couchepi/plugin/internal/metrics"
 	"github.com/prometheus/client_golang/prometheus"
-)
-
-// metricsRegistry is the replicator's registry, made at the first scrape.
-var (
-	metricsOnce     sync.Once
-	metricsRegistry *prometheus.Registry
 )
 
 // Metrics exposes the replicator's Prometheus metrics to the host
 // (sdk.MetricsGatherer): job states, docs, checkpoints and HTTP counters.
 func (p *replicator) Metrics() prometheus.Gatherer {
-	metricsOnce.Do(func() {
-		metricsRegistry = metrics.NewRegistry(p.metricsSources, p.log)
+	p.metricsOnce.Do(func() {
+		p.metricsRegistry = metrics.NewRegistry(p.metricsSources, p.log)
 	})
-	return metricsRegistry
+	return p.metricsRegistry
 }
 
 // metricsSources hands the collector the totals of the replications

@@ -25,6 +25,7 @@ import (
 	"github.com/couchepi/couchepi/plugin/replicate"
 	"github.com/couchepi/couchepi/sdk"
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // replicator is the plugin: it wires the store, the jobs queue, the
@@ -58,6 +59,11 @@ type replicator struct {
 	// startErr is why a background start gave up.
 	cancelStart context.CancelFunc
 	startErr    error
+
+	// metricsRegistry is the replicator's registry, made at the first
+	// scrape (Metrics).
+	metricsOnce     sync.Once
+	metricsRegistry *prometheus.Registry
 }
 
 func newReplicator(log hclog.Logger) *replicator {

@@ -106,3 +106,39 @@ func TestTestingDocMakeTargets(t *testing.T) {
 		}
 	}
 }
+
+// benchRow matches a row of testing.md's benchmark table: its first cell
+// (the benchmarks) and the package.
+var benchRow = regexp.MustCompile("(?m)^\\| (`Benchmark[^|]*)\\| `([a-z0-9_/]+)` \\|")
+
+// TestTestingDocBenchmarksInTheirPackage: every benchmark testing.md lists
+// is defined in the package it names (packages move, benchmarks are
+// renamed).
+func TestTestingDocBenchmarksInTheirPackage(t *testing.T) {
+	doc := readPage(t, "testing.md")
+	rows := benchRow.FindAllStringSubmatch(doc, -1)
+	if len(rows) < 20 {
+		t.Fatalf("found %d benchmark rows in testing.md; the table's format changed?", len(rows))
+	}
+	name := regexp.MustCompile("`(Benchmark[A-Za-z0-9_]+)`")
+	for _, row := range rows {
+		files, err := filepath.Glob(filepath.Join("..", row[2], "*_test.go"))
+		if err != nil || len(files) == 0 {
+			t.Errorf("testing.md: package %s has no tests (%v)", row[2], err)
+			continue
+		}
+		var src strings.Builder
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			src.Write(b)
+		}
+		for _, m := range name.FindAllStringSubmatch(row[1], -1) {
+			if !strings.Contains(src.String(), "func "+m[1]+"(") {
+				t.Errorf("testing.md: %s is not in %s", m[1], row[2])
+			}
+		}
+	}
+}

@@ -80,10 +80,11 @@ type changesReader struct {
 // reopening its continuous feed: under load it is asked again and again.
 const roundLinger = 5 * time.Second
 
-// run reads from since until the feed ends (one-shot) or ctx is done (continuous).
-// It closes out when it returns.
+// run reads from since until the feed ends (one-shot) or ctx is done
+// (continuous). The caller closes out once it has recorded run's error:
+// closing it first would let the batch pipeline drain and the run end
+// before the error that stopped the feed is known.
 func (r *changesReader) run(ctx context.Context, since json.RawMessage) error {
-	defer close(r.out)
 	if r.rep.DocIDs != nil && len(r.rep.DocIDs) == 0 {
 		// An empty doc_ids list selects no document: as in CouchDB, there
 		// are no changes to read (a continuous job stays idle).

@@ -356,6 +356,9 @@ func (r *run) loop(parent context.Context) (*Result, error) {
 		}
 	}
 	go func() {
+		// The error first, then the end of the feed: the workers finish
+		// once changes is closed, and the run then reads r.err().
+		defer close(changes)
 		if err := reader.run(readerCtx, r.startSeq); err != nil && readerCtx.Err() == nil {
 			if !isDocWriteFailure(err) { // an id too long, with doc_write_failure "fail"
 				r.group.totals.changesReadFailures.Add(1)

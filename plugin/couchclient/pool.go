@@ -78,6 +78,7 @@ type Pool struct {
 	budgets    map[string]*hostBudget // by server (budget.go)
 	gen        atomic.Uint64          // bumped when the transports' TLS config changes
 	stop       chan struct{}
+	idleDone   chan struct{} // closed when closeIdleLoop has returned
 	closeOnce  sync.Once
 }
 
@@ -122,6 +123,7 @@ func NewPool(opts PoolOptions) *Pool {
 		turns:      map[string]*hostTurns{},
 		budgets:    map[string]*hostBudget{},
 		stop:       make(chan struct{}),
+		idleDone:   make(chan struct{}),
 	}
 	if u, err := url.Parse(opts.LocalURL); err == nil && opts.LocalURL != "" {
 		p.localOrigin = parse.Origin(u)
@@ -175,20 +177,23 @@ func tlsKeysChanged(a, b parse.Options) bool {
 // RateLimiter returns the pool's shared rate limiter.
 func (p *Pool) RateLimiter() *RateLimiter { return p.limiter }
 
-// Close closes idle connections and stops the pool's background work.
+// Close closes idle connections and stops the pool's background work,
+// returning once it has stopped.
 func (p *Pool) Close() error {
 	p.closeOnce.Do(func() {
 		close(p.stop)
 		p.mu.Lock()
-		defer p.mu.Unlock()
 		for _, t := range p.transports {
 			t.CloseIdleConnections()
 		}
+		p.mu.Unlock()
 	})
+	<-p.idleDone
 	return nil
 }
 
 func (p *Pool) closeIdleLoop() {
+	defer close(p.idleDone)
 	t := time.NewTicker(p.opts.ConnectionCloseInterval)
 	defer t.Stop()
 	for {

@@ -59,14 +59,14 @@ func TestCloseDuringLoad(t *testing.T) {
 	}
 }
 
-// pluginGoroutines lists the goroutines running a managed plugin's loops
-// or a plugin process's spawn, by their function.
+// pluginGoroutines lists the goroutines running a managed plugin's loops,
+// a plugin process's spawn or its HostServices server, by their function.
 func pluginGoroutines() []string {
 	buf := make([]byte, 8<<20)
 	buf = buf[:runtime.Stack(buf, true)]
 	var found []string
 	for _, g := range strings.Split(string(buf), "\n\n") {
-		for _, fn := range []string{"host.(*managed).monitor(", "host.(*managed).deliverLoop(", "host.(*managed).restartLoop(", "host.(*Host).spawn.func"} {
+		for _, fn := range []string{"host.(*managed).monitor(", "host.(*managed).deliverLoop(", "host.(*managed).restartLoop(", "host.(*Host).spawn.func", "plugin.(*GRPCBroker).AcceptAndServe("} {
 			if strings.Contains(g, fn) {
 				found = append(found, strings.TrimSuffix(fn, "("))
 			}
@@ -77,7 +77,7 @@ func pluginGoroutines() []string {
 
 // TestCloseWaitsForPluginGoroutines: when Close returns, no goroutine of
 // the plugin's runs any more (monitor, delivery, restart, the process's
-// spawn goroutine) and the process's pid file is gone, whether the plugin
+// spawn goroutine, its HostServices server) and the process's pid file is gone, whether the plugin
 // was running or restarting after a crash.
 func TestCloseWaitsForPluginGoroutines(t *testing.T) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {

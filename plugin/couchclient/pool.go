@@ -178,7 +178,8 @@ func tlsKeysChanged(a, b parse.Options) bool {
 func (p *Pool) RateLimiter() *RateLimiter { return p.limiter }
 
 // Close closes idle connections and stops the pool's background work,
-// returning once it has stopped.
+// returning once it has stopped. Retry-After holds end (their timers
+// stopped), letting any request still waiting go.
 func (p *Pool) Close() error {
 	p.closeOnce.Do(func() {
 		close(p.stop)
@@ -186,7 +187,14 @@ func (p *Pool) Close() error {
 		for _, t := range p.transports {
 			t.CloseIdleConnections()
 		}
+		budgets := make([]*hostBudget, 0, len(p.budgets))
+		for _, b := range p.budgets {
+			budgets = append(budgets, b)
+		}
 		p.mu.Unlock()
+		for _, b := range budgets {
+			b.close()
+		}
 	})
 	<-p.idleDone
 	return nil

@@ -155,8 +155,12 @@ func (h *Host) Load(ctx context.Context, spec Spec) error {
 		return err
 	}
 	m.setState(StateRunning)
-	go m.monitor(inst)
-	go m.deliverLoop()
+	m.lifeMu.Lock()
+	// Close may have closed m meanwhile: it has stopped inst then, and
+	// goLocked starts nothing.
+	m.goLocked(func() { m.monitor(inst) })
+	m.goLocked(m.deliverLoop)
+	m.lifeMu.Unlock()
 	m.log.Info("plugin loaded", "version", inst.info.Version, "path", inst.path, "pid", inst.pid)
 	return nil
 }

@@ -54,6 +54,23 @@ type managed struct {
 	wake   chan struct{}
 	stop   chan struct{}
 	closed bool // under lifeMu
+	// goroutines counts monitor, deliverLoop and restartLoop; close waits
+	// for them. Start them only through goLocked.
+	goroutines sync.WaitGroup
+}
+
+// goLocked runs fn on a goroutine close waits for, unless the plugin is
+// closed. The caller holds lifeMu, so the Add cannot race close's Wait
+// (which starts after close has set closed under lifeMu).
+func (m *managed) goLocked(fn func()) {
+	if m.closed {
+		return
+	}
+	m.goroutines.Add(1)
+	go func() {
+		defer m.goroutines.Done()
+		fn()
+	}()
 }
 
 func newManaged(h *Host, spec Spec) *managed {
@@ -125,18 +142,21 @@ func (m *managed) monitor(inst *instance) {
 	}
 }
 
-// onDeath takes a dead instance out of service and starts restarting.
+// onDeath takes a dead instance out of service and starts restarting. It
+// runs on inst's monitor, so close waits for the kill too; the kill runs
+// after lifeMu is released (deferred first, it runs last), so a
+// lifecycle change does not wait for it.
 func (m *managed) onDeath(inst *instance, why string) {
+	defer inst.kill()
 	m.lifeMu.Lock()
 	defer m.lifeMu.Unlock()
-	go inst.kill()
 	if m.closed || !m.casCur(inst, nil) {
 		return
 	}
 	m.q.setDown(true)
 	m.setState(StateRestarting)
 	m.log.Error("plugin is down; restarting", "reason", why, "pid", inst.pid)
-	go m.restartLoop()
+	m.goLocked(m.restartLoop)
 }
 
 // restartLoop starts a new process with exponential backoff (100ms → 30s)
@@ -197,7 +217,7 @@ func (m *managed) restartOnce() (done bool, err error) {
 	}
 	m.q.setDown(false)
 	m.setState(StateRunning)
-	go m.monitor(inst)
+	m.goLocked(func() { m.monitor(inst) })
 	m.notify()
 	m.restarts.Add(1)
 	m.log.Info("plugin restarted", "pid", inst.pid, "version", inst.info.Version)
@@ -260,12 +280,12 @@ func (m *managed) reload(ctx context.Context, spec Spec) error {
 		next.kill()
 		m.q.setDown(true)
 		m.setState(StateRestarting)
-		go m.restartLoop()
+		m.goLocked(m.restartLoop)
 		return err
 	}
 	m.q.setDown(false)
 	m.setState(StateRunning)
-	go m.monitor(next)
+	m.goLocked(func() { m.monitor(next) })
 	m.notify()
 	oldPID := 0
 	if old != nil {
@@ -277,8 +297,14 @@ func (m *managed) reload(ctx context.Context, spec Spec) error {
 }
 
 // close stops the plugin for good: delivery stops, the process is told to
-// Stop and exits.
+// Stop and exits. It returns once the plugin's goroutines have returned.
 func (m *managed) close() error {
+	err := m.closeLocked()
+	m.goroutines.Wait()
+	return err
+}
+
+func (m *managed) closeLocked() error {
 	m.lifeMu.Lock()
 	defer m.lifeMu.Unlock()
 	if m.closed {

@@ -72,12 +72,15 @@ func (i *instance) retire() {
 	})
 }
 
-// kill ends the process: graceful close, then SIGKILL after 2s.
+// kill ends the process: graceful close, then SIGKILL after 2s. It
+// returns once the process has exited and spawn's goroutine has removed
+// its pid file.
 func (i *instance) kill() {
 	i.killOnce.Do(func() {
 		i.retire()
 		i.client.Kill()
 	})
+	<-i.exited
 }
 
 // reportTransportError asks the monitor to check the instance now.

@@ -268,6 +268,21 @@ func (b *hostBudget) holdLocked(now time.Time, d time.Duration, status int) {
 	}
 }
 
+// close ends a hold at once and stops its timer, whose callback would
+// otherwise run on the closed pool up to maxHold later.
+func (b *hostBudget) close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.holdTimer != nil {
+		b.holdTimer.Stop()
+	}
+	if b.holding {
+		b.holding = false
+		b.pool.hostsHeld.Add(-1)
+		b.dispatchLocked(time.Now())
+	}
+}
+
 // endHold lets the waiters go once the hold has passed.
 func (b *hostBudget) endHold() {
 	b.mu.Lock()

@@ -88,6 +88,7 @@ type Pool struct {
 	budgets    map[string]*hostBudget // by server (budget.go)
 	gen        atomic.Uint64          // bumped when the transports' TLS config changes
 	stop       chan struct{}
+	idleDone   chan struct{} // closed when closeIdleLoop has returned
 	closeOnce  sync.Once
 }
 
@@ -133,6 +134,7 @@ func NewPool(opts PoolOptions) *Pool {
 		budgets:    map[string]*hostBudget{},
 		freeBodies: make(chan *bytes.Buffer, maxFreeBodies),
 		stop:       make(chan struct{}),
+		idleDone:   make(chan struct{}),
 	}
 	if u, err := url.Parse(opts.LocalURL); err == nil && opts.LocalURL != "" {
 		p.localOrigin = parse.Origin(u)
@@ -186,20 +188,31 @@ func tlsKeysChanged(a, b parse.Options) bool {
 // RateLimiter returns the pool's shared rate limiter.
 func (p *Pool) RateLimiter() *RateLimiter { return p.limiter }
 
-// Close closes idle connections and stops the pool's background work.
+// Close closes idle connections and stops the pool's background work,
+// returning once it has stopped. Retry-After holds end (their timers
+// stopped), letting any request still waiting go.
 func (p *Pool) Close() error {
 	p.closeOnce.Do(func() {
 		close(p.stop)
 		p.mu.Lock()
-		defer p.mu.Unlock()
 		for _, t := range p.transports {
 			t.CloseIdleConnections()
 		}
+		budgets := make([]*hostBudget, 0, len(p.budgets))
+		for _, b := range p.budgets {
+			budgets = append(budgets, b)
+		}
+		p.mu.Unlock()
+		for _, b := range budgets {
+			b.close()
+		}
 	})
+	<-p.idleDone
 	return nil
 }
 
 func (p *Pool) closeIdleLoop() {
+	defer close(p.idleDone)
 	t := time.NewTicker(p.opts.ConnectionCloseInterval)
 	defer t.Stop()
 	for {

@@ -303,9 +303,7 @@ func (q *Queue) refreshTags(typ string) {
 	go func() {
 		defer q.wg.Done()
 		defer q.windows.endRefresh(typ)
-		ctx, cancel := q.untilClosed(context.Background())
-		defer cancel()
-		ctx, cancelTimeout := context.WithTimeout(ctx, 30*time.Second)
+		ctx, cancelTimeout := context.WithTimeout(q.ctx, 30*time.Second)
 		defer cancelTimeout()
 		now := q.opts.Now()
 		old, _ := q.windows.listedTags(typ, now)

@@ -114,6 +114,10 @@ type Queue struct {
 	opts   Options
 	closed chan struct{}
 	once   sync.Once
+	// ctx is the queue's lifetime: cancelled by Close, it is the parent
+	// of the contexts of the queue's own background work.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	windows windowModes // per type: pick from windows of the queue?
 	picks   pickCache   // window picks of big tagged types not taken yet
@@ -122,7 +126,9 @@ type Queue struct {
 
 	mu        sync.Mutex
 	notifiers map[string]*notifier
-	wg        sync.WaitGroup
+	// wg counts the queue's goroutines; Close waits for them. Add to it
+	// only under mu, after seeing closed still open.
+	wg sync.WaitGroup
 }
 
 // New returns a queue on store under opts.Prefix. The store stays owned by
@@ -146,36 +152,40 @@ func New(store kv.Store, opts Options) (*Queue, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Queue{
+	q := &Queue{
 		store:     store,
 		l:         layout{prefix: append([]byte(nil), opts.Prefix...)},
 		log:       opts.Logger.Named("jobs"),
 		opts:      opts,
 		closed:    make(chan struct{}),
 		notifiers: make(map[string]*notifier),
-	}, nil
+	}
+	q.ctx, q.cancel = context.WithCancel(context.Background())
+	return q, nil
 }
 
 // Close stops the queue's subscriptions and notifiers. Blocked Accept calls
 // return ErrClosed.
+// It returns once every goroutine the queue started has returned.
 func (q *Queue) Close() error {
-	q.once.Do(func() { close(q.closed) })
+	q.once.Do(func() {
+		q.mu.Lock()
+		close(q.closed)
+		q.cancel()
+		q.mu.Unlock()
+	})
 	q.wg.Wait()
 	return nil
 }
 
-// untilClosed returns a context that ends with parent, cancel, or the
-// queue's Close, for the queue's own background work.
-func (q *Queue) untilClosed(parent context.Context) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(parent)
-	go func() {
-		select {
-		case <-q.closed:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, cancel
+// isClosed reports whether Close has begun.
+func (q *Queue) isClosed() bool {
+	select {
+	case <-q.closed:
+		return true
+	default:
+		return false
+	}
 }
 
 // ms converts a scheduled time to the stored form: milliseconds since the

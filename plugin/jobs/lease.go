@@ -130,6 +130,9 @@ type Lease struct {
 // Grant creates a lease and starts renewing it until it is lost or
 // revoked. Leases that opts.Replaces names are expired first.
 func (q *Queue) Grant(ctx context.Context, opts LeaseOptions) (*Lease, error) {
+	if q.isClosed() {
+		return nil, ErrClosed
+	}
 	if opts.TTL <= 0 {
 		opts.TTL = DefaultLeaseTTL
 	}
@@ -169,9 +172,18 @@ func (q *Queue) Grant(ctx context.Context, opts LeaseOptions) (*Lease, error) {
 			q.log.Warn("could not expire the leases this one replaces; they expire after their TTL", "error", err)
 		}
 	}
-	rctx, cancel := context.WithCancel(context.Background())
+	rctx, cancel := context.WithCancel(q.ctx)
 	l.stop = cancel
+	q.mu.Lock()
+	if q.isClosed() {
+		// Close has begun and may be waiting already: no goroutine of
+		// the queue may start now. The lease expires after its TTL.
+		q.mu.Unlock()
+		cancel()
+		return nil, ErrClosed
+	}
 	q.wg.Add(1)
+	q.mu.Unlock()
 	go func() {
 		defer q.wg.Done()
 		defer close(l.stopped)

@@ -169,7 +169,7 @@ type logEntry struct {
 func (n *notifier) run() {
 	q := n.q
 	defer q.wg.Done()
-	ctx, cancel := q.untilClosed(context.Background())
+	ctx, cancel := context.WithCancel(q.ctx) // ends its pending watch on return
 	defer cancel()
 	for {
 		watch, err := q.store.Watch(ctx, q.l.watermark(n.typ))

@@ -84,7 +84,8 @@ type Store struct {
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	wg     sync.WaitGroup // the store's goroutines; Close waits for them
+	goMu   sync.Mutex     // orders goBackground's wg.Add before Close's Wait
 
 	leaseMu   sync.Mutex
 	lease     clientv3.LeaseID
@@ -194,9 +195,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 }
 
 // Close stops the cleaner, fires pending watches and, when Open dialled
-// the client, closes it.
+// the client, closes it. It returns once every goroutine the store
+// started has returned.
 func (s *Store) Close() error {
+	s.goMu.Lock()
 	s.cancel()
+	s.goMu.Unlock()
 	s.wg.Wait()
 	s.leaseMu.Lock()
 	if s.leaseOK {
@@ -213,6 +217,22 @@ func (s *Store) Close() error {
 }
 
 func (s *Store) closed() bool { return s.ctx.Err() != nil }
+
+// goBackground runs fn on a goroutine Close waits for, or reports false
+// when Close has begun (fn then does not run).
+func (s *Store) goBackground(fn func()) bool {
+	s.goMu.Lock()
+	defer s.goMu.Unlock()
+	if s.closed() {
+		return false
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		fn()
+	}()
+	return true
+}
 
 // View runs fn on a snapshot at one revision. It retries when the revision
 // is compacted while fn reads.
@@ -306,7 +326,7 @@ func (s *Store) Watch(ctx context.Context, key []byte) (<-chan struct{}, error) 
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	wch := s.cli.Watch(wctx, k, clientv3.WithRev(resp.Header.Revision+1))
 	out := make(chan struct{})
-	go func() {
+	started := s.goBackground(func() {
 		defer close(out)
 		defer cancel()
 		select {
@@ -314,7 +334,11 @@ func (s *Store) Watch(ctx context.Context, key []byte) (<-chan struct{}, error) 
 		case <-ctx.Done():
 		case <-s.ctx.Done():
 		}
-	}()
+	})
+	if !started {
+		cancel()
+		return nil, kv.ErrClosed
+	}
 	return out, nil
 }
 
@@ -337,11 +361,10 @@ func (s *Store) leaseID(ctx context.Context) (clientv3.LeaseID, error) {
 		stop()
 		return 0, fmt.Errorf("kv/etcd: keep lease alive: %w", err)
 	}
-	if s.leaseStop != nil {
-		s.leaseStop()
-	}
-	s.lease, s.leaseOK, s.leaseAt, s.leaseStop = g.ID, true, time.Now(), stop
-	go func(id clientv3.LeaseID) {
+	id := g.ID
+	// The keepalive channel closes when kctx ends (a newer lease, or
+	// Close) or the lease is lost.
+	started := s.goBackground(func() {
 		for range ka {
 		}
 		s.leaseMu.Lock()
@@ -352,7 +375,15 @@ func (s *Store) leaseID(ctx context.Context) (clientv3.LeaseID, error) {
 		if kctx.Err() == nil {
 			s.log.Warn("etcd lease for commit markers lost; granting a new one", "lease", int64(id))
 		}
-	}(g.ID)
+	})
+	if !started {
+		stop()
+		return 0, kv.ErrClosed
+	}
+	if s.leaseStop != nil {
+		s.leaseStop()
+	}
+	s.lease, s.leaseOK, s.leaseAt, s.leaseStop = g.ID, true, time.Now(), stop
 	return g.ID, nil
 }
 

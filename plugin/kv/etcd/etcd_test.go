@@ -69,3 +69,40 @@ func TestTooLarge(t *testing.T) {
 		t.Errorf("a small commit after them: %v", err)
 	}
 }
+
+// TestCloseEndsWatches: Close returns only once every goroutine the store
+// started has returned: each pending watch has fired (its channel closed),
+// and Watch afterwards fails with kv.ErrClosed. The store is on a client
+// it does not own, so Close does no network round trip that would give the
+// watches' goroutines time to end anyway.
+func TestCloseEndsWatches(t *testing.T) {
+	c := etcdtest.StartCluster(t, 1)
+	cli := faultyClient(t, c.Endpoints(), func() string { return "" })
+	for round := 0; round < 5; round++ {
+		s, err := etcd.Open(t.Context(), etcd.Config{Client: cli, Prefix: fmt.Sprintf("%s/%d/", t.Name(), round)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var watches []<-chan struct{}
+		for i := 0; i < 256; i++ {
+			w, err := s.Watch(t.Context(), []byte(fmt.Sprintf("w%d", i)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			watches = append(watches, w)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for i, w := range watches {
+			select {
+			case <-w:
+			default:
+				t.Fatalf("round %d: watch %d still pending after Close returned", round, i)
+			}
+		}
+		if _, err := s.Watch(t.Context(), []byte("late")); !errors.Is(err, kv.ErrClosed) {
+			t.Fatalf("Watch after Close: %v, want kv.ErrClosed", err)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package selector
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -78,4 +79,27 @@ func TestNormalizeKeepsOrder(t *testing.T) {
 			t.Errorf("sorted %s -> %s, want %s", tt.in, got, tt.sorted)
 		}
 	}
+}
+
+// FuzzNormalize: any input is refused or normalised without a panic, and
+// a normal form is a JSON object that normalises again.
+func FuzzNormalize(f *testing.F) {
+	for _, s := range []string{`{}`, `{"a":1}`, `{"$not":{"$and":[{"a":1},{"$nor":[{"b":{"$in":[1]}}]}]}}`,
+		`{"a":{"$elemMatch":{}}}`, `{"$text":"x"}`, `{"a":{"b":{"$regex":"^x","$exists":true}}}`, `{"k":1,"k":{"$gt":2}}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		v, err := Normalize(raw)
+		if err != nil {
+			return
+		}
+		out := jsonobj.AppendOrdered(nil, v)
+		if !json.Valid(out) || out[0] != '{' {
+			t.Fatalf("%s: normal form %s is not a JSON object", raw, out)
+		}
+		if _, err := Normalize(out); err != nil {
+			t.Fatalf("%s: normal form %s: %v", raw, out, err)
+		}
+		jsonobj.AppendOrdered(nil, Sort(v))
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -172,4 +173,43 @@ func TestEmbeddingServices(t *testing.T) {
 	}
 	sort.Strings(doc)
 	sameSet(t, "hooks.Services", code, doc)
+}
+
+// TestReadmeLayoutNamesPluginPackages: the `plugin/` row of README's
+// layout table names every package under plugin/ (by its path below
+// plugin/ or plugin/internal/, or its last element), so a package added
+// or moved is described where readers look for it.
+func TestReadmeLayoutNamesPluginPackages(t *testing.T) {
+	readme := readPage(t, "../README.md")
+	var row string
+	for _, line := range strings.Split(readme, "\n") {
+		if strings.HasPrefix(line, "| `plugin/` |") {
+			row = line
+		}
+	}
+	if row == "" {
+		t.Fatal("README's layout table has no `plugin/` row")
+	}
+	dirs := map[string]bool{}
+	err := filepath.WalkDir("../plugin", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && strings.HasSuffix(path, ".go") {
+			dirs[filepath.ToSlash(filepath.Dir(path))] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dirs) < 10 {
+		t.Fatalf("found %d packages under plugin/", len(dirs))
+	}
+	for dir := range dirs {
+		rel := strings.TrimPrefix(strings.TrimPrefix(dir, "../plugin/"), "internal/")
+		if !strings.Contains(row, "`"+rel+"`") && !strings.Contains(row, "`"+filepath.Base(dir)+"`") {
+			t.Errorf("README's `plugin/` row does not name %s", strings.TrimPrefix(dir, "../"))
+		}
+	}
 }

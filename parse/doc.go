@@ -1,7 +1,9 @@
 // Package parse turns CouchDB replication requests into typed replications
 // and computes their identities, without any network access. It is the one
 // parser couchepi uses at write time (before_doc_update), when a replication
-// doc becomes a job, and for POST /_replicate.
+// doc becomes a job, and for POST /_replicate. It is public so that a server
+// can validate replication docs, or compute a replication's id, as the
+// replicator will, without loading it.
 //
 // # API
 //

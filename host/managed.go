@@ -118,7 +118,9 @@ func (m *managed) monitor(inst *instance) {
 		case <-tick.C:
 		case <-inst.suspect:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		// Under the instance's life: retiring it ends a check in flight,
+		// so Close does not wait out its 5 s.
+		ctx, cancel := context.WithTimeout(inst.streamCtx, 5*time.Second)
 		_, err := inst.rpc.Health(ctx, &pb.Empty{})
 		cancel()
 		select {

@@ -38,10 +38,14 @@ func TestDBUpdates(t *testing.T) {
 	if got := feed(mark); !slices.Equal(got, []string{"a:updated"}) {
 		t.Fatalf("since the creates: %v", got)
 	}
-	// A waiter wakes on the next event.
+	// A waiter wakes on the next event. Its start is read before the
+	// event: a waiter that reaches WaitDBUpdates only after the delete
+	// (a loaded machine) returns at once instead of waiting for another
+	// event; the pause only makes the wake path the usual one.
 	done := make(chan uint64)
+	since := s.DBUpdatesSeq()
 	go func() {
-		seq, _ := s.WaitDBUpdates(ctx, s.DBUpdatesSeq())
+		seq, _ := s.WaitDBUpdates(ctx, since)
 		done <- seq
 	}()
 	time.Sleep(20 * time.Millisecond)

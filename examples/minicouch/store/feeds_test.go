@@ -149,7 +149,7 @@ func TestWait(t *testing.T) {
 		_, err := db.Wait(ctx, 1)
 		errc <- err
 	}()
-	time.Sleep(10 * time.Millisecond)
+	time.Sleep(10 * time.Millisecond) // usually waiting by then; a Wait that starts after the delete fails alike
 	s.DeleteDB("d")
 	if err := <-errc; !isErr(err, ErrDBNotFound) {
 		t.Fatalf("Wait on deleted db: %v", err)

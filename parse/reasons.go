@@ -35,7 +35,7 @@ const (
 	reasonNotObject         = "Replication document must be a JSON object"
 	reasonBodyNotObject     = "Request body must be a JSON object"
 	reasonDocWriteFailure   = "`doc_write_failure` must be `count` or `fail`"
-	reasonCheckpoint        = "`checkpoint` must be \"both\" or \"target\" (`use_checkpoints: false` writes none)"
+	reasonCheckpoint        = "`checkpoint` must be `both` or `target` (`use_checkpoints: false` writes none)"
 )
 
 func reasonMissing(side string) string { return "Missing `" + side + "` field" }

@@ -17,7 +17,7 @@ func TestE2ECheckpointTarget(t *testing.T) {
 	c := startCouch(t, "")
 	c.must("PUT", "/src", "", 201)
 	c.putDocs("src", 0, 20)
-	const reason = "`checkpoint` must be \"both\" or \"target\" (`use_checkpoints: false` writes none)"
+	const reason = "`checkpoint` must be `both` or `target` (`use_checkpoints: false` writes none)"
 	if code, body := c.req("PUT", "/_replicator/bad", c.repDoc("src", "tgt", `,"checkpoint":false`)); code != 403 || forbidden(t, body) != reason {
 		t.Errorf("doc with checkpoint false: %d %s", code, body)
 	}

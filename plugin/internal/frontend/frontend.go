@@ -120,8 +120,3 @@ func (f *Frontend) lockDB(db string) func() {
 	m.Lock()
 	return m.Unlock
 }
-
-// parseUser converts a hook user context to parse's.
-func parseUser(u hooks.UserCtx) parse.UserCtx {
-	return parse.UserCtx{Name: u.Name, Roles: u.Roles}
-}

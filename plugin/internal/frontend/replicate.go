@@ -62,7 +62,7 @@ func (f *Frontend) replicate(w http.ResponseWriter, r *http.Request, user hooks.
 			opts.LocalHeaders[h] = v
 		}
 	}
-	rep, err := parse.ReplicateRequest(body, parseUser(user), opts)
+	rep, err := parse.ReplicateRequest(body, user, opts)
 	if err != nil {
 		return parseErrorResponse(err)
 	}

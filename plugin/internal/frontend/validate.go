@@ -28,17 +28,17 @@ import (
 // can only replace docs they own, whatever `owner` or `_rev` they send and
 // with new_edits=false too.
 func BeforeDocUpdate(db string, doc []byte, user hooks.UserCtx, opts parse.Options, current func(id string) ([]byte, error)) ([]byte, error) {
-	out, err := parse.BeforeDocUpdateHosts(doc, parseUser(user), opts)
-	if err == nil && current != nil && !user.IsAdmin() && !parseUser(user).IsReplicator() {
+	out, err := parse.BeforeDocUpdateHosts(doc, user, opts)
+	if err == nil && current != nil && !user.IsAdmin() && !user.IsReplicator() {
 		if id := docID(doc); id != "" && !strings.HasPrefix(id, "_design/") && !strings.HasPrefix(id, "_local/") {
 			cur, cerr := current(id)
 			if cerr != nil {
 				return nil, cerr
 			}
-			err = parse.CheckOwner(cur, parseUser(user))
+			err = parse.CheckOwner(cur, user)
 		}
 	}
-	if err == nil && !parseUser(user).IsReplicator() {
+	if err == nil && !user.IsReplicator() {
 		err = checkJobSize(db, out, opts)
 	}
 	if err != nil {
@@ -115,7 +115,7 @@ func mayOutgrow(db string, doc []byte, opts parse.Options) bool {
 // AfterDocRead hides endpoint credentials from readers who are neither
 // admins, the replicator nor the doc's owner (parse.StripCredentials).
 func AfterDocRead(doc []byte, user hooks.UserCtx) []byte {
-	out, _ := parse.StripCredentials(doc, parseUser(user))
+	out, _ := parse.StripCredentials(doc, user)
 	return out
 }
 

@@ -23,7 +23,8 @@ import (
 //	P,12,LeaseID,Type,JobID ''                    the running jobs held under a lease
 //	P,13,LeaseID          lease heartbeat         renewal counter, running jobs, capacity
 //	P,14,Type,JobID       LeaseID                 the lease a running job is held under (absent: held by activity, P,6)
-//	P,15,LeaseID,Type,JobID lock                  jobs taken from a lease's holder (removed), read by its next renewal
+//	P,15,LeaseID,Type,JobID lock                  jobs taken from a lease's holder (removed, held), read by its next renewal
+//	P,16,LeaseID          int64 LE counter        bumped with every job taken from the lease; watched by its holder (hold.go)
 const (
 	spaceJob       = 1
 	spacePending   = 2
@@ -40,6 +41,7 @@ const (
 	spaceHeartbeat = 13
 	spaceHolder    = 14
 	spaceHalted    = 15
+	spaceHaltSig   = 16
 )
 
 type layout struct{ prefix []byte }
@@ -87,7 +89,8 @@ func (l layout) halted(id string) []byte       { return l.key(spaceHalted, id) }
 func (l layout) haltedJob(id, typ, job string) []byte {
 	return l.key(spaceHalted, id, typ, job)
 }
-func (l layout) logType(typ string) []byte { return l.key(spaceLog, typ) }
+func (l layout) haltSignal(id string) []byte { return l.key(spaceHaltSig, id) }
+func (l layout) logType(typ string) []byte   { return l.key(spaceLog, typ) }
 func (l layout) logAt(typ string, vs kv.Versionstamp) []byte {
 	return l.key(spaceLog, typ, vsElem(vs))
 }

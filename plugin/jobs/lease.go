@@ -125,6 +125,8 @@ type Lease struct {
 
 	stop    context.CancelFunc
 	stopped chan struct{}
+
+	haltMu sync.Mutex // serializes takeHalts
 }
 
 // Grant creates a lease and starts renewing it until it is lost or
@@ -258,11 +260,17 @@ func (l *Lease) lose(err error, why string) {
 	})
 }
 
-// run renews the lease every l.renew until it is lost or ctx ends.
+// run renews the lease every l.renew until it is lost or ctx ends, and at
+// once when a job is taken from it (its halt signal changes), so that the
+// holder stops that job's run within a commit or two (hold.go).
 func (l *Lease) run(ctx context.Context) {
 	t := time.NewTicker(l.renew)
 	defer t.Stop()
 	failing := repeatlog.Failures{Every: 10 * time.Second}
+	signal := l.watchHalts(ctx)
+	if signal != nil {
+		l.takeHalts(ctx) // taken before the watch was set
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -272,6 +280,15 @@ func (l *Lease) run(ctx context.Context) {
 		case <-l.q.closed:
 			return
 		case <-t.C:
+		case <-signal:
+			signal = l.watchHalts(ctx)
+			if err := l.takeHalts(ctx); err != nil {
+				l.q.log.Debug("reading the jobs taken from the lease failed; the next renewal reads them", "lease", l.id, "error", err)
+			}
+			continue
+		}
+		if signal == nil {
+			signal = l.watchHalts(ctx) // a watch that could not be set retries at each renewal
 		}
 		err := l.renewOnce(ctx)
 		switch {
@@ -291,8 +308,24 @@ func (l *Lease) run(ctx context.Context) {
 	}
 }
 
+// watchHalts returns a channel closed when the lease's halt signal
+// changes, or nil when the watch cannot be set (the renewal ticker still
+// reads the halted jobs).
+func (l *Lease) watchHalts(ctx context.Context) <-chan struct{} {
+	if l.opts.Halted == nil {
+		return nil
+	}
+	ch, err := l.q.store.Watch(ctx, l.q.l.haltSignal(l.id))
+	if err != nil {
+		return nil
+	}
+	return ch
+}
+
 // renewOnce renews the lease once and hands the halted jobs it read to
-// opts.Halted. A lease no longer valid, or gone from the store, is lost.
+// opts.Halted, then clears them: a halted key is gone only once its holder
+// was told (Queue.WaitHalted). A lease no longer valid, or gone from the
+// store, is lost.
 func (l *Lease) renewOnce(ctx context.Context) error {
 	if err := l.Valid(); err != nil {
 		l.lose(err, "not renewed within half its TTL")
@@ -313,7 +346,6 @@ func (l *Lease) renewOnce(ctx context.Context) error {
 			return errLeaseGone
 		}
 		begin := l.q.l.halted(l.id)
-		var last []byte
 		err = t.Range(begin, kv.PrefixEnd(begin), kv.RangeOptions{Limit: haltedBatch}, func(k, v []byte) error {
 			var h HaltedJob
 			if err := decodeKey(begin, k, &h.Type, &h.ID); err != nil || len(v) != 16 {
@@ -321,14 +353,10 @@ func (l *Lease) renewOnce(ctx context.Context) error {
 			}
 			copy(h.lock[:], v)
 			halted = append(halted, h)
-			last = append(last[:0], k...)
 			return nil
 		})
 		if err != nil {
 			return err
-		}
-		if last != nil {
-			t.ClearRange(begin, append(last, 0))
 		}
 		t.Set(l.q.l.heartbeat(l.id), l.heartbeatValue(next))
 		return nil
@@ -351,12 +379,56 @@ func (l *Lease) renewOnce(ctx context.Context) error {
 	if until := int64(start.Sub(l.base) + l.ttl/2); until > l.until.Load() {
 		l.until.Store(until)
 	}
+	if len(halted) == 0 {
+		return nil
+	}
+	return l.takeHalts(ctx)
+}
+
+// takeHalts reads the jobs taken from the lease, hands them to
+// opts.Halted, then clears their halted keys, unless a job was taken again
+// since (a later lock): a halted key is gone only once its holder was
+// told (Queue.WaitHalted). Calls are serialized, so a job is told once.
+func (l *Lease) takeHalts(ctx context.Context) error {
+	l.haltMu.Lock()
+	defer l.haltMu.Unlock()
+	cctx, cancel := context.WithTimeout(ctx, l.ttl/4)
+	defer cancel()
+	var halted []HaltedJob
+	begin := l.q.l.halted(l.id)
+	err := l.q.store.View(cctx, func(t kv.ReadTx) error {
+		halted = halted[:0]
+		return t.Range(begin, kv.PrefixEnd(begin), kv.RangeOptions{Limit: haltedBatch}, func(k, v []byte) error {
+			var h HaltedJob
+			if err := decodeKey(begin, k, &h.Type, &h.ID); err != nil || len(v) != 16 {
+				return errBadKey
+			}
+			copy(h.lock[:], v)
+			halted = append(halted, h)
+			return nil
+		})
+	})
+	if err != nil || len(halted) == 0 {
+		return err
+	}
 	if l.opts.Halted != nil {
 		for _, h := range halted {
 			l.opts.Halted(h)
 		}
 	}
-	return nil
+	return l.q.store.Update(cctx, func(t kv.Tx) error {
+		for _, h := range halted {
+			k := l.q.l.haltedJob(l.id, h.Type, h.ID)
+			v, err := t.Get(k)
+			if err != nil {
+				return err
+			}
+			if bytes.Equal(v, h.lock[:]) {
+				t.Clear(k)
+			}
+		}
+		return nil
+	})
 }
 
 // Held returns the ids of the jobs of type typ held under the lease, as
@@ -685,6 +757,7 @@ func (q *Queue) releaseLeaseJobs(ctx context.Context, id string) (int, error) {
 			tx.t.Clear(q.l.heartbeat(id))
 			hb := q.l.halted(id)
 			tx.t.ClearRange(hb, kv.PrefixEnd(hb))
+			tx.t.Clear(q.l.haltSignal(id))
 			return nil
 		})
 		if err != nil {

@@ -301,10 +301,9 @@ func (tx *Tx) Remove(typ, id string) error {
 			return err
 		}
 		if h != nil {
-			// Tell the holder at its next renewal, so it stops at once
-			// rather than at its next write for the job.
-			tx.unhold(string(h), typ, id)
-			tx.t.Set(tx.q.l.haltedJob(string(h), typ, id), r.lock[:])
+			// Tell the holder now, so it stops at once rather than at
+			// its next write for the job.
+			tx.takeFromHolder(string(h), typ, id, r)
 		} else {
 			tx.stopRunning(typ, id, r)
 		}

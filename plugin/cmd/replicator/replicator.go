@@ -332,7 +332,7 @@ func (p *replicator) BeforeDocUpdate(ctx context.Context, db string, doc []byte,
 	if err != nil {
 		return nil, err
 	}
-	return frontend.BeforeDocUpdate(db, doc, user, opts, func(id string) ([]byte, error) {
+	out, err := frontend.BeforeDocUpdate(db, doc, user, opts, func(id string) ([]byte, error) {
 		p.mu.Lock()
 		host := p.host
 		p.mu.Unlock()
@@ -346,6 +346,14 @@ func (p *replicator) BeforeDocUpdate(ctx context.Context, db string, doc []byte,
 		}
 		return cur, err
 	})
+	if err != nil || user.IsReplicator() {
+		return out, err
+	}
+	// The write is valid: the run it replaces stops before it is stored.
+	if front, _, _ := p.components(); front != nil {
+		front.StopReplaced(ctx, db, out)
+	}
+	return out, nil
 }
 
 // docOptions returns the `[replicator]` options replication docs are

@@ -175,11 +175,15 @@ func (s *Server) revokeLease(ctx context.Context) {
 	}
 }
 
-// fence is what a worker's requests check: the lease it was accepted
-// under must still be valid.
-func fence(l *jobs.Lease) func() error {
+// fence is what a worker's requests check: the worker must not have been
+// abandoned (its job taken from it) and the lease it was accepted under
+// must still be valid.
+func (w *worker) fence() func() error {
 	return func() error {
-		if err := l.Valid(); err != nil {
+		if w.abandoned.Load() {
+			return replicate.ErrAbandoned
+		}
+		if err := w.lease.Valid(); err != nil {
 			return replicate.ErrAbandoned
 		}
 		return nil

@@ -551,6 +551,17 @@ func (s *Server) start(w *worker, rotating, woken bool, cfg Config) {
 	if !waitSlot {
 		s.holdLocked(w)
 	}
+	// A run of an earlier acceptance of the same job may still be going
+	// (its job was replaced by a doc edit and accepted again before the
+	// halt reached this node): the job is no longer its, so it stops
+	// writing now, and the new run starts once it has exited.
+	previous := s.workers[job.ID]
+	if previous != nil && previous.job == job {
+		previous = nil
+	}
+	if previous != nil {
+		previous.abandon(errRemoved)
+	}
 	s.workers[job.ID] = w
 	if waitSlot {
 		s.boundQuietLocked()
@@ -561,6 +572,9 @@ func (s *Server) start(w *worker, rotating, woken bool, cfg Config) {
 		defer s.wg.Done()
 		if rotated != nil {
 			<-rotated.exited
+		}
+		if previous != nil {
+			<-previous.exited
 		}
 		w.run()
 		s.ended(w)

@@ -38,6 +38,10 @@ type worker struct {
 	cancel context.CancelCauseFunc
 	cause  error // set by stop before the replication started
 	done   atomic.Bool
+	// abandoned is set by abandon before the run is cancelled: the run's
+	// fence reads it, so no request or body piece leaves after abandon
+	// returns, however long the cancellation takes to reach the run.
+	abandoned atomic.Bool
 	idle   atomic.Bool                            // a continuous run caught up with nothing coming (replicate.Options.OnIdle)
 	live   atomic.Pointer[func() replicate.Stats] // the run's current stats (replicate.Options.Live)
 	exited chan struct{}                          // closed when run has returned (final checkpoint written)
@@ -90,7 +94,10 @@ func (w *worker) stop(cause error) {
 
 // abandon stops the worker at once, writing nothing more (no final
 // checkpoint, no record): the job may no longer be this node's.
-func (w *worker) abandon(why error) { w.stop(errors.Join(replicate.ErrAbandoned, why)) }
+func (w *worker) abandon(why error) {
+	w.abandoned.Store(true)
+	w.stop(errors.Join(replicate.ErrAbandoned, why))
+}
 
 func (w *worker) isDone() bool { return w.done.Load() }
 
@@ -611,7 +618,7 @@ func (w *worker) runOptions(repID parse.RepID, cfg Config, p *progress, started,
 		MaxDocumentIDLength: maxIDLen,
 		MissingDocRetry:     missingRetry,
 		StallTimeout:        cfg.StallTimeout,
-		Fence:               fence(w.lease),
+		Fence:               w.fence(),
 		OnIdle:              w.idle.Store,
 		Live:                func(get func() replicate.Stats) { w.live.Store(&get) },
 		// Where it starts is recorded at once, for other nodes' monitoring.

@@ -42,9 +42,9 @@ type worker struct {
 	// fence reads it, so no request or body piece leaves after abandon
 	// returns, however long the cancellation takes to reach the run.
 	abandoned atomic.Bool
-	idle   atomic.Bool                            // a continuous run caught up with nothing coming (replicate.Options.OnIdle)
-	live   atomic.Pointer[func() replicate.Stats] // the run's current stats (replicate.Options.Live)
-	exited chan struct{}                          // closed when run has returned (final checkpoint written)
+	idle      atomic.Bool                            // a continuous run caught up with nothing coming (replicate.Options.OnIdle)
+	live      atomic.Pointer[func() replicate.Stats] // the run's current stats (replicate.Options.Live)
+	exited    chan struct{}                          // closed when run has returned (final checkpoint written)
 
 	// Slot state (see slots.go), under s.mu: holding a slot since
 	// heldSince, asked to hand it on; needSlot, accepted while every slot

@@ -84,7 +84,7 @@ func beforeDocUpdate(doc []byte, user UserCtx, hosts *Options) ([]byte, error) {
 	if perr != nil {
 		return nil, perr
 	}
-	if hosts != nil && hosts.Hosts.Active() {
+	if hosts != nil && !hosts.Hosts.Unlimited {
 		rep.UserCtx = UserCtx{} // the job's rights: the doc's user_ctx only
 		if uc, ok := ms.Get("user_ctx"); ok {
 			rep.UserCtx, _ = parseUserCtx(uc)

@@ -96,7 +96,7 @@ func TestHostPolicy(t *testing.T) {
 	}{
 		{"no policy", "", "", []check{
 			{"127.0.0.1", 22, true, false, "everything, as CouchDB"},
-			{"anything.example", 80, true, false, ""},
+			{"anything.example", 80, false, true, "a name: its addresses decide, as link-local ones are denied (issue 38 item 2)"},
 		}},
 		{"denied networks only", "", private, []check{
 			{"127.0.0.1", 5984, false, false, "loopback denied"},
@@ -161,7 +161,7 @@ func TestHostPolicyAddresses(t *testing.T) {
 		{"10.0.0.5", 5984, true},
 		{"10.0.0.5", 5985, false},
 		{"203.0.113.9", 80, true},
-		{"fe80::1%eth0", 80, true},
+		{"fe80::1%eth0", 80, false}, // link-local, denied by default (issue 38 item 2)
 	}
 	for _, tc := range cases {
 		if got := p.AllowsAddr(netip.MustParseAddr(tc.addr), tc.port); got != tc.want {

@@ -132,3 +132,11 @@ func parseIPv4Numbers(s string) (netip.Addr, bool) {
 	}
 	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}), true
 }
+
+// localhostName reports whether host is "localhost" or a name under it,
+// which resolve to loopback addresses (RFC 6761), in any case, with or
+// without a trailing dot.
+func localhostName(host string) bool {
+	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	return h == "localhost" || strings.HasSuffix(h, ".localhost")
+}

@@ -309,7 +309,7 @@ func (p HostPolicy) deniesLoopback() bool {
 // without resolving names. decided is false for a host name that only its
 // addresses decide (AllowsAddr, when connecting); ok is then false. A
 // host a resolver reads as an address ("127.1", "0x7f000001", "0.0.0.0.")
-// is judged as that address.
+// is judged as that address, and a localhost name (RFC 6761) as loopback.
 func (p HostPolicy) AllowsHost(host string, port int) (ok, decided bool) {
 	switch {
 	case p.Unlimited:
@@ -322,6 +322,9 @@ func (p HostPolicy) AllowsHost(host string, port int) (ok, decided bool) {
 	}
 	if p.AllowsName(host, port) {
 		return true, true
+	}
+	if localhostName(host) && !p.AllowsAddr(netip.AddrFrom4([4]byte{127, 0, 0, 1}), port) && !p.AllowsAddr(netip.IPv6Loopback(), port) {
+		return false, true // no need to ask DNS ("localhost.") what it is
 	}
 	if len(p.Allowed) == 0 {
 		return false, false

@@ -12,7 +12,8 @@ const loopbackDenied = "127.0.0.0/8, ::1"
 // TestHostPolicyUnspecified (issue 38 item 1): under a policy denying
 // loopback, every spelling of the local host in a URL is refused, the
 // unspecified addresses (which connect to the local host on Linux and
-// macOS) included; names are left to the addresses they resolve to.
+// macOS) and localhost names (RFC 6761) included; other names are left
+// to the addresses they resolve to.
 // want: "refused" when the URL is refused as written, "dial" when only
 // its addresses can decide.
 func TestHostPolicyUnspecified(t *testing.T) {
@@ -39,9 +40,11 @@ func TestHostPolicyUnspecified(t *testing.T) {
 		{"[::127.0.0.1]", "refused"},
 		{"[64:ff9b::127.0.0.1]", "refused"},
 		{"[2002:7f00:1::1]", "refused"},
-		{"localhost", "dial"},
-		{"localhost.", "dial"},
-		{"LOCALHOST", "dial"},
+		{"db.localhost", "refused"},
+		{"couch.example", "dial"},
+		{"localhost", "refused"},
+		{"localhost.", "refused"},
+		{"LOCALHOST", "refused"},
 	} {
 		u := "http://bob:pw@" + tc.host + ":5984/db/"
 		rep := &Rep{UserCtx: bob, Source: Endpoint{URL: u}, Target: Endpoint{URL: u}}

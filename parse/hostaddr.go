@@ -2,6 +2,7 @@ package parse
 
 import (
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -21,6 +22,10 @@ var defaultDenied = []netip.Prefix{
 	netip.MustParsePrefix("0.0.0.0/8"),
 	netip.MustParsePrefix("::/128"),
 }
+
+// DefaultDeniedNetworks returns the networks denied by default (see
+// HostPolicy), for documentation and tools.
+func DefaultDeniedNetworks() []netip.Prefix { return slices.Clone(defaultDenied) }
 
 var (
 	thisNetwork  = netip.MustParsePrefix("0.0.0.0/8")

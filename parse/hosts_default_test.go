@@ -41,6 +41,9 @@ func TestHostPolicyUnspecified(t *testing.T) {
 		{"[64:ff9b::127.0.0.1]", "refused"},
 		{"[2002:7f00:1::1]", "refused"},
 		{"db.localhost", "refused"},
+		{"[::ffff:7f00:1]", "refused"},
+		{"[::1%25lo]", "refused"},
+		{"0x7f.1", "refused"},
 		{"couch.example", "dial"},
 		{"localhost", "refused"},
 		{"localhost.", "refused"},
@@ -59,6 +62,10 @@ func TestHostPolicyUnspecified(t *testing.T) {
 		doc := []byte(`{"source":"` + u + `","target":"` + u + `"}`)
 		if _, err := BeforeDocUpdateHosts(doc, bob, opts); (tc.want == "refused") != (err != nil) {
 			t.Errorf("%s: the doc: %v, want %s", tc.host, err, tc.want)
+		}
+		proxied := &Rep{UserCtx: bob, Source: Endpoint{URL: "http://203.0.113.9/a/", Proxy: "http://" + tc.host + ":3128"}, Target: Endpoint{URL: "http://203.0.113.9/b/"}}
+		if err := CheckHosts(proxied, opts); (tc.want == "refused") != (err != nil) {
+			t.Errorf("%s as a proxy: %v, want %s", tc.host, err, tc.want)
 		}
 	}
 }
@@ -126,6 +133,12 @@ func TestHostPolicyDefault(t *testing.T) {
 	}
 	if err := CheckHosts(rep(UserCtx{Name: "bob"}), opts); err == nil {
 		t.Error("no policy: bob reaches the metadata service")
+	}
+	for _, proxy := range []string{"http://169.254.169.254:3128", "socks5://[fe80::1%25eth0]", "http://0.0.0.0:3128"} {
+		r := &Rep{UserCtx: UserCtx{Name: "bob"}, Source: Endpoint{URL: "http://203.0.113.9/a/"}, Target: Endpoint{URL: "http://203.0.113.9/b/", Proxy: proxy}}
+		if err := CheckHosts(r, opts); err == nil {
+			t.Errorf("no policy: bob's replication goes through the proxy %s", proxy)
+		}
 	}
 	if err := CheckHosts(rep(UserCtx{Name: "admin", Roles: []string{"_admin"}}), opts); err != nil {
 		t.Errorf("no policy: an admin is refused: %v", err)

@@ -349,12 +349,28 @@ func (o Options) LimitsHosts(rep *Rep) bool {
 	return rep != nil && !o.Hosts.Unlimited && !rep.UserCtx.IsAdmin()
 }
 
-// Restricts reports whether a policy an operator set (HostPolicy.Active)
-// limits rep: its failures then all read the same, so that it is no port
-// scanner of the networks the operator closed. Without one, failures keep
-// their reasons, as in CouchDB.
+// Restricts reports whether a policy an operator set closes hosts to rep
+// (HostPolicy.narrows): its failures then all read the same, so that it
+// is no port scanner of the networks the operator closed. Otherwise they
+// keep their reasons, as in CouchDB.
 func (o Options) Restricts(rep *Rep) bool {
-	return o.LimitsHosts(rep) && o.Hosts.Active()
+	return o.LimitsHosts(rep) && o.Hosts.narrows()
+}
+
+// narrows reports whether the settings close hosts the default leaves
+// open: a denied network, an allow list without "*" for every port, or a
+// setting that does not parse. Entries that only open default denials
+// (`*, 169.254.169.254`) do not.
+func (p HostPolicy) narrows() bool {
+	if p.Invalid || len(p.Denied) > 0 {
+		return true
+	}
+	for _, h := range p.Allowed {
+		if h.Name == "*" && h.Port == 0 {
+			return false
+		}
+	}
+	return len(p.Allowed) > 0
 }
 
 // CheckHosts refuses a replication that the host policy of opts forbids,

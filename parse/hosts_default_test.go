@@ -143,8 +143,23 @@ func TestHostPolicyDefault(t *testing.T) {
 	if err := CheckHosts(rep(UserCtx{Name: "admin", Roles: []string{"_admin"}}), opts); err != nil {
 		t.Errorf("no policy: an admin is refused: %v", err)
 	}
-	if opts.Restricts(rep(UserCtx{Name: "bob"})) {
-		t.Error("no policy set: bob's failures would be hidden, which CouchDB does not do")
+	for _, tc := range []struct {
+		allowed, denied string
+		hides           bool
+	}{
+		{"", "", false},
+		{"*, 169.254.169.254", "", false},
+		{"169.254.169.254, *", "", false},
+		{"*:443, 169.254.169.254", "", true},
+		{"couch.example", "", true},
+		{"", "10.0.0.0/8", true},
+		{"*, 169.254.169.254", "10.0.0.0/8", true},
+	} {
+		o := opts
+		o.Hosts = policy(t, tc.allowed, tc.denied)
+		if got := o.Restricts(rep(UserCtx{Name: "bob"})); got != tc.hides {
+			t.Errorf("allowed_hosts %q, denied_networks %q: failures hidden %v, want %v", tc.allowed, tc.denied, got, tc.hides)
+		}
 	}
 	opts.Hosts.Unlimited = true
 	if err := CheckHosts(rep(UserCtx{Name: "bob"}), opts); err != nil {

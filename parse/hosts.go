@@ -379,8 +379,9 @@ func (p HostPolicy) narrows() bool {
 // entry can match. Names that only their addresses decide pass; the
 // replicator checks them when it connects. The server's own origin
 // (opts.LocalURL, what bare db names become) is always allowed, and
-// replications the policy does not limit (Options.LimitsHosts) pass. The error is a *Error
-// whose reason is ReasonHostNotAllowed, whatever the endpoint.
+// replications the policy does not limit (Options.LimitsHosts) pass. The
+// error is a *Error whose reason is ReasonHostNotAllowed, whatever the
+// endpoint.
 func CheckHosts(rep *Rep, opts Options) error {
 	if !opts.LimitsHosts(rep) {
 		return nil

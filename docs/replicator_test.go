@@ -13,6 +13,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/couchepi/couchepi/parse"
 )
 
 // section returns the text of the markdown section titled heading.
@@ -49,5 +51,24 @@ func TestReplicatorConfigKeysAllDocumented(t *testing.T) {
 	}
 	if found < 20 {
 		t.Fatalf("found only %d config keys in the source", found)
+	}
+}
+
+// TestDefaultDeniedNetworksDocumented (issue 38 item 2): the networks the
+// host policy denies by default are the ones replicator.md lists.
+func TestDefaultDeniedNetworksDocumented(t *testing.T) {
+	text := section(t, readDoc(t), "Limiting the hosts replications reach")
+	nets := parse.DefaultDeniedNetworks()
+	if len(nets) == 0 {
+		t.Fatal("no default denied networks")
+	}
+	for _, n := range nets {
+		s := n.String()
+		if n.IsSingleIP() {
+			s = n.Addr().String()
+		}
+		if !strings.Contains(text, "`"+s+"`") {
+			t.Errorf("%s is denied by default but not in replicator.md", s)
+		}
 	}
 }

@@ -34,7 +34,7 @@ func BeforeDocUpdate(doc []byte, user UserCtx) ([]byte, error) {
 // server's own) to the doc's replication, as CheckHosts does: a doc whose
 // job would be refused a host its URLs name is refused now, with
 // ReasonHostNotAllowed. The job acts with the rights of the doc's
-// `user_ctx`, not of its writer (see Options.Restricts), so an admin's
+// `user_ctx`, not of its writer (see Options.LimitsHosts), so an admin's
 // doc without the `_admin` role there is checked too; the reason then
 // says so.
 func BeforeDocUpdateHosts(doc []byte, user UserCtx, opts Options) ([]byte, error) {
@@ -84,7 +84,7 @@ func beforeDocUpdate(doc []byte, user UserCtx, hosts *Options) ([]byte, error) {
 	if perr != nil {
 		return nil, perr
 	}
-	if hosts != nil && hosts.Hosts.Active() {
+	if hosts != nil && !hosts.Hosts.Unlimited {
 		rep.UserCtx = UserCtx{} // the job's rights: the doc's user_ctx only
 		if uc, ok := ms.Get("user_ctx"); ok {
 			rep.UserCtx, _ = parseUserCtx(uc)

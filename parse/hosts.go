@@ -12,15 +12,21 @@ import (
 
 // HostPolicy is the `[replicator]` allowed_hosts and denied_networks
 // settings: the hosts the replications of users who are not server admins
-// may reach (see Options.Restricts). CouchDB has no such control; the zero
-// value allows every host, as CouchDB does.
+// may reach (see Options.LimitsHosts). CouchDB has no such control. The
+// zero value, no setting, allows every host as CouchDB does, but for
+// link-local and unspecified addresses (defaultDenied), which a
+// replication reaches only if an Allowed entry names them.
 //
 // A host name that an Allowed entry names is reachable whatever it
 // resolves to. Any other host is judged by the addresses it is, or resolves
 // to when connecting: an address an Allowed address entry holds is
 // reachable; otherwise it must be allowed by "*" (or Allowed be empty) and
-// lie in no Denied network. So a specific entry of allowed_hosts opens a
-// hole in denied_networks, and "*" does not.
+// lie in no Denied network nor in defaultDenied. So a specific entry of
+// allowed_hosts opens a hole in denied_networks, and "*" does not. An
+// address that carries an IPv4 address (NAT64, 6to4, IPv4-compatible) is
+// judged as that address too, and an unspecified address (0.0.0.0/8, ::),
+// which connects to the local host, as its loopback address: an entry must
+// hold it, and no Denied network may hold any loopback address.
 type HostPolicy struct {
 	// Allowed is allowed_hosts: when not empty, a restricted replication
 	// reaches only hosts an entry matches.
@@ -32,6 +38,9 @@ type HostPolicy struct {
 	// restricted replications then reach no host but the server itself
 	// until it is fixed, rather than more hosts than meant.
 	Invalid bool
+	// Unlimited lifts every limit, the default denials included: for a
+	// tool whose replications reach what whoever runs it can (couchrep).
+	Unlimited bool
 }
 
 // HostPattern is one allowed_hosts entry.
@@ -206,10 +215,11 @@ func validHostName(s string) bool {
 
 // Equal reports whether two policies are the same.
 func (p HostPolicy) Equal(q HostPolicy) bool {
-	return p.Invalid == q.Invalid && slices.Equal(p.Allowed, q.Allowed) && slices.Equal(p.Denied, q.Denied)
+	return p.Invalid == q.Invalid && p.Unlimited == q.Unlimited && slices.Equal(p.Allowed, q.Allowed) && slices.Equal(p.Denied, q.Denied)
 }
 
-// Active reports whether the policy restricts anything.
+// Active reports whether an operator set a policy (allowed_hosts or
+// denied_networks, valid or not). The default denials apply without one.
 func (p HostPolicy) Active() bool {
 	return len(p.Allowed) > 0 || len(p.Denied) > 0 || p.Invalid
 }
@@ -218,6 +228,9 @@ func (p HostPolicy) Active() bool {
 // a URL writes it) on port: such a host is reachable whatever its
 // addresses.
 func (p HostPolicy) AllowsName(host string, port int) bool {
+	if p.Unlimited {
+		return true
+	}
 	if p.Invalid {
 		return false
 	}
@@ -240,10 +253,16 @@ func (p HostPolicy) AllowsName(host string, port int) bool {
 // AllowsAddr reports whether a restricted replication may connect to
 // addr on port, an address a URL's host is, or resolves to.
 func (p HostPolicy) AllowsAddr(addr netip.Addr, port int) bool {
-	if p.Invalid {
+	switch {
+	case p.Unlimited:
+		return true
+	case p.Invalid:
 		return false
 	}
 	addr = addr.Unmap().WithZone("")
+	if unspecified(addr) && (p.deniesLoopback() || !p.AllowsAddr(loopbackOf(addr), port)) {
+		return false
+	}
 	wide := len(p.Allowed) == 0 // every host not denied
 	for _, h := range p.Allowed {
 		if h.Port != 0 && h.Port != port {
@@ -259,29 +278,53 @@ func (p HostPolicy) AllowsAddr(addr netip.Addr, port int) bool {
 	if !wide {
 		return false
 	}
-	for _, n := range p.Denied {
-		if n.Contains(addr) {
-			return false
+	for _, nets := range [][]netip.Prefix{p.Denied, defaultDenied} {
+		for _, n := range nets {
+			if n.Contains(addr) {
+				return false
+			}
 		}
+	}
+	if v4, ok := embeddedIPv4(addr); ok {
+		return p.AllowsAddr(v4, port)
 	}
 	return true
 }
 
+// deniesLoopback reports whether a Denied network holds a loopback
+// address: the unspecified addresses, which reach the local host, are
+// then denied too.
+func (p HostPolicy) deniesLoopback() bool {
+	for _, n := range p.Denied {
+		for _, l := range loopbackNets {
+			if n.Overlaps(l) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // AllowsHost applies the policy to a host and port as a URL writes them,
 // without resolving names. decided is false for a host name that only its
-// addresses decide (AllowsAddr, when connecting); ok is then false.
+// addresses decide (AllowsAddr, when connecting); ok is then false. A
+// host a resolver reads as an address ("127.1", "0x7f000001", "0.0.0.0.")
+// is judged as that address, and a localhost name (RFC 6761) as loopback.
 func (p HostPolicy) AllowsHost(host string, port int) (ok, decided bool) {
 	switch {
-	case !p.Active():
+	case p.Unlimited:
 		return true, true
 	case p.Invalid:
 		return false, true
 	}
-	if a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")); err == nil {
+	if a, ok := hostAddr(host); ok {
 		return p.AllowsAddr(a, port), true
 	}
 	if p.AllowsName(host, port) {
 		return true, true
+	}
+	if localhostName(host) && !p.AllowsAddr(netip.AddrFrom4([4]byte{127, 0, 0, 1}), port) && !p.AllowsAddr(netip.IPv6Loopback(), port) {
+		return false, true // no need to ask DNS ("localhost.") what it is
 	}
 	if len(p.Allowed) == 0 {
 		return false, false
@@ -295,14 +338,39 @@ func (p HostPolicy) AllowsHost(host string, port int) (ok, decided bool) {
 	return false, true
 }
 
-// Restricts reports whether the host policy applies to rep: one is set
-// and rep was not created by a server admin. For a `POST /_replicate`
-// that is the user who posted it; a document's replication acts with the
-// rights of its `user_ctx` (as CouchDB 3.x delegates them), so it is
-// restricted unless that holds the `_admin` role, which only an admin can
-// write.
+// LimitsHosts reports whether the host policy applies to rep: rep was not
+// created by a server admin (and the policy is not Unlimited). For a
+// `POST /_replicate` that is the user who posted it; a document's
+// replication acts with the rights of its `user_ctx` (as CouchDB 3.x
+// delegates them), so it is limited unless that holds the `_admin` role,
+// which only an admin can write. With no policy set only the default
+// denials limit it.
+func (o Options) LimitsHosts(rep *Rep) bool {
+	return rep != nil && !o.Hosts.Unlimited && !rep.UserCtx.IsAdmin()
+}
+
+// Restricts reports whether a policy an operator set closes hosts to rep
+// (HostPolicy.narrows): its failures then all read the same, so that it
+// is no port scanner of the networks the operator closed. Otherwise they
+// keep their reasons, as in CouchDB.
 func (o Options) Restricts(rep *Rep) bool {
-	return rep != nil && o.Hosts.Active() && !rep.UserCtx.IsAdmin()
+	return o.LimitsHosts(rep) && o.Hosts.narrows()
+}
+
+// narrows reports whether the settings close hosts the default leaves
+// open: a denied network, an allow list without "*" for every port, or a
+// setting that does not parse. Entries that only open default denials
+// (`*, 169.254.169.254`) do not.
+func (p HostPolicy) narrows() bool {
+	if p.Invalid || len(p.Denied) > 0 {
+		return true
+	}
+	for _, h := range p.Allowed {
+		if h.Name == "*" && h.Port == 0 {
+			return false
+		}
+	}
+	return len(p.Allowed) > 0
 }
 
 // CheckHosts refuses a replication that the host policy of opts forbids,
@@ -311,10 +379,11 @@ func (o Options) Restricts(rep *Rep) bool {
 // entry can match. Names that only their addresses decide pass; the
 // replicator checks them when it connects. The server's own origin
 // (opts.LocalURL, what bare db names become) is always allowed, and
-// replications the policy does not restrict pass. The error is a *Error
-// whose reason is ReasonHostNotAllowed, whatever the endpoint.
+// replications the policy does not limit (Options.LimitsHosts) pass. The
+// error is a *Error whose reason is ReasonHostNotAllowed, whatever the
+// endpoint.
 func CheckHosts(rep *Rep, opts Options) error {
-	if !opts.Restricts(rep) {
+	if !opts.LimitsHosts(rep) {
 		return nil
 	}
 	local := ""

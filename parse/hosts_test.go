@@ -96,7 +96,7 @@ func TestHostPolicy(t *testing.T) {
 	}{
 		{"no policy", "", "", []check{
 			{"127.0.0.1", 22, true, false, "everything, as CouchDB"},
-			{"anything.example", 80, true, false, ""},
+			{"anything.example", 80, false, true, "a name: its addresses decide, as link-local ones are denied (issue 38 item 2)"},
 		}},
 		{"denied networks only", "", private, []check{
 			{"127.0.0.1", 5984, false, false, "loopback denied"},
@@ -104,7 +104,8 @@ func TestHostPolicy(t *testing.T) {
 			{"::ffff:127.0.0.1", 5984, false, false, "IPv4-mapped loopback denied"},
 			{"10.20.30.40", 80, false, false, ""},
 			{"203.0.113.9", 80, true, false, "a public address"},
-			{"localhost", 5984, false, true, "a name is decided by its addresses"},
+			{"couch.example", 5984, false, true, "a name is decided by its addresses"},
+			{"localhost", 5984, false, false, "but localhost is loopback (RFC 6761)"},
 		}},
 		{"allow list", "couch.example.com:6984, *.corp.example, 203.0.113.0/24", "", []check{
 			{"couch.example.com", 6984, true, false, ""},
@@ -161,7 +162,7 @@ func TestHostPolicyAddresses(t *testing.T) {
 		{"10.0.0.5", 5984, true},
 		{"10.0.0.5", 5985, false},
 		{"203.0.113.9", 80, true},
-		{"fe80::1%eth0", 80, true},
+		{"fe80::1%eth0", 80, false}, // link-local, denied by default (issue 38 item 2)
 	}
 	for _, tc := range cases {
 		if got := p.AllowsAddr(netip.MustParseAddr(tc.addr), tc.port); got != tc.want {
@@ -211,7 +212,8 @@ func TestCheckHosts(t *testing.T) {
 		{"another port of the server's host", rep(user, "http://127.0.0.1:5984/a/", "http://127.0.0.1:22/b/", ""), false},
 		{"the server's port over https", rep(user, "https://127.0.0.1:5984/a/", "http://127.0.0.1:5984/b/", ""), false},
 		{"IPv6 loopback", rep(user, "http://[::1]:5984/a/", "http://127.0.0.1:5984/b/", ""), false},
-		{"a name: decided when connecting", rep(user, "http://localhost:5984/a/", "http://127.0.0.1:5984/b/", ""), true},
+		{"a name: decided when connecting", rep(user, "http://couch.example:5984/a/", "http://127.0.0.1:5984/b/", ""), true},
+		{"localhost: loopback", rep(user, "http://localhost:5984/a/", "http://127.0.0.1:5984/b/", ""), false},
 		{"a denied proxy", rep(user, "http://203.0.113.9/a/", "http://203.0.113.9/b/", "socks5://127.0.0.1"), false},
 		{"an admin", rep(admin, "http://127.0.0.1:22/a/", "http://[::1]:5984/b/", "socks5://127.0.0.1"), true},
 	}
@@ -301,7 +303,7 @@ func TestBeforeDocUpdateHosts(t *testing.T) {
 		{"a user's doc to a denied address", doc("http://127.0.0.1:22/a", ""), bob, ReasonHostNotAllowed},
 		{"a user's doc through a denied proxy", doc("http://203.0.113.9/a", `,"source_proxy":"http://[::1]:3128"`), bob, ReasonHostNotAllowed},
 		{"a user's doc to the server itself", doc("http://127.0.0.1:5984/a", ""), bob, ""},
-		{"a user's doc to a name", doc("http://localhost:22/a", ""), bob, ""},
+		{"a user's doc to a name", doc("http://couch.example:22/a", ""), bob, ""},
 		{"an admin's doc without user_ctx", doc("http://127.0.0.1:22/a", ""), admin, ReasonHostNotAllowed + reasonAdminUserCtxHint},
 		{"an admin's doc acting as admin", doc("http://127.0.0.1:22/a", `,"user_ctx":{"roles":["_admin"]}`), admin, ""},
 		{"a user claiming _admin", doc("http://127.0.0.1:22/a", `,"user_ctx":{"roles":["_admin"]}`), bob, reasonUserCtxRoleClaim("_admin")},

@@ -245,7 +245,8 @@ type Options struct {
 	ConnectTo []ConnectTo
 	// Hosts is allowed_hosts and denied_networks: the hosts replications
 	// of users who are not server admins may reach (see HostPolicy and
-	// Restricts); the zero value, the default, allows every host.
+	// LimitsHosts); the zero value, the default, allows every host but
+	// link-local and unspecified addresses.
 	Hosts HostPolicy
 
 	// LocalURL is the server's own base URL (e.g. "http://127.0.0.1:5984/");

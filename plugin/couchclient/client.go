@@ -46,7 +46,7 @@ type Client struct {
 	turns    *hostTurns  // of the endpoint's server (Request.Turn)
 	budget   *hostBudget // of the endpoint's server (budget.go)
 	// restricted: the host policy applies to the endpoint's replication
-	// when one is set (parse.Options.Restricts).
+	// (parse.Options.LimitsHosts), with a policy set or not.
 	restricted bool
 }
 

@@ -14,9 +14,10 @@ import (
 )
 
 // ErrNotAllowed is the error of a connection or request of a restricted
-// replication (parse.Options.Restricts) to a host that `[replicator]`
-// allowed_hosts and denied_networks forbid. It is not retried.
-var ErrNotAllowed = errors.New("host not allowed by [replicator] allowed_hosts and denied_networks")
+// replication (parse.Options.LimitsHosts) to a host that `[replicator]`
+// allowed_hosts and denied_networks forbid, or that is link-local or
+// unspecified, which they must allow explicitly. It is not retried.
+var ErrNotAllowed = errors.New("host not allowed by [replicator] allowed_hosts and denied_networks (link-local and unspecified addresses are denied unless allowed_hosts names them)")
 
 // checkHost applies the host policy to u as written, without resolving
 // names, for an endpoint of a restricted replication: the request itself,
@@ -27,7 +28,7 @@ func (c *Client) checkHost(u *url.URL) error {
 		return nil
 	}
 	hosts := c.pool.settings.Load().opts.Hosts
-	if !hosts.Active() || c.pool.localOrigin != "" && parse.Origin(u) == c.pool.localOrigin {
+	if hosts.Unlimited || c.pool.localOrigin != "" && parse.Origin(u) == c.pool.localOrigin {
 		return nil
 	}
 	port, _ := strconv.Atoi(u.Port())
@@ -47,11 +48,12 @@ func defaultPort(scheme string) int {
 	return 80
 }
 
-// guard wraps dial for the transports of restricted replications: a
-// connection to the server itself (PoolOptions.LocalURL), or to a host an
-// allowed_hosts entry names, is made as usual; any other goes to the
-// addresses the host resolves to only if the policy allows each one,
-// checked on the socket's own address just before it connects
+// guard wraps dial for the transports of restricted replications, with a
+// policy set or not (the default denies link-local and unspecified
+// addresses): a connection to the server itself (PoolOptions.LocalURL),
+// or to a host an allowed_hosts entry names, is made as usual; any other
+// goes to the addresses the host resolves to only if the policy allows
+// each one, checked on the socket's own address just before it connects
 // (net.Dialer.ControlContext), so a name that resolves into a denied
 // network, or resolves differently the second time (DNS rebinding), is
 // refused. addr is the URL's host, or the proxy's; connect_to overrides
@@ -64,14 +66,18 @@ func (p *Pool) guard(d *net.Dialer) dialFunc {
 			return nil, err
 		}
 		port, _ := strconv.Atoi(portStr)
-		if !hosts.Active() || strings.EqualFold(addr, p.localAddr) || hosts.AllowsName(host, port) {
+		if hosts.Unlimited || strings.EqualFold(addr, p.localAddr) || hosts.AllowsName(host, port) {
 			return p.connectTo(d.DialContext)(ctx, network, addr)
 		}
 		checked := *d
-		checked.ControlContext = func(_ context.Context, _, address string, _ syscall.RawConn) error {
+		next := d.ControlContext
+		checked.ControlContext = func(ctx context.Context, network, address string, c syscall.RawConn) error {
 			ap, err := netip.ParseAddrPort(address)
 			if err != nil || !hosts.AllowsAddr(ap.Addr(), int(ap.Port())) {
 				return ErrNotAllowed
+			}
+			if next != nil {
+				return next(ctx, network, address, c)
 			}
 			return nil
 		}

@@ -90,6 +90,12 @@ type Pool struct {
 	stop       chan struct{}
 	idleDone   chan struct{} // closed when closeIdleLoop has returned
 	closeOnce  sync.Once
+
+	// tuneDialer, when set (by tests, before the first request), adjusts
+	// the dialer of every new transport: a Control that sees each address
+	// about to be connected to, after the host policy let it through, and
+	// a Resolver that may not send DNS queries.
+	tuneDialer func(*net.Dialer)
 }
 
 // poolSettings are what Configure last set.
@@ -102,9 +108,9 @@ type poolSettings struct {
 
 type transportKey struct {
 	scheme, host, proxy string
-	// guarded transports, for restricted replications under a host
-	// policy, check where they connect (guard); they share no
-	// connection with the others.
+	// guarded transports, for restricted replications (the default
+	// policy limits them too), check where they connect (guard); they
+	// share no connection with the others.
 	guarded bool
 }
 
@@ -239,13 +245,13 @@ const hostIdleConns = 512
 
 // transport returns the shared transport for u through proxyURL, creating
 // it on first use, and the generation of the pool's TLS settings it has.
-// restricted asks for a transport that applies the host policy, when one
-// is set.
+// restricted asks for a transport that applies the host policy (unless
+// it is Unlimited).
 func (p *Pool) transport(u *url.URL, proxyURL string, maxConns int, restricted bool) (*http.Transport, uint64, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	gen := p.gen.Load()
-	guarded := restricted && p.settings.Load().opts.Hosts.Active()
+	guarded := restricted && !p.settings.Load().opts.Hosts.Unlimited
 	key := transportKey{scheme: u.Scheme, host: hostPort(u), proxy: proxyURL, guarded: guarded}
 	if t, ok := p.transports[key]; ok {
 		if maxConns > t.MaxIdleConnsPerHost {
@@ -260,6 +266,9 @@ func (p *Pool) transport(u *url.URL, proxyURL string, maxConns int, restricted b
 		return t, gen, nil
 	}
 	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	if p.tuneDialer != nil {
+		p.tuneDialer(dialer)
+	}
 	// No MaxConnsPerHost: http_connections bounds each endpoint of each
 	// replication (Client's semaphore), not the host. Many replications to
 	// one server each hold a connection open for their changes feed; a

@@ -32,14 +32,14 @@ func closedPort(t *testing.T) string {
 // denied_networks` denying loopback, a user who is not an admin cannot
 // make the replicator reach a loopback port: a literal address is refused
 // when the replication is posted or its doc written (403, one reason), a
-// name resolving there ("localhost") when connecting, and a closed port
+// name leading there when connecting (loop.test, by connect_to: no DNS;
+// localhost is loopback when written, issue 38), and a closed port
 // and an open non-CouchDB one give the same answer, in `_replicate` and
 // in `_scheduler/*`. Local dbs given by name still replicate, and an
 // admin is not restricted. Then, with localhost allowed by name, real
 // connection failures of both ports still read the same.
 func TestE2EHostPolicy(t *testing.T) {
 	t.Parallel()
-	c := startCouch(t, "denied_networks = 127.0.0.0/8, ::1\n")
 	var webHits atomic.Int32
 	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		webHits.Add(1)
@@ -50,6 +50,8 @@ func TestE2EHostPolicy(t *testing.T) {
 	defer web.Close()
 	_, open, _ := net.SplitHostPort(web.Listener.Addr().String())
 	closed := closedPort(t)
+	c := startCouch(t, "denied_networks = 127.0.0.0/8, ::1\n"+
+		"connect_to = loop.test:"+closed+":127.0.0.1:"+closed+", loop.test:"+open+":127.0.0.1:"+open+"\n")
 
 	c.must("PUT", "/_users/org.couchdb.user:bob", `{"name":"bob","type":"user","roles":[],"password":"bobpw"}`, 201)
 	for _, db := range []string{"src", "tgt"} {
@@ -75,7 +77,8 @@ func TestE2EHostPolicy(t *testing.T) {
 	}
 
 	sameAnswer("a denied address", 403, forbiddenBody, "http://127.0.0.1:"+closed+"/x", "http://127.0.0.1:"+open+"/x")
-	sameAnswer("a name resolving into a denied network", 500, unreachableBody, "http://localhost:"+closed+"/x", "http://localhost:"+open+"/x")
+	sameAnswer("a name leading into a denied network", 500, unreachableBody, "http://loop.test:"+closed+"/x", "http://loop.test:"+open+"/x")
+	sameAnswer("localhost", 403, forbiddenBody, "http://localhost:"+closed+"/x", "http://localhost:"+open+"/x")
 	if n := webHits.Load(); n != 0 {
 		t.Fatalf("the denied web server got %d requests", n)
 	}
@@ -99,7 +102,7 @@ func TestE2EHostPolicy(t *testing.T) {
 	}
 	for _, port := range []string{closed, open} {
 		id := "byname-" + port
-		if code, body := c.reqAs("bob:bobpw", "PUT", "/_replicator/"+id, doc("http://localhost:"+port+"/y")); code != 201 {
+		if code, body := c.reqAs("bob:bobpw", "PUT", "/_replicator/"+id, doc("http://loop.test:"+port+"/y")); code != 201 {
 			t.Fatalf("bob's doc to a name: %d %s", code, body)
 		}
 		m := c.waitState("_replicator", id, "crashing", 30*time.Second)
@@ -122,7 +125,7 @@ func TestE2EHostPolicy(t *testing.T) {
 	}
 
 	// An admin is not restricted and keeps the detailed errors.
-	code, body := replicate("admin:pass", "http://localhost:"+closed+"/x")
+	code, body := replicate("admin:pass", "http://loop.test:"+closed+"/x")
 	if code != 500 || !strings.Contains(body, "connection refused") {
 		t.Errorf("admin -> a closed port: %d %s", code, body)
 	}
@@ -141,4 +144,109 @@ func TestE2EHostPolicy(t *testing.T) {
 	})
 	sameAnswer("real connection failures", 500, unreachableBody, "http://localhost:"+closed+"/x", "http://localhost:"+open+"/x")
 	sameAnswer("a denied address, localhost allowed by name", 403, forbiddenBody, "http://127.0.0.1:"+open+"/x")
+}
+
+// TestE2EHostPolicyLocalHost (issue 38 item 1): under `denied_networks =
+// 127.0.0.0/8, ::1`, a user who is not an admin names the server itself
+// in every spelling of the local host, the unspecified addresses (which
+// connect to it on Linux and macOS) included: each `POST /_replicate` and
+// `_replicator` doc is refused when posted, and the target is never
+// written. Only the server's own URL replicates.
+func TestE2EHostPolicyLocalHost(t *testing.T) {
+	t.Parallel()
+	c := startCouch(t, "denied_networks = 127.0.0.0/8, ::1\n")
+	_, port, _ := net.SplitHostPort(c.addr)
+	c.must("PUT", "/_users/org.couchdb.user:bob", `{"name":"bob","type":"user","roles":[],"password":"bobpw"}`, 201)
+	for _, db := range []string{"src", "tgt", "_replicator"} {
+		if db != "_replicator" {
+			c.must("PUT", "/"+db, "", 201)
+		}
+		c.must("PUT", "/"+db+"/_security", `{"members":{"names":["bob"]},"admins":{}}`, 200)
+	}
+	c.putDocs("src", 0, 3)
+	forbiddenBody := `{"error":"forbidden","reason":"` + parse.ReasonHostNotAllowed + `"}`
+	cases := []struct {
+		host     string
+		accepted bool
+	}{
+		{"0.0.0.0", false},
+		{"[::]", false},
+		{"[::0]", false},
+		{"[0:0:0:0:0:0:0:0]", false},
+		{"[::ffff:0.0.0.0]", false},
+		{"127.1", false},
+		{"2130706433", false},
+		{"0x7f000001", false},
+		{"0177.0.0.1", false},
+		{"[::ffff:127.0.0.1]", false},
+		{"[0:0:0:0:0:0:0:1]", false},
+		{"localhost", false},
+		{"localhost.", false},
+		{"LOCALHOST", false},
+		{"127.0.0.1", true}, // the server's own URL
+	}
+	refused := 0
+	for i, tc := range cases {
+		u := "http://bob:bobpw@" + tc.host + ":" + port
+		body := fmt.Sprintf(`{"source":"%s/src","target":"%s/tgt","retries_per_request":0}`, u, u)
+		code, got := c.reqAs("bob:bobpw", "POST", "/_replicate", body)
+		switch {
+		case tc.accepted && (code != 200 || !strings.Contains(got, `"ok":true`)):
+			t.Errorf("%s: _replicate %d %s, want it to replicate", tc.host, code, got)
+		case !tc.accepted && (code != 403 || got != forbiddenBody):
+			t.Errorf("%s: _replicate %d %s, want 403 %s", tc.host, code, got, forbiddenBody)
+		}
+		code, got = c.reqAs("bob:bobpw", "PUT", fmt.Sprintf("/_replicator/spelling-%d", i), body)
+		switch {
+		case tc.accepted && code != 201:
+			t.Errorf("%s: doc %d %s, want 201", tc.host, code, got)
+		case !tc.accepted && (code != 403 || got != forbiddenBody):
+			t.Errorf("%s: doc %d %s, want 403 %s", tc.host, code, got, forbiddenBody)
+		}
+		if !tc.accepted {
+			refused++
+			if n := c.docCount("tgt"); n != 0 {
+				t.Fatalf("%s: the target has %d docs", tc.host, n)
+			}
+		}
+	}
+	if n := c.docCount("tgt"); n != 3 {
+		t.Errorf("the server's own URL: tgt has %d docs, want 3", n)
+	}
+	t.Logf("%d spellings of the local host refused, %d accepted", refused, len(cases)-refused)
+}
+
+// TestE2EHostPolicyDefault (issue 38 item 2): with no policy set, a user
+// who is not an admin cannot make the replicator reach a link-local or
+// unspecified address: refused when posted or written, before any
+// connection; an admin's doc without the `_admin` role in its user_ctx is
+// refused too. (No test lets a connection to those addresses through.)
+func TestE2EHostPolicyDefault(t *testing.T) {
+	t.Parallel()
+	c := startCouch(t, "")
+	c.must("PUT", "/_users/org.couchdb.user:bob", `{"name":"bob","type":"user","roles":[],"password":"bobpw"}`, 201)
+	c.must("PUT", "/_replicator/_security", `{"members":{"names":["bob"]},"admins":{}}`, 200)
+	forbiddenBody := `{"error":"forbidden","reason":"` + parse.ReasonHostNotAllowed + `"}`
+	local := "http://bob:bobpw@" + c.addr + "/src"
+	for i, target := range []string{
+		"http://169.254.169.254/latest/meta-data",
+		"http://2852039166/latest/meta-data",
+		"http://[::ffff:169.254.169.254]/latest",
+		"http://[fe80::1%25eth0]:5984/db",
+		"http://[fd00:ec2::254]/latest",
+		"http://0.0.0.0:5984/db",
+		"http://[::]:5984/db",
+	} {
+		body := fmt.Sprintf(`{"source":%q,"target":%q}`, local, target)
+		if code, got := c.reqAs("bob:bobpw", "POST", "/_replicate", body); code != 403 || got != forbiddenBody {
+			t.Errorf("bob -> %s: _replicate %d %s, want 403", target, code, got)
+		}
+		if code, got := c.reqAs("bob:bobpw", "PUT", fmt.Sprintf("/_replicator/meta-%d", i), body); code != 403 || got != forbiddenBody {
+			t.Errorf("bob -> %s: doc %d %s, want 403", target, code, got)
+		}
+	}
+	body := fmt.Sprintf(`{"source":%q,"target":"http://169.254.169.254/latest"}`, local)
+	if code, got := c.reqAs("admin:pass", "PUT", "/_replicator/admins", body); code != 403 || !strings.Contains(got, "user_ctx") {
+		t.Errorf("an admin's doc without _admin in user_ctx: %d %s, want 403 with the hint", code, got)
+	}
 }

@@ -260,9 +260,9 @@ func parseArgs(args []string, stdin io.Reader) (*cli, error) {
 			return nil, usagef("--config %s: %v", configFile, err)
 		}
 	}
-	// allowed_hosts and denied_networks limit a server's users; couchrep
-	// reaches what whoever runs it can reach.
-	popts.Hosts = parse.HostPolicy{}
+	// allowed_hosts and denied_networks, and the default denials, limit a
+	// server's users; couchrep reaches what whoever runs it can reach.
+	popts.Hosts = parse.HostPolicy{Unlimited: true}
 	c.Options = popts
 	popts.LocalURL = localURL
 	rep, err := parse.ReplicateRequest(body, parse.UserCtx{}, popts)

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/couchepi/couchepi/parse"
 )
 
 func TestParseArgs(t *testing.T) {
@@ -195,5 +197,21 @@ func TestDocsAndHelpListEveryFlag(t *testing.T) {
 		if !defined[m[1]] {
 			t.Errorf("--%s is documented but not defined", m[1])
 		}
+	}
+}
+
+// TestUnlimitedHosts (issue 38 item 2): couchrep reaches what whoever runs
+// it can reach: neither a config's host policy nor the default denials
+// of link-local and unspecified addresses limit it.
+func TestUnlimitedHosts(t *testing.T) {
+	c, err := parseArgs([]string{"http://169.254.169.254/a", "http://0.0.0.0:5984/b"}, strings.NewReader(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Options.Hosts.Unlimited || c.Options.LimitsHosts(c.Rep) {
+		t.Errorf("couchrep's host policy: %+v", c.Options.Hosts)
+	}
+	if err := parse.CheckHosts(c.Rep, c.Options); err != nil {
+		t.Errorf("couchrep refused: %v", err)
 	}
 }

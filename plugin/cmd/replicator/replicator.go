@@ -357,13 +357,14 @@ func (p *replicator) BeforeDocUpdate(ctx context.Context, db string, doc []byte,
 }
 
 // docOptions returns the `[replicator]` options replication docs are
-// validated with: with a host policy set, its LocalURL is the server's
-// own, asked of the host the first time it is needed before Start.
+// validated with: its LocalURL is the server's own, which the host policy
+// (the default one too) always allows, asked of the host the first time it
+// is needed before Start.
 func (p *replicator) docOptions(ctx context.Context) (parse.Options, error) {
 	p.mu.Lock()
 	o, local, host := p.parseOpts, p.localURL, p.host
 	p.mu.Unlock()
-	if !o.Hosts.Active() || local != "" {
+	if o.Hosts.Unlimited || local != "" {
 		o.LocalURL = local
 		return o, nil
 	}

@@ -34,6 +34,9 @@ var dbHooks = []hooks.Hook{hooks.BeforeDocUpdate, hooks.AfterDocRead, hooks.Afte
 func (m *Middleware) segments(r *http.Request) (segs []string, plain bool, err *hooks.Error) {
 	escaped := r.URL.EscapedPath()
 	own := split(escaped, true)
+	if plainForm(escaped) {
+		return own, true, nil
+	}
 	if (r.Method == http.MethodGet || r.Method == http.MethodHead) && len(own) == 2 && own[1] == "" &&
 		!strings.ContainsAny(escaped, ";%") && own[0] != "" && own[0] != "." && own[0] != ".." {
 		// GET /db/ is the db's info to every reading (or a doc named "",
@@ -60,6 +63,22 @@ func (m *Middleware) segments(r *http.Request) (segs []string, plain bool, err *
 		}
 	}
 	return own, false, nil
+}
+
+// plainForm reports whether an escaped path reads the same every way
+// without looking further: nothing escaped, no ';', no empty or dot
+// segment (most requests).
+func plainForm(escaped string) bool {
+	if strings.ContainsAny(escaped, "%;") || strings.Contains(escaped, "//") || len(escaped) > 1 && strings.HasSuffix(escaped, "/") {
+		return false
+	}
+	for i := strings.Index(escaped, "/."); i >= 0; i = strings.Index(escaped, "/.") {
+		escaped = escaped[i+2:]
+		if escaped == "" || escaped[0] == '/' || escaped[0] == '.' && (len(escaped) == 1 || escaped[1] == '/') {
+			return false
+		}
+	}
+	return true
 }
 
 // touches reports whether a plugin subscribes to any hook of db.

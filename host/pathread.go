@@ -19,9 +19,9 @@ import (
 // past the hooks), and let through untouched otherwise.
 
 // errDoubtfulPath answers requests whose path may name another db or doc
-// on the server than it seems to.
+// on the server than it seems to (or whose method is not in capitals).
 var errDoubtfulPath = &hooks.Error{Status: http.StatusBadRequest, Err: "bad_request",
-	Reason: "The path may name another database or document on this server than it seems to (an empty or dot segment, a trailing slash, an escaped slash or a ';'): send it in its plain form."}
+	Reason: "The request may name another database, document or method on this server than it seems to (an empty or dot segment, a trailing slash, an escaped slash, a ';' or a method not in capitals): send it in its plain form."}
 
 // dbHooks are the hooks whose subscriptions make a db one the middleware
 // must classify requests to.
@@ -34,7 +34,8 @@ var dbHooks = []hooks.Hook{hooks.BeforeDocUpdate, hooks.AfterDocRead, hooks.Afte
 func (m *Middleware) segments(r *http.Request) (segs []string, plain bool, err *hooks.Error) {
 	escaped := r.URL.EscapedPath()
 	own := split(escaped, true)
-	if plainForm(escaped) {
+	upper := strings.ToUpper(r.Method) == r.Method // some servers read methods without case
+	if upper && plainForm(escaped) {
 		return own, true, nil
 	}
 	if (r.Method == http.MethodGet || r.Method == http.MethodHead) && len(own) == 2 && own[1] == "" &&
@@ -50,7 +51,7 @@ func (m *Middleware) segments(r *http.Request) (segs []string, plain bool, err *
 	for _, rd := range readings[:len(readings)] {
 		readings = append(readings, merged(rd), cleaned(rd), paramsCut(rd))
 	}
-	plain = !hasEmptyOrDot(own)
+	plain = upper && !hasEmptyOrDot(own)
 	for _, rd := range readings[1:] {
 		plain = plain && shape(rd) == shape(own)
 	}

@@ -121,6 +121,10 @@ func TestMiddlewarePathReadings(t *testing.T) {
 					t.Fatalf("PUT %s: an invalid doc was stored: %s", w, doc)
 				}
 			}
+			// A method in lower case, which some servers take for its capitals.
+			if st, body := do("put", "/x_guarded/bad", "admin", `{"type":"t"}`); st != 400 || !strings.Contains(body, "bad_request") {
+				t.Errorf("put in lower case: %d %s", st, body)
+			}
 			// Other dbs are left alone, whatever their paths' form.
 			for _, p := range []string{"/plain//p1", "/plain/./p1", "/plain/p1/", "/plain%2Fp1", "//plain/p1"} {
 				if st, body := do("PUT", p, "bob", `{}`); st == 400 && strings.Contains(body, "plain form") {

@@ -41,10 +41,11 @@ import (
 // revisions inside them through the plugins, which may show a doc under
 // another revision.
 //
-// Requests are classified as their path reads; a path that may read as
-// another request to the server behind (empty or dot segments, a
-// trailing slash, an escaped slash, a ';' in a segment) is refused with
-// 400 when any of its readings names a subscribed db. See EscapedPaths.
+// Requests are classified as their path reads; a request that may read
+// as another one to the server behind (empty or dot segments, a trailing
+// slash, an escaped slash, a ';' in a segment, a method not in capitals)
+// is refused with 400 when any of its readings names a subscribed db.
+// See EscapedPaths.
 type Middleware struct {
 	// Host is the plugin host.
 	Host *Host

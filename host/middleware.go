@@ -25,17 +25,27 @@ import (
 // answered a write with success.
 //
 // The doc writes it sees are PUT and DELETE /{db}/{docid} (design docs
-// included) and POST /{db}; _bulk_docs, COPY and attachment writes to a db
-// subscribed to before_doc_update are refused with 501, since letting them
-// through would skip the plugin's validation. _local docs pass untouched,
-// as in CouchDB.
+// included) and POST /{db}; _bulk_docs, COPY, attachment writes and design
+// doc functions that write (_update, _rewrite) to a db subscribed to
+// before_doc_update are refused with 501, since letting them through
+// would skip the plugin's validation. _local docs pass untouched, as in
+// CouchDB.
 //
 // For a db subscribed to after_doc_read, GET and HEAD /{db}/{docid}
-// answer the doc as the plugins return it; other reads that return doc
-// bodies there (include_docs, open_revs, _find, _bulk_get) or revisions of
-// docs (_all_docs, _changes, _revs_diff, _missing_revs) are for admins
-// only (403 for others), since the middleware cannot pass every doc inside
-// them through the plugins, which may show a doc under another revision.
+// answer the doc as the plugins return it (its ETag the revision they
+// show). A non-admin may only read such a db's docs that way, its info,
+// its design docs and attachments (without ETag), its _local docs and its
+// _security: every other read there (_all_docs, _design_docs, _changes,
+// _find, _bulk_get, _revs_diff, open_revs, views…, in any form) is
+// refused with 403, since the middleware cannot pass the docs or
+// revisions inside them through the plugins, which may show a doc under
+// another revision.
+//
+// Requests are classified as their path reads; a request that may read
+// as another one to the server behind (empty or dot segments, a trailing
+// slash, an escaped slash, a ';' in a segment, a method not in capitals)
+// is refused with 400 when any of its readings names a subscribed db.
+// See EscapedPaths.
 type Middleware struct {
 	// Host is the plugin host.
 	Host *Host
@@ -51,6 +61,13 @@ type Middleware struct {
 	// DBCreated and DBDeleted return the uuid of a db the server has just
 	// created or deleted. nil: no after_db_create / after_db_delete.
 	DBCreated, DBDeleted func(db string) (uuid string)
+	// EscapedPaths says the server finds a request's db and doc in its
+	// escaped path (r.URL.EscapedPath, or RawPath: chi does, as CouchDB),
+	// so that %2F is part of a name (the db a/_replicator is
+	// /a%2F_replicator). Without it, a request to a subscribed db whose
+	// path holds an escaped slash is refused (400), since a server that
+	// splits r.URL.Path would read it as another request.
+	EscapedPaths bool
 	// MaxDocSize bounds a doc body read for before_doc_update; 0 means
 	// 64 MiB. A larger body is refused with 413.
 	MaxDocSize int64
@@ -73,8 +90,12 @@ func (m *Middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.activeTasks(w, r)
 		return
 	}
-	segs := splitEscaped(path)
-	if len(segs) == 0 || strings.HasPrefix(segs[0], "_") && !isSystemDB(segs[0]) {
+	segs, plain, herr := m.segments(r)
+	if herr != nil {
+		hooks.WriteError(w, herr)
+		return
+	}
+	if !plain || len(segs) == 0 || strings.HasPrefix(segs[0], "_") && !isSystemDB(segs[0]) {
 		m.Next.ServeHTTP(w, r)
 		return
 	}
@@ -95,12 +116,12 @@ func (m *Middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.docWrite(w, r, db, "")
 	case len(segs) == 2 && segs[1] == "_bulk_docs" && r.Method == http.MethodPost && m.validated(db):
 		hooks.WriteError(w, errNotValidated("_bulk_docs", db))
-	case len(segs) >= 2 && strings.HasPrefix(segs[1], "_local"):
+	case len(segs) >= 2 && (segs[1] == "_local" || segs[1] == "_local_docs"):
 		m.Next.ServeHTTP(w, r)
-	case m.readFiltered(db) && !m.user(r).IsAdmin() && returnsDocs(r, segs):
-		hooks.WriteError(w, hooks.Forbidden("Only admins may read docs of "+db+" this way; read them one by one."))
-	case m.readFiltered(db) && !m.user(r).IsAdmin() && listsRevs(segs):
-		hooks.WriteError(w, hooks.Forbidden("Only admins may list the revisions of "+db+"; read its docs one by one."))
+	case designFunction(segs) && m.validated(db):
+		hooks.WriteError(w, errNotValidated("a design doc function ("+segs[3]+")", db))
+	case m.readFiltered(db) && !m.user(r).IsAdmin() && !nonAdminMay(r, segs):
+		hooks.WriteError(w, hooks.Forbidden("Only admins may read "+db+" this way; read its docs one by one."))
 	case len(segs) == 2 && !strings.HasPrefix(segs[1], "_") || len(segs) == 3 && segs[1] == "_design":
 		id := strings.Join(segs[1:], "/")
 		switch r.Method {
@@ -115,10 +136,18 @@ func (m *Middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			m.Next.ServeHTTP(w, r)
 		default:
+			if m.validated(db) { // POST /{db}/{docid} (a form upload of attachments)
+				hooks.WriteError(w, errNotValidated(r.Method+" to a doc", db))
+				return
+			}
 			m.Next.ServeHTTP(w, r)
 		}
-	case len(segs) >= 3 && (r.Method == http.MethodPut || r.Method == http.MethodDelete) && m.validated(db):
+	case len(segs) >= 3 && r.Method != http.MethodGet && r.Method != http.MethodHead && !strings.HasPrefix(segs[1], "_") && m.validated(db),
+		len(segs) >= 3 && (r.Method == http.MethodPut || r.Method == http.MethodDelete) && m.validated(db):
 		hooks.WriteError(w, errNotValidated("an attachment write", db))
+	case len(segs) >= 3 && m.readFiltered(db) && !m.user(r).IsAdmin():
+		// An attachment: its ETag may be the doc's stored revision.
+		m.Next.ServeHTTP(&noETag{ResponseWriter: w}, r)
 	default:
 		m.Next.ServeHTTP(w, r)
 	}
@@ -154,33 +183,6 @@ func (m *Middleware) readFiltered(db string) bool {
 	return m.Host.Subscribed(hooks.AfterDocRead, db)
 }
 
-// returnsDocs reports whether a request reads doc bodies other than by a
-// plain single-doc GET: include_docs, open_revs, _find and _bulk_get.
-func returnsDocs(r *http.Request, segs []string) bool {
-	q := r.URL.Query()
-	if q.Get("include_docs") == "true" || q.Has("open_revs") {
-		return true
-	}
-	last := segs[len(segs)-1]
-	return last == "_find" || last == "_bulk_get"
-}
-
-// listsRevs reports whether a request to a db path (segs) answers with
-// revisions of docs without their bodies: _all_docs, _changes, _revs_diff
-// and _missing_revs. A plugin's after_doc_read may show a reader a doc
-// under another revision (the replicator does, to readers who do not own
-// a replication doc), which these answers would give away.
-func listsRevs(segs []string) bool {
-	if len(segs) != 2 {
-		return false
-	}
-	switch segs[1] {
-	case "_all_docs", "_changes", "_revs_diff", "_missing_revs":
-		return true
-	}
-	return false
-}
-
 // docRead answers a single-doc GET or HEAD, through after_doc_read when db
 // is subscribed to it (a HEAD is answered with the headers of the GET, so
 // its ETag never names a revision the GET would not show).
@@ -207,7 +209,11 @@ func (m *Middleware) docRead(w http.ResponseWriter, r *http.Request, db string) 
 			return
 		}
 		if !bytes.Equal(out, body) {
-			rec.header.Del("ETag") // the plugin changed what the reader sees
+			// The plugin changed what the reader sees: so does the ETag.
+			rec.header.Del("ETag")
+			if rev := docRev(out); rev != "" {
+				rec.header.Set("ETag", `"`+rev+`"`)
+			}
 		}
 		body = out
 		rec.header.Set("Content-Length", strconv.Itoa(len(body)))

@@ -128,10 +128,28 @@ func TestMiddleware(t *testing.T) {
 		{"_bulk_docs elsewhere", "POST", "/audit_a/_bulk_docs", "bob", `{"docs":[{}]}`, 201, `[]`, true},
 		{"attachment to a guarded db", "PUT", "/x_guarded/d1/f.txt", "bob", `hi`, 501, `not_implemented`, false},
 		{"a reader does not see the secret", "GET", "/x_guarded/d1", "bob", "", 200, `"owner":"o"`, true},
-		{"_changes of a filtered db", "GET", "/x_guarded/_changes", "bob", "", 403, `Only admins may list the revisions of x_guarded`, false},
-		{"_all_docs of a filtered db", "GET", "/x_guarded/_all_docs", "bob", "", 403, `Only admins may list the revisions of x_guarded`, false},
-		{"_revs_diff of a filtered db", "POST", "/x_guarded/_revs_diff", "bob", `{"d1":["9-a"]}`, 403, `Only admins may list the revisions of x_guarded`, false},
-		{"_missing_revs of a filtered db", "POST", "/x_guarded/_missing_revs", "bob", `{"d1":["9-a"]}`, 403, `Only admins may list the revisions of x_guarded`, false},
+		{"_changes of a filtered db", "GET", "/x_guarded/_changes", "bob", "", 403, `Only admins may read x_guarded this way`, false},
+		{"_all_docs of a filtered db", "GET", "/x_guarded/_all_docs", "bob", "", 403, `Only admins may read x_guarded this way`, false},
+		{"_revs_diff of a filtered db", "POST", "/x_guarded/_revs_diff", "bob", `{"d1":["9-a"]}`, 403, `Only admins may read x_guarded this way`, false},
+		{"_missing_revs of a filtered db", "POST", "/x_guarded/_missing_revs", "bob", `{"d1":["9-a"]}`, 403, `Only admins may read x_guarded this way`, false},
+		{"_all_docs/queries of a filtered db", "POST", "/x_guarded/_all_docs/queries", "bob", `{"queries":[{}]}`, 403, `Only admins may read x_guarded this way`, false},
+		{"POST _all_docs of a filtered db", "POST", "/x_guarded/_all_docs", "bob", `{"keys":["d1"]}`, 403, `Only admins may read x_guarded this way`, false},
+		{"_design_docs of a filtered db", "GET", "/x_guarded/_design_docs", "bob", ``, 403, `Only admins may read x_guarded this way`, false},
+		{"_design_docs/queries of a filtered db", "POST", "/x_guarded/_design_docs/queries", "bob", `{"queries":[{}]}`, 403, `Only admins may read x_guarded this way`, false},
+		{"POST _changes of a filtered db", "POST", "/x_guarded/_changes?filter=_doc_ids", "bob", `{"doc_ids":["d1"]}`, 403, `Only admins may read x_guarded this way`, false},
+		{"_bulk_get of a filtered db", "POST", "/x_guarded/_bulk_get", "bob", `{"docs":[{"id":"d1"}]}`, 403, `Only admins may read x_guarded this way`, false},
+		{"_find of a filtered db", "POST", "/x_guarded/_find", "bob", `{"selector":{}}`, 403, `Only admins may read x_guarded this way`, false},
+		{"_explain of a filtered db", "POST", "/x_guarded/_explain", "bob", `{"selector":{}}`, 403, `Only admins may read x_guarded this way`, false},
+		{"_purged_infos of a filtered db", "GET", "/x_guarded/_purged_infos", "bob", ``, 403, `Only admins may read x_guarded this way`, false},
+		{"a view of a filtered db", "GET", "/x_guarded/_design/v/_view/all?include_docs=TRUE", "bob", ``, 403, `Only admins may read x_guarded this way`, false},
+		{"a partition of a filtered db", "GET", "/x_guarded/_partition/p/_all_docs", "bob", ``, 403, `Only admins may read x_guarded this way`, false},
+		{"OPEN_REVS of a filtered db", "GET", "/x_guarded/d1?OPEN_REVS=all", "bob", ``, 403, `Only admins may read x_guarded this way`, false},
+		{"COPY of a filtered db", "COPY", "/x_guarded/d1", "bob", ``, 403, `Only admins may read x_guarded this way`, false},
+		{"an _update function of a guarded db", "POST", "/x_guarded/_design/u/_update/f/d1", "admin", `{}`, 501, `not_implemented`, false},
+		{"a _rewrite of a guarded db", "PUT", "/x_guarded/_design/u/_rewrite/d1", "admin", `{}`, 501, `not_implemented`, false},
+		{"a form POST to a doc of a guarded db", "POST", "/x_guarded/d1", "admin", `x`, 501, `not_implemented`, false},
+		{"_security of a filtered db", "GET", "/x_guarded/_security", "bob", ``, 404, ``, true},
+		{"_all_docs/queries, as an admin", "POST", "/x_guarded/_all_docs/queries", "admin", `{}`, 404, ``, true},
 		{"_revs_diff, as an admin", "POST", "/x_guarded/_revs_diff", "admin", `{"d1":["9-a"]}`, 404, ``, true},
 		{"_revs_diff elsewhere", "POST", "/audit_a/_revs_diff", "bob", `{"a1":["9-a"]}`, 404, ``, true},
 		{"plugin route, as its user", "POST", "/_docguard/echo", "bob", `hello`, 200, `"user":{"name":"bob"`, false},
@@ -153,8 +171,8 @@ func TestMiddleware(t *testing.T) {
 	if _, body := do("GET", "/x_guarded/d1", "admin", ""); !strings.Contains(body, `"secret":"s"`) {
 		t.Errorf("admin read lost the field: %s", body)
 	}
-	// HEAD answers with the headers of the filtered GET: no ETag of the
-	// stored doc, a length that is the filtered body's.
+	// HEAD answers with the headers of the filtered GET: the ETag of the
+	// revision the GET shows, a length that is the filtered body's.
 	for _, user := range []string{"bob", "admin"} {
 		req, _ := http.NewRequest("HEAD", srv.URL+"/x_guarded/d1", nil)
 		req.Header.Set("X-User", user)
@@ -167,7 +185,11 @@ func TestMiddleware(t *testing.T) {
 		if resp.StatusCode != 200 || resp.ContentLength != int64(len(get)) {
 			t.Errorf("HEAD as %s: %d, length %d; the GET has %d bytes", user, resp.StatusCode, resp.ContentLength, len(get))
 		}
-		if etag := resp.Header.Get("ETag"); (user == "bob") != (etag == "") {
+		want := `"etag"`
+		if user == "bob" {
+			want = `"` + docRev([]byte(get)) + `"`
+		}
+		if etag := resp.Header.Get("ETag"); etag != want {
 			t.Errorf("HEAD as %s: ETag %q", user, etag)
 		}
 	}

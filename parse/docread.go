@@ -15,10 +15,11 @@ import (
 // "user:password@" from `proxy`, `source_proxy` and `target_proxy` — and a
 // revision that differs from the stored one, without the members that
 // would reveal the stored one (`_revisions`, `_revs_info`, `_conflicts`,
-// `_deleted_conflicts`). Design docs
-// and docs read by an admin, the replicator or the owner are returned as
-// is. The bool reports whether the doc was changed; a doc with nothing to
-// strip is returned unchanged.
+// `_deleted_conflicts`), even when it holds no credential: as in CouchDB,
+// whoever knows the stored revision may write over the doc, owner rules
+// notwithstanding, so no non-owner learns it. Design docs and docs read by
+// an admin, the replicator or the owner are returned as is. The bool
+// reports whether the doc was changed.
 //
 // The fake revision keeps the generation of the stored `_rev` and replaces
 // its hash with the md5 hex of the stripped body (without `_rev`), so it is
@@ -79,9 +80,6 @@ func StripCredentials(doc []byte, user UserCtx) ([]byte, bool) {
 		}
 		out = append(out, m)
 	}
-	if !changed {
-		return doc, false
-	}
 	rev, hasRev := stringMember(out, "_rev")
 	// Members that would reveal the stored revision go: with it, a
 	// non-owner could write over the doc.
@@ -94,6 +92,9 @@ func StripCredentials(doc []byte, user UserCtx) ([]byte, bool) {
 		}
 	}
 	if !hasRev {
+		if !changed && len(noRev) == len(out) {
+			return doc, false
+		}
 		return noRev.Bytes(), true
 	}
 	gen, _, _ := strings.Cut(rev, "-")

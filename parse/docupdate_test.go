@@ -103,7 +103,8 @@ func TestStripCredentials(t *testing.T) {
 		{"admin", d, admin, false},
 		{"replicator", d, UserCtx{Roles: []string{"_replicator"}}, false},
 		{"design doc", `{"_id":"_design/x","source":"http://u:p@h/db"}`, bob, false},
-		{"nothing to strip", `{"_id":"r","_rev":"1-a","source":"http://h/db","target":"http://h/db2"}`, bob, false},
+		{"nothing to strip, no rev", `{"_id":"r","source":"http://h/db","target":"http://h/db2"}`, bob, false},
+		{"nothing to strip: the rev is still hidden", `{"_id":"r","_rev":"3-abc","source":"http://h/db","target":"http://h/db2"}`, bob, true},
 		{"user without password kept", `{"_id":"r","source":"http://u@h/db"}`, bob, false},
 		{"proxy credentials", `{"_id":"r","_rev":"3-abc","source":"http://h/a","target":"http://h/b","proxy":"socks5://u:p@proxy:1080"}`, bob, true},
 	}

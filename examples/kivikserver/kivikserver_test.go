@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/couchepi/couchepi/examples/minicouch/minicouchtest"
+	"github.com/couchepi/couchepi/internal/readmatrix"
 )
 
 func TestMain(m *testing.M) { os.Exit(minicouchtest.Main(m)) }
@@ -251,5 +252,69 @@ func TestReplicatorInKivikServer(t *testing.T) {
 	t.Logf("%d writes refused with 503 while the plugin was down; accepted once it restarted", refused)
 	if st, _ := k.do("GET", "/_replicator/down0", nil); st != 404 {
 		t.Errorf("a write refused while the plugin was down was stored: %d", st)
+	}
+}
+
+// TestReadMatrixInKivikServer (issue 38 items 3 and 4): on kivik's
+// x/server with the host, no read path of _replicator shows a non-admin a
+// credential or the stored revision of another user's doc (the matrix
+// minicouch runs too), and no path form writes a doc past the plugin.
+func TestReadMatrixInKivikServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the replicator and kivikserver")
+	}
+	root, _ := filepath.Abs("../..")
+	replicator := build(t, root, "./plugin/cmd/replicator", "replicator")
+	k := startKivik(t, build(t, ".", ".", "kivikserver"), "-plugin", replicator,
+		"-user", "alice:alicepw", "-user", "bob:bobpw", "-set", "replicator.max_jobs=0")
+	base := strings.TrimSuffix(k.url, "/")
+	host := strings.TrimPrefix(base, "http://")
+	as := func(user, method, path, body string) (int, string) {
+		t.Helper()
+		u, p, _ := strings.Cut(user, ":")
+		resp, err := readmatrix.Do(base, u, p, readmatrix.Request{Method: method, Path: path, Body: body,
+			Header: map[string]string{"Content-Type": "application/json"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Status, resp.Body
+	}
+	as("admin:pass", "PUT", "/_replicator/_design/peek", readmatrix.DesignDoc) // x/server has no design docs
+	withCreds, creds := readmatrix.CredentialDoc(host)
+	docs := []readmatrix.Doc{{ID: "c2"}, {ID: "plain"}}
+	for i, body := range []string{withCreds, readmatrix.PlainDoc(host)} {
+		body = `{"_id":"` + docs[i].ID + `",` + body[1:]
+		if st, resp := as("alice:alicepw", "POST", "/_replicator", body); st != 201 {
+			t.Fatalf("alice creates %s: %d %s", docs[i].ID, st, resp)
+		}
+	}
+	for i := range docs {
+		st, body := as("admin:pass", "GET", "/_replicator/"+docs[i].ID, "")
+		var d struct {
+			Rev   string `json:"_rev"`
+			Owner string `json:"owner"`
+		}
+		json.Unmarshal([]byte(body), &d)
+		if st != 200 || d.Owner != "alice" || d.Rev == "" {
+			t.Fatalf("%s as stored: %d %s", docs[i].ID, st, body)
+		}
+		docs[i].Rev = d.Rev
+	}
+	rows := readmatrix.Rows("_replicator", docs)
+	answered, refused := readmatrix.Check(t, base, "bob", "bobpw", rows, readmatrix.Secrets(creds, docs))
+	t.Logf("read matrix on kivik x/server: %d rows, %d answered, %d refused", len(rows), answered, refused)
+	if st, body := as("bob:bobpw", "GET", "/_replicator/c2", ""); st != 200 || !strings.Contains(body, `"_rev":"1-`) {
+		t.Errorf("bob reads c2: %d %s", st, body)
+	}
+
+	// Item 3: a doc the plugin refuses is not written under any path form.
+	for _, p := range []string{"/_replicator/", "//_replicator", "/_replicator/.", "/x/../_replicator", "/_replicator;x", "/_replicator//"} {
+		st, body := as("bob:bobpw", "POST", p, `{"_id":"bad","source":"http://127.0.0.1:1/a"}`)
+		if st/100 == 2 {
+			t.Errorf("POST %s: %d %s", p, st, body)
+		}
+		if st, body := as("admin:pass", "GET", "/_replicator/bad", ""); st != 404 {
+			t.Fatalf("POST %s stored a doc the plugin refuses: %d %s", p, st, body)
+		}
 	}
 }

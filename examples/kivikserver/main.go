@@ -51,8 +51,9 @@ func run() error {
 	admin := flag.String("admin", "admin:pass", "server admin NAME:PASSWORD")
 	state := flag.String("state", "", "directory for the plugins' durable files (the replicator's job store); \"\" = a temporary one")
 	node := flag.String("node", "kivik@nohost", "node name shown in _scheduler/jobs")
-	var plugins, settings listFlag
+	var plugins, settings, userFlags listFlag
 	flag.Var(&plugins, "plugin", "plugin binary to load, PATH or PATH@SHA256 (repeatable)")
+	flag.Var(&userFlags, "user", "a user who is not an admin, NAME:PASSWORD (repeatable)")
 	flag.Var(&settings, "set", "plugin config SECTION.KEY=VALUE (repeatable), e.g. replicator.max_jobs=100")
 	logLevel := flag.String("log-level", "info", "log level: trace, debug, info, warn, error")
 	flag.Parse()
@@ -96,6 +97,15 @@ func run() error {
 	users := auth.NewMemoryUserStore()
 	if err := users.AddUser(name, pass, []string{auth.RoleAdmin}); err != nil {
 		return err
+	}
+	for _, u := range userFlags {
+		n, p, ok := strings.Cut(u, ":")
+		if !ok || n == "" {
+			return fmt.Errorf("-user %q: want NAME:PASSWORD", u)
+		}
+		if err := users.AddUser(n, p, nil); err != nil {
+			return err
+		}
 	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {

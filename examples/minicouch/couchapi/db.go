@@ -10,6 +10,7 @@ import (
 
 	"github.com/couchepi/couchepi/examples/minicouch/auth"
 	"github.com/couchepi/couchepi/examples/minicouch/store"
+	"github.com/couchepi/couchepi/hooks"
 )
 
 // defaultSecurity is CouchDB 3's admin_only security object of a new db.
@@ -118,6 +119,12 @@ func (s *Server) serveDB(q *request) {
 			return
 		}
 		if len(q.segs) == 5 && q.segs[3] == "_view" {
+			if s.readHooked(name) && !q.user.IsAdmin() {
+				// A view's rows are what its map function emits from the
+				// stored docs: nothing in them passes after_doc_read.
+				writeError(q.w, hooks.Forbidden("Only admins may query the views of "+name+"."))
+				return
+			}
 			s.view(d, q.segs[2], q.segs[4])
 			return
 		}

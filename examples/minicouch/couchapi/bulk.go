@@ -45,12 +45,19 @@ func (s *Server) bulkDocs(d *dbReq) {
 	}
 	newEdits := newEditsP == nil || *newEditsP
 	docs := make([]*store.Doc, 0, len(raws))
+	lim := s.limits()
 	// Each doc's body is built in place over its bytes of the request
 	// body, which nothing reads again.
 	for _, raw := range raws {
 		doc, err := parseValidDocInPlace(raw)
 		if err != nil {
 			writeError(d.w, err)
+			return
+		}
+		// Each doc is checked against the limits as it is parsed, before
+		// the checks of its revisions, in CouchDB's order.
+		if herr := lim.checkDoc(doc); herr != nil {
+			writeError(d.w, herr)
 			return
 		}
 		// As CouchDB, a missing revision is named before a missing id.

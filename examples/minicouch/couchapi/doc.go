@@ -186,7 +186,7 @@ func (s *Server) putDoc(d *dbReq, id string) {
 	}
 	// As CouchDB: the id in the URL wins over an `_id` in the body.
 	doc.ID = id
-	if herr := validateDocID(id); herr != nil {
+	if herr := s.checkDocID(id); herr != nil {
 		writeError(d.w, herr)
 		return
 	}

@@ -29,8 +29,9 @@ func (s *Server) bulkDocs(d *dbReq) {
 	// The docs' bodies are built in raw's memory: it goes back for reuse
 	// only once the docs are written and the answer is sent.
 	defer releaseBody(raw)
-	if !validJSON(raw) {
-		writeError(d.w, jsonError(raw))
+	// The docs are 2 levels deep: {"docs":[…]}.
+	if herr := validDocJSON(raw, 2); herr != nil {
+		writeError(d.w, herr)
 		return
 	}
 	// One validation pass over the whole body; the docs are then found by

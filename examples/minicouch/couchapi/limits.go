@@ -1,9 +1,38 @@
 package couchapi
 
 import (
+	"strconv"
+	"unicode/utf8"
+
 	"github.com/couchepi/couchepi/examples/minicouch/store"
 	"github.com/couchepi/couchepi/hooks"
+	"github.com/couchepi/couchepi/internal/jsonscan"
 )
+
+// maxDocDepth bounds how deeply a document's objects and arrays nest.
+// JSON readers stop at jsonscan.MaxDepth, and a doc travels wrapped: in a
+// _bulk_docs body (2 levels), an open_revs answer (2), a _bulk_get answer
+// (5), include_docs rows (3). A doc a direct write accepted must fit in
+// each, or a replication of it fails at every retry. (CouchDB has no such
+// bound.)
+const maxDocDepth = jsonscan.MaxDepth - 8
+
+// errDocTooDeep refuses a document nested deeper than maxDocDepth.
+var errDocTooDeep = badRequest("JSON nested too deeply: a document nests objects and arrays more than " +
+	strconv.Itoa(maxDocDepth) + " levels deep")
+
+// validDocJSON checks a body holding documents nested wrap levels deep
+// (0: the body is one doc): valid UTF-8 JSON with no doc deeper than
+// maxDocDepth, else the error to answer.
+func validDocJSON(b []byte, wrap int) *hooks.Error {
+	if utf8.Valid(b) && jsonValidDepth(b, maxDocDepth+wrap) {
+		return nil
+	}
+	if validJSON(b) {
+		return errDocTooDeep
+	}
+	return jsonError(b)
+}
 
 // docLimits are the bounds every doc write enforces, whatever the path
 // (PUT, POST, multipart PUT, _bulk_docs, COPY) and with new_edits=false

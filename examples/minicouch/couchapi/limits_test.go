@@ -9,8 +9,12 @@ import (
 	"github.com/couchepi/couchepi/examples/minicouch/couchgzip"
 )
 
+// nest is n levels of nested arrays.
+func nest(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+
 // TestDocLimitsEveryPath: each bound a direct write enforces
-// (max_document_size, max_attachment_size, max_document_id_length) holds
+// (max_document_size, max_attachment_size, max_document_id_length, and
+// minicouch's own nesting bound, maxDocDepth) holds
 // on every write path, with new_edits=false (a replicator's writes) as
 // without, with CouchDB 3.5's answers: one CouchDB-shaped error for the
 // request, _bulk_docs included (couch_doc:from_json_obj_validate throws
@@ -46,6 +50,9 @@ func TestDocLimitsEveryPath(t *testing.T) {
 		{"id over max_document_id_length", "max_document_id_length", "8", doc{id: "abcdefghi"}, false,
 			400, tooLarge("illegal_docid", "Document id is too long")},
 		{"id at max_document_id_length", "max_document_id_length", "8", doc{id: "abcdefgh"}, false, 0, ""},
+		{"doc nested deeper than maxDocDepth", "", "", doc{id: "d", body: `"a":` + nest(maxDocDepth)}, false,
+			400, fmt.Sprintf(`{"error":"bad_request","reason":%q}`, errDocTooDeep.Reason)},
+		{"doc nested maxDocDepth deep", "", "", doc{id: "d", body: `"a":` + nest(maxDocDepth-1)}, false, 0, ""},
 	}
 	const rev = "1-0123456789abcdef0123456789abcdef"
 	render := func(d doc, newEdits, follows bool) string {
@@ -78,8 +85,10 @@ func TestDocLimitsEveryPath(t *testing.T) {
 				t.Run(fmt.Sprintf("%s/%s/new_edits=%v", tc.name, path, newEdits), func(t *testing.T) {
 					n++
 					db := fmt.Sprintf("/db%d", n)
-					srv.cfg.Set("couchdb", tc.key, tc.value)
-					defer srv.cfg.Delete("couchdb", tc.key)
+					if tc.key != "" {
+						srv.cfg.Set("couchdb", tc.key, tc.value)
+						defer srv.cfg.Delete("couchdb", tc.key)
+					}
 					runSteps(t, ts.URL, []step{{name: "db", method: "PUT", path: db, status: 201}})
 					q := ""
 					if !newEdits {

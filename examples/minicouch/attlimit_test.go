@@ -9,12 +9,15 @@ import (
 )
 
 // TestReplicationAttachmentLimit is CouchDB's own
-// couch_replicator_attachments_too_large over HTTP: a doc whose 1000-byte
-// attachment the target's `[couchdb] max_attachment_size` refuses is
-// counted in doc_write_failures and the replication goes on with the
-// others; at a limit of 1000 it is copied. Source and target are on one
-// server, as in CouchDB's test, so the limit is lowered after the source
-// doc was written.
+// couch_replicator_attachments_too_large over HTTP, with the other
+// limits of a target: a doc whose 1000-byte attachment the target's
+// `[couchdb] max_attachment_size` refuses, or whose body its
+// `max_document_size` refuses, is counted in doc_write_failures and the
+// replication goes on with the others; at the limit it is copied. A
+// compressible attachment travels gzipped and is counted by its encoded
+// bytes, as CouchDB's att_len is. Source and target are on one server, as
+// in CouchDB's test, so the limits are set after the source docs were
+// written.
 func TestReplicationAttachmentLimit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the replicator plugin")
@@ -29,24 +32,27 @@ func TestReplicationAttachmentLimit(t *testing.T) {
 			t.Fatalf("%s %s: %d %s %v (want %d)", method, path, st, b, err, want)
 		}
 	}
-	att := func(n int) map[string]any {
+	att := func(ctype string, n int) map[string]any {
 		return map[string]any{"_attachments": map[string]any{"att": map[string]any{
-			"content_type": "app/binary", "data": base64.StdEncoding.EncodeToString([]byte(strings.Repeat("x", n)))}}}
+			"content_type": ctype, "data": base64.StdEncoding.EncodeToString([]byte(strings.Repeat("x", n)))}}}
 	}
 	mustDo("PUT", "/src", nil, 201)
-	mustDo("PUT", "/src/big", att(1000), 201)
-	mustDo("PUT", "/src/small", att(10), 201)
+	mustDo("PUT", "/src/big", att("app/binary", 1000), 201)
+	mustDo("PUT", "/src/small", att("app/binary", 10), 201)
+	mustDo("PUT", "/src/text", att("text/plain", 1000), 201) // stored gzipped: ~30 bytes
 	mustDo("PUT", "/src/plain", `{"a":1}`, 201)
+	mustDo("PUT", "/src/bigdoc", map[string]any{"a": strings.Repeat("y", 2000)}, 201)
+	const docs = 5
 	for _, tc := range []struct {
-		limit, target string
-		written       int
-		failures      int
-		big           int // status of GET target/big
+		maxAtt, maxDoc, target string
+		refused                string // the doc the target refuses, "" none
 	}{
-		{"1000", "tgt_fits", 3, 0, 200},
-		{"999", "tgt_refuses", 2, 1, 404},
+		{"1000", "8000000", "tgt_fits", ""},
+		{"999", "8000000", "tgt_refuses_att", "big"},
+		{"1000", "1500", "tgt_refuses_doc", "bigdoc"},
 	} {
-		mustDo("PUT", "/_node/_local/_config/couchdb/max_attachment_size", `"`+tc.limit+`"`, 200)
+		mustDo("PUT", "/_node/_local/_config/couchdb/max_attachment_size", `"`+tc.maxAtt+`"`, 200)
+		mustDo("PUT", "/_node/_local/_config/couchdb/max_document_size", `"`+tc.maxDoc+`"`, 200)
 		var res struct {
 			OK      bool `json:"ok"`
 			History []struct {
@@ -58,14 +64,22 @@ func TestReplicationAttachmentLimit(t *testing.T) {
 		if st := srv.JSON(t, "POST", "/_replicate", map[string]any{
 			"source": srv.AdminURL + "src", "target": srv.AdminURL + tc.target, "create_target": true,
 		}, &res); st != 200 || !res.OK || len(res.History) == 0 {
-			t.Fatalf("limit %s: %d %+v", tc.limit, st, res)
+			t.Fatalf("%s: %d %+v", tc.target, st, res)
 		}
-		if h := res.History[0]; h.DocsRead != 3 || h.DocsWritten != tc.written || h.DocWriteFailures != tc.failures {
-			t.Errorf("limit %s: %+v, want 3 read, %d written, %d failures", tc.limit, h, tc.written, tc.failures)
+		failures := 0
+		if tc.refused != "" {
+			failures = 1
 		}
-		for id, want := range map[string]int{"big": tc.big, "small": 200, "plain": 200} {
+		if h := res.History[0]; h.DocsRead != docs || h.DocsWritten != docs-failures || h.DocWriteFailures != failures {
+			t.Errorf("%s: %+v, want %d read, %d written, %d failures", tc.target, h, docs, docs-failures, failures)
+		}
+		for _, id := range []string{"big", "small", "text", "plain", "bigdoc"} {
+			want := 200
+			if id == tc.refused {
+				want = 404
+			}
 			if st, b, _ := srv.Do("GET", "/"+tc.target+"/"+id, nil); st != want {
-				t.Errorf("limit %s: target's %s: %d %s, want %d", tc.limit, id, st, b, want)
+				t.Errorf("%s: target's %s: %d %s, want %d", tc.target, id, st, b, want)
 			}
 		}
 	}

@@ -240,7 +240,7 @@ func (s *Server) putAttachment(d *dbReq, id, name string) {
 		writeError(d.w, herr)
 		return
 	}
-	if herr := validateDocID(id); herr != nil {
+	if herr := s.checkDocID(id); herr != nil {
 		writeError(d.w, herr)
 		return
 	}

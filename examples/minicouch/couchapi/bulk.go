@@ -29,8 +29,9 @@ func (s *Server) bulkDocs(d *dbReq) {
 	// The docs' bodies are built in raw's memory: it goes back for reuse
 	// only once the docs are written and the answer is sent.
 	defer releaseBody(raw)
-	if !validJSON(raw) {
-		writeError(d.w, jsonError(raw))
+	// The docs are 2 levels deep: {"docs":[…]}.
+	if herr := validDocJSON(raw, 2); herr != nil {
+		writeError(d.w, herr)
 		return
 	}
 	// One validation pass over the whole body; the docs are then found by
@@ -45,12 +46,19 @@ func (s *Server) bulkDocs(d *dbReq) {
 	}
 	newEdits := newEditsP == nil || *newEditsP
 	docs := make([]*store.Doc, 0, len(raws))
+	lim := s.limits()
 	// Each doc's body is built in place over its bytes of the request
 	// body, which nothing reads again.
 	for _, raw := range raws {
 		doc, err := parseValidDocInPlace(raw)
 		if err != nil {
 			writeError(d.w, err)
+			return
+		}
+		// Each doc is checked against the limits as it is parsed, before
+		// the checks of its revisions, in CouchDB's order.
+		if herr := lim.checkDoc(doc); herr != nil {
+			writeError(d.w, herr)
 			return
 		}
 		// As CouchDB, a missing revision is named before a missing id.

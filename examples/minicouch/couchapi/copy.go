@@ -24,7 +24,7 @@ func (s *Server) copyDoc(d *dbReq, id string) {
 	if u, err := url.PathUnescape(destID); err == nil {
 		destID = u
 	}
-	if herr := validateDocID(destID); herr != nil {
+	if herr := s.checkDocID(destID); herr != nil {
 		writeError(d.w, herr)
 		return
 	}

@@ -149,8 +149,8 @@ func (s *Server) writeOne(d *dbReq, doc *store.Doc, newEdits bool, status int) {
 
 // parseDocBody parses a JSON doc body with CouchDB's errors.
 func parseDocBody(b []byte) (*store.Doc, *hooks.Error) {
-	if !validJSON(bytes.TrimSpace(b)) {
-		return nil, jsonError(b)
+	if herr := validDocJSON(bytes.TrimSpace(b), 0); herr != nil {
+		return nil, herr
 	}
 	doc, err := parseValidDoc(b)
 	if err != nil {
@@ -186,7 +186,7 @@ func (s *Server) putDoc(d *dbReq, id string) {
 	}
 	// As CouchDB: the id in the URL wins over an `_id` in the body.
 	doc.ID = id
-	if herr := validateDocID(id); herr != nil {
+	if herr := s.checkDocID(id); herr != nil {
 		writeError(d.w, herr)
 		return
 	}

@@ -20,6 +20,14 @@ func jsonValid(b []byte) bool {
 // maxJSONDepth is encoding/json's nesting limit.
 const maxJSONDepth = 10000
 
+// jsonValidDepth is jsonValid with objects and arrays nesting at most
+// max (<= maxJSONDepth) levels.
+func jsonValidDepth(b []byte, max int) bool {
+	i := jsonscan.SkipSpace(b, 0)
+	i, ok := validValue(b, i, maxJSONDepth-max)
+	return ok && jsonscan.SkipSpace(b, i) == len(b)
+}
+
 // stringSpecial marks the bytes that end a run of plain string contents:
 // the quote, the backslash and control characters.
 var stringSpecial = func() (t [256]bool) {

@@ -2,9 +2,11 @@ package couchapi
 
 import (
 	"regexp"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/couchepi/couchepi/examples/minicouch/config"
 	"github.com/couchepi/couchepi/hooks"
 )
 
@@ -56,6 +58,33 @@ func validateDocID(id string) *hooks.Error {
 		default:
 			return errUnderscoreID
 		}
+	}
+	return nil
+}
+
+// errDocIDTooLong is CouchDB's answer to an id above `[couchdb]
+// max_document_id_length`.
+var errDocIDTooLong = &hooks.Error{Status: 400, Err: "illegal_docid", Reason: "Document id is too long"}
+
+// maxDocIDLength is `[couchdb] max_document_id_length` in bytes, read at
+// every write as CouchDB does; 0 when unbounded (CouchDB's default
+// "infinity", and any value that is not a positive integer). The store's
+// own bound, store.MaxDocIDLength, holds whatever it says.
+func maxDocIDLength(cfg *config.Config) int {
+	n, err := strconv.Atoi(strings.TrimSpace(cfg.GetDefault("couchdb", "max_document_id_length", "infinity")))
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
+
+// checkDocID is validateDocID with the configured length bound.
+func (s *Server) checkDocID(id string) *hooks.Error {
+	if herr := validateDocID(id); herr != nil {
+		return herr
+	}
+	if max := maxDocIDLength(s.cfg); max > 0 && len(id) > max {
+		return errDocIDTooLong
 	}
 	return nil
 }

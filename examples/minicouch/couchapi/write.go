@@ -96,8 +96,7 @@ func (s *Server) writeDocs(ctx context.Context, db *store.DB, docs []*store.Doc,
 	results := make([]store.BulkResult, len(docs))
 	pending := make([]*store.Doc, 0, len(docs))
 	index := make([]int, 0, len(docs))
-	maxDoc := s.cfg.Int("couchdb", "max_document_size", 8000000)
-	if err := checkAttachmentSizes(docs, maxAttachmentSize(s.cfg)); err != nil {
+	if err := s.limits().check(docs); err != nil {
 		return nil, err
 	}
 	before := s.hooks != nil && s.hooks.Subscribed(hooks.BeforeDocUpdate, name)
@@ -107,10 +106,6 @@ func (s *Server) writeDocs(ctx context.Context, db *store.DB, docs []*store.Doc,
 	}
 	for i, d := range docs {
 		results[i].ID = d.ID
-		if int64(len(d.Body)) > maxDoc {
-			results[i].Err = &store.Error{Status: 413, Err: "document_too_large", Reason: d.ID}
-			continue
-		}
 		if isUsersDB(name) && !strings.HasPrefix(d.ID, store.LocalPrefix) {
 			if err := s.prepareUserDoc(ctx, db, d, o.user); err != nil {
 				results[i].Err = asCouchError(err)
@@ -152,33 +147,6 @@ func (s *Server) writeDocs(ctx context.Context, db *store.DB, docs []*store.Doc,
 		s.afterWrites(ctx, db, res)
 	}
 	return results, nil
-}
-
-// checkAttachmentSizes refuses the whole request, as CouchDB's
-// validate_attachment_sizes does, when an attachment is larger than max
-// (negative: no bound): inline or already read data by its length,
-// data that follows and stubs by the length they declare (encoded_length
-// for encoded ones). Data streamed from a temp file is counted again
-// as the store reads it.
-func checkAttachmentSizes(docs []*store.Doc, max int64) error {
-	if max < 0 {
-		return nil
-	}
-	for _, d := range docs {
-		for _, a := range d.Attachments {
-			n := a.Length
-			switch {
-			case a.Data != nil:
-				n = int64(len(a.Data))
-			case a.Encoding != "" && a.EncodedLength > 0:
-				n = a.EncodedLength
-			}
-			if n > max {
-				return store.AttachmentTooLarge(a.Name)
-			}
-		}
-	}
-	return nil
 }
 
 // afterWrites sends after_doc_write for each durable success (subscribed

@@ -30,7 +30,7 @@ func (db *DB) compact(ctx context.Context) error {
 		}
 		droppedBodies, droppedBlobs = 0, 0
 		docs, revs, meta := b.Bucket(bucketDocs), b.Bucket(bucketRevs), b.Bucket(bucketMeta)
-		var active, external int64
+		var file int64
 		type update struct{ k, v []byte }
 		var updates []update
 		// Drop non-leaf bodies.
@@ -73,8 +73,7 @@ func (db *DB) compact(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			active += int64(len(v))
-			external += int64(len(rb.body))
+			file += int64(len(v))
 			for _, a := range rb.atts {
 				used[a.Digest] = true
 			}
@@ -93,7 +92,7 @@ func (db *DB) compact(ctx context.Context) error {
 			}
 			if used[string(k)] {
 				live[ref.id] = true
-				active += ref.length
+				file += ref.length
 			} else {
 				dead = append(dead, append([]byte(nil), k...))
 			}
@@ -123,10 +122,13 @@ func (db *DB) compact(ctx context.Context) error {
 			}
 		}
 		droppedBlobs = len(dead)
-		if err := putU64(meta, metaActive, uint64(active)); err != nil {
+		// What is live does not change; it is recounted here to heal
+		// any drift.
+		sizes, err := sumLeafSizes(b)
+		if err != nil {
 			return err
 		}
-		return putU64(meta, metaExternal, uint64(external))
+		return putSizes(meta, file, sizes)
 	})
 	if err == nil {
 		db.s.log.Debug("database compacted", "db", db.name, "bodies_dropped", droppedBodies, "blobs_reclaimed", droppedBlobs)

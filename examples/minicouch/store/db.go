@@ -29,8 +29,12 @@ var (
 	metaPurgeSeq  = []byte("purge_seq")
 	metaSecurity  = []byte("security")
 	metaRevsLimit = []byte("revs_limit")
-	metaActive    = []byte("active")
-	metaExternal  = []byte("external")
+	// The sizes (sizes.go): the file's bytes of the database, and the
+	// live ones, stored and external; and the rules they were kept by.
+	metaFile         = []byte("file")
+	metaActive       = []byte("active")
+	metaExternal     = []byte("external")
+	metaSizesVersion = []byte("sizes_version")
 )
 
 // DB is a handle to one database. It is safe for concurrent use.
@@ -182,7 +186,10 @@ func (db *DB) Info(ctx context.Context) (DBInfo, error) {
 		info.UpdateSeq = getU64(m, metaSeq)
 		info.PurgeSeq = getU64(m, metaPurgeSeq)
 		active := int64(getU64(m, metaActive))
-		info.Sizes = Sizes{File: active, Active: active, External: int64(getU64(m, metaExternal))}
+		// Attachment data is stored once per database, counted once per
+		// document (as CouchDB, which stores it once per document): docs
+		// sharing data can make active pass the bytes stored.
+		info.Sizes = Sizes{File: max(int64(getU64(m, metaFile)), active), Active: active, External: int64(getU64(m, metaExternal))}
 		return nil
 	})
 	return info, err

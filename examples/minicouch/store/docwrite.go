@@ -270,14 +270,18 @@ func loadRevBody(b *bolt.Bucket, id string, rev revtree.Rev) *revBody {
 type docState struct {
 	exists, deleted bool
 	seq             uint64
+	sizes           docSizes // the document's share of the sizes
 }
 
-func stateOf(rec *docRecord) docState {
+// stateOf summarises document id with record rec (nil: none) of database
+// bucket b.
+func stateOf(b *bolt.Bucket, id string, rec *docRecord) (docState, error) {
 	if rec == nil {
-		return docState{}
+		return docState{}, nil
 	}
 	w, _ := rec.tree.Winner()
-	return docState{exists: true, deleted: w.Deleted, seq: rec.seq}
+	sizes, err := leafSizes(b.Bucket(bucketRevs), id, &rec.tree, revtree.Rev{}, nil)
+	return docState{exists: true, deleted: w.Deleted, seq: rec.seq, sizes: sizes}, err
 }
 
 // editBuilder makes the new revision's body and attachments from the
@@ -337,7 +341,10 @@ func (db *DB) applyEdit(b *bolt.Bucket, id, parentRev string, deleted bool, tc *
 	} else {
 		newRev.Hash = couchRevHash(deleted, uint64(parent.Gen), parent.Hash, body, atts)
 	}
-	before := stateOf(rec)
+	before, err := stateOf(b, id, rec)
+	if err != nil {
+		return "", nil, err
+	}
 	if rec == nil {
 		rec = &docRecord{}
 	}
@@ -425,7 +432,10 @@ func (db *DB) applyReplicated(b *bolt.Bucket, p *pendingDoc, tc *txCounters) (st
 	if derr != nil {
 		return "", derr, nil
 	}
-	before := stateOf(rec)
+	before, err := stateOf(b, p.id, rec)
+	if err != nil {
+		return "", nil, err
+	}
 	if rec == nil {
 		rec = &docRecord{}
 	}
@@ -452,16 +462,13 @@ func (db *DB) commitRevs(b *bolt.Bucket, id string, before docState, rec *docRec
 	if err := revs.Put(revKeyIn(tc.arena, id, newRev), enc); err != nil {
 		return err
 	}
-	active, external := attBytes+int64(len(enc)), int64(len(rb.body))
+	file := attBytes + int64(len(enc))
 	rec.tree.SetBody(newRev, true)
 	rec.tree.PruneBodiless()
 	for _, r := range rec.tree.Stem(db.RevsLimit()) {
 		k := revKey(id, r.String())
 		if v := revs.Get(k); v != nil {
-			active -= int64(len(v))
-			if bl, n := binary.Uvarint(v); n > 0 {
-				external -= int64(bl)
-			}
+			file -= int64(len(v))
 			if err := revs.Delete(k); err != nil {
 				return err
 			}
@@ -484,8 +491,13 @@ func (db *DB) commitRevs(b *bolt.Bucket, id string, before docState, rec *docRec
 	} else {
 		tc.docs++
 	}
-	tc.active += active
-	tc.external += external
+	after, err := leafSizes(revs, id, &rec.tree, newRev, enc)
+	if err != nil {
+		return err
+	}
+	tc.file += file
+	tc.active += after.active - before.sizes.active
+	tc.external += after.external - before.sizes.external
 	rec.tree.SetBody(newRev, true)
 	rec.seq = seq
 	// Keys and values from the arena (bbolt copies keys, keeps values).
@@ -500,11 +512,12 @@ func (db *DB) commitRevs(b *bolt.Bucket, id string, before docState, rec *docRec
 // txCounters accumulates, over one write transaction, the database's new
 // update sequence and counter changes, written once by flush.
 type txCounters struct {
-	db                           string // the database written, for its _db_updates entry
-	store                        *Store
-	loaded                       bool
-	seq                          uint64 // last seq assigned (0 = none yet)
-	docs, dels, active, external int64
+	db                     string // the database written, for its _db_updates entry
+	store                  *Store
+	loaded                 bool
+	seq                    uint64 // last seq assigned (0 = none yet)
+	docs, dels             int64
+	file, active, external int64 // sizes.go
 	// arena, when set, holds the keys and values the transaction puts
 	// (nil: each is allocated).
 	arena *valueArena
@@ -535,7 +548,7 @@ func (tc *txCounters) flush(b *bolt.Bucket) error {
 	for _, c := range []struct {
 		k []byte
 		d int64
-	}{{metaDocCount, tc.docs}, {metaDelCount, tc.dels}, {metaActive, tc.active}, {metaExternal, tc.external}} {
+	}{{metaDocCount, tc.docs}, {metaDelCount, tc.dels}, {metaFile, tc.file}, {metaActive, tc.active}, {metaExternal, tc.external}} {
 		if err := addU64(meta, c.k, c.d); err != nil {
 			return err
 		}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 func openTest(t testing.TB) *Store {
@@ -61,3 +63,17 @@ func docJSON(t testing.TB, d *DocRev) string {
 }
 
 func isErr(err, target error) bool { return errors.Is(err, target) }
+
+// storedFigure is the bytes db holds in the file as its counter says,
+// before Info raises it to at least Active.
+func storedFigure(t testing.TB, db *DB) int64 {
+	t.Helper()
+	var n int64
+	if err := db.view(func(b *bolt.Bucket) error {
+		n = int64(getU64(b.Bucket(bucketMeta), metaFile))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}

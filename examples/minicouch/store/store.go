@@ -122,11 +122,16 @@ func Open(dir string, opts Options) (*Store, error) {
 	// rename) leaves its partial copy; the store is the old file.
 	_ = os.Remove(path + compactSuffix)
 	b.AllocSize = allocSize
+	upgraded := 0
 	if err := b.Update(func(tx *bolt.Tx) error {
 		if _, err := tx.CreateBucketIfNotExists(bucketDBs); err != nil {
 			return err
 		}
-		return createDBUpdateBuckets(tx)
+		if err := createDBUpdateBuckets(tx); err != nil {
+			return err
+		}
+		upgraded, err = upgradeSizes(tx)
+		return err
 	}); err != nil {
 		b.Close()
 		return nil, err
@@ -134,6 +139,9 @@ func Open(dir string, opts Options) (*Store, error) {
 	s := &Store{log: opts.Logger, path: path, opts: opts, dbs: make(map[string]*DB)}
 	s.cur.Store(b)
 	s.w = startWriter(s, opts.MaxBatchDocs)
+	if upgraded > 0 {
+		opts.Logger.Info("database sizes recounted", "dbs", upgraded)
+	}
 	s.log.Debug("store opened", "path", path)
 	return s, nil
 }
@@ -210,6 +218,9 @@ func (s *Store) CreateDB(name string) (*DB, error) {
 			return err
 		}
 		if err := m.Put(metaRevsLimit, u64(defaultRevsLimit)); err != nil {
+			return err
+		}
+		if err := putU64(m, metaSizesVersion, sizesVersion); err != nil {
 			return err
 		}
 		s.updates.forget(name)

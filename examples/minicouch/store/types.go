@@ -224,10 +224,12 @@ type DBInfo struct {
 	InstanceStartTime string // always "0", as CouchDB 3
 }
 
-// Sizes is db info's "sizes" (bytes). All databases share one file, so
-// File and Active both report the bytes of the database's stored revision
-// records and attachment data; External is the JSON size of its stored
-// revision bodies.
+// Sizes is db info's "sizes" (bytes), as CouchDB counts them (see
+// sizes.go): External is the JSON of the documents' leaf revisions plus
+// their attachments' stored bytes, Active the same with the revisions as
+// stored, File what the database holds in the store's file (all
+// databases share one file), at least Active; File - Active is what
+// compaction would reclaim.
 type Sizes struct {
 	File     int64 `json:"file"`
 	External int64 `json:"external"`

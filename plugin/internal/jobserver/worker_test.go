@@ -74,7 +74,7 @@ func TestUnreadableRecordGivenBack(t *testing.T) {
 	s, _ := slotServer(t, 10)
 	ctx := context.Background()
 	rep := &parse.Rep{Source: parse.Endpoint{URL: "http://h/a/"}, Target: parse.Endpoint{URL: "http://h/b/"}}
-	data := jobdata.New(rep, "_replicator", "u", "doc", time.Unix(1, 0)).Encode(seal.NewKeyring(seal.RandomKey()))
+	data := jobdata.New(rep, "_replicator", "u", "doc", time.Unix(1, 0)).Encode(seal.NewKeyring(seal.RandomKey()), "j1")
 	if err := s.q.SetTypeTimeout(ctx, jobdata.JobType, TypeTimeout); err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func TestE2ESecretRotation(t *testing.T) {
 	etcdc := etcdtest.StartCluster(t, 1)
 	eps := etcdc.Endpoints()
 	prefix := fmt.Sprintf("rotate-%d/", time.Now().UnixNano())
-	oldSecret := "shared-by-" + prefix // as newClusterNodeEtcd sets it
+	oldSecret := clusterSecret(prefix)
 	const newSecret = "9c4e1a7b3f2d8e6c0a5b4d3e2f1a0c9b8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a"
 	oldKey, newKey := seal.KeyFromSecret(oldSecret, recordKeyLabel).ID(), seal.KeyFromSecret(newSecret, recordKeyLabel).ID()
 

@@ -172,10 +172,18 @@ func Decode(data []byte, keys *seal.Keyring, jobID string) (*Record, error) {
 	return &r, nil
 }
 
-// sealedWith is the id of the key the record's endpoints were sealed
-// with when it was decoded: "" for a record written before sealing (or
-// not decoded).
-func (r *Record) sealedWith() string {
-	id, _ := seal.KeyID(r.sealed)
+// SealKeyID returns the id of the key that sealed the endpoints of
+// stored record data, "" when they are not sealed, for operators' logs:
+// errors never name keys (see seal.Keyring.Open).
+func SealKeyID(data []byte) string {
+	var probe struct {
+		Rep *struct {
+			Sealed string `json:"sealed_endpoints"`
+		} `json:"rep"`
+	}
+	if json.Unmarshal(data, &probe) != nil || probe.Rep == nil {
+		return ""
+	}
+	id, _ := seal.KeyID(probe.Rep.Sealed)
 	return id
 }

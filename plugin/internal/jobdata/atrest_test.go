@@ -199,6 +199,9 @@ func TestSealBindsJobAndRights(t *testing.T) {
 	if _, err := Decode(data, testKeys, "job-bob"); err != nil {
 		t.Fatalf("the untouched record: %v", err)
 	}
+	if id := SealKeyID(data); id != testKeys.ID() {
+		t.Errorf("SealKeyID = %q, want %q", id, testKeys.ID())
+	}
 }
 
 // s1Seal seals plain with the key made of material as versions before

@@ -125,7 +125,7 @@ func (w *worker) run() {
 	if errors.Is(err, seal.ErrUnknownKey) || errors.Is(err, jobdata.ErrNoKeyring) {
 		// Sealed with a key this node lacks: a node that has it can run
 		// it, so give it back untouched rather than finish it.
-		log.Error("job record sealed with a key this node does not hold; giving the job back", "error", err)
+		log.Error("job record sealed with a key this node does not hold; giving the job back", "error", err, "key", jobdata.SealKeyID(w.job.Data))
 		s.settled("give back unreadable", w.job, s.q.Resubmit(context.Background(), w.job, s.now().Add(unreadableRetry), nil))
 		return
 	}

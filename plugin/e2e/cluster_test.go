@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -38,12 +40,19 @@ func newClusterNodeEtcd(t testing.TB, endpoints []string, prefix string, fronten
 	// (derived from [chttpd_auth] secret, as CouchDB's nodes share it).
 	cfg := e2eConfig + "job_store = etcd\n" + extra +
 		"[etcd]\nendpoints = " + strings.Join(endpoints, ",") + "\nprefix = " + prefix + "\n" + etcdExtra +
-		"[chttpd_auth]\nsecret = shared-by-" + prefix + "\n" +
+		"[chttpd_auth]\nsecret = " + clusterSecret(prefix) + "\n" +
 		fmt.Sprintf("[node_types]\napi_frontend = %v\nreplication = %v\n", frontend, replication)
 	s := minicouchtest.Start(t, minicouchtest.Options{
 		Data: data, Config: cfg, Plugins: []string{minicouchtest.Replicator(t, "v1")},
 	})
 	return &couch{t: t, s: s, addr: s.Addr}
+}
+
+// clusterSecret is the [chttpd_auth] secret of the nodes sharing the
+// queue under prefix: 64 hex digits, as strong as the replicator requires.
+func clusterSecret(prefix string) string {
+	sum := sha256.Sum256([]byte("shared-by-" + prefix))
+	return hex.EncodeToString(sum[:])
 }
 
 // TestE2EClusterOnEtcd (issue 13): one api_frontend-only and two

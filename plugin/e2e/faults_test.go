@@ -140,7 +140,7 @@ func startFaultNode(t *testing.T, endpoints []string, prefix string, frontend, r
 	// Nodes sharing a queue share the key sealing its credentials (derived
 	// from [chttpd_auth] secret, as CouchDB's nodes share it).
 	cfg := "[replicator]\njob_store = etcd\n[etcd]\nendpoints = " + strings.Join(endpoints, ",") + "\nprefix = " + prefix + "\n" +
-		"[chttpd_auth]\nsecret = shared-by-" + prefix + "\n" +
+		"[chttpd_auth]\nsecret = " + clusterSecret(prefix) + "\n" +
 		fmt.Sprintf("[node_types]\napi_frontend = %v\nreplication = %v\n", frontend, replication)
 	s := minicouchtest.Start(t, minicouchtest.Options{Data: t.TempDir(), Config: cfg, Plugins: []string{minicouchtest.Replicator(t, version)}})
 	c := &couch{t: t, s: s, addr: s.Addr}

@@ -483,8 +483,13 @@ func (p *replicator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if f == nil {
 		reason := "The replicator is starting."
 		p.mu.Lock()
-		if p.startErr != nil {
+		switch {
+		case p.startErr != nil && sdk.User(r).IsAdmin():
 			reason = "The replicator could not start: " + p.startErr.Error()
+		case p.startErr != nil:
+			// Why is the operators' business: it names config files and
+			// stores, which no client needs to know of.
+			reason = "The replicator could not start; the server's log says why."
 		}
 		p.mu.Unlock()
 		hooks.WriteError(w, &hooks.Error{Status: http.StatusServiceUnavailable, Err: "service_unavailable", Reason: reason})

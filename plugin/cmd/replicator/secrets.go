@@ -32,11 +32,20 @@ const keyFileName = "replicator.key"
 // that secret's other uses (cookie signatures).
 const secretLabel = "couchepi replicator job records v1"
 
+// previousSecretsKey is the `[replicator]` key listing the secrets
+// `[chttpd_auth] secret` had before, comma-separated: their keys open the
+// records they sealed, which every start seals again with the current
+// one (see "Rotating the secret" in docs/cluster.md).
+const previousSecretsKey = "previous_secrets"
+
 // keyring is the keys job records are sealed with, and where the current
 // one came from (for logs).
 type keyring struct {
 	*seal.Keyring
 	source string
+	// rotating: the keyring holds previous keys (other than the current
+	// secret's legacy derivation), so records may be sealed with them.
+	rotating bool
 }
 
 // loadKeyring reads the keys job records are sealed with. The first key
@@ -44,11 +53,16 @@ type keyring struct {
 // bolt store uses the key in replicator.key beside its file, created on
 // first use; an etcd store, shared by nodes that all need the key, a key
 // derived from `[chttpd_auth] secret` (or `[couch_httpd_auth] secret`),
-// which CouchDB's nodes already share, and no key at all is an error.
-// Keys used before a key file was configured stay in the keyring, so the
-// records they sealed are read and sealed again.
+// which CouchDB's nodes already share, and no key at all, or a secret too
+// weak to derive one from (seal.CheckSecret), is an error. Keys used
+// before stay in the keyring, so the records they sealed are read and
+// sealed again: the key file's other lines, the key derived from the
+// secret before a key file was configured, the keys of `[replicator]
+// previous_secrets`, and each secret's key as versions before the salt
+// derived it (seal.LegacyKeyFromSecret).
 func loadKeyring(cfg hooks.Config, sc storeConfig, log hclog.Logger) (keyring, error) {
 	var keys []*seal.Key
+	var twin *seal.Key // the current secret's key as derived before the salt
 	var source string
 	if f := strings.TrimSpace(cfg["replicator"]["secret_key_file"]); f != "" {
 		ks, err := seal.ReadKeyFile(f)
@@ -83,23 +97,54 @@ func loadKeyring(cfg hooks.Config, sc storeConfig, log hclog.Logger) (keyring, e
 	if secret == "" {
 		secret, section = cfg["couch_httpd_auth"]["secret"], "couch_httpd_auth"
 	}
-	if secret != "" {
-		derived := seal.KeyFromSecret(secret, secretLabel)
-		if keys == nil {
-			keys, source = []*seal.Key{derived}, "["+section+"] secret"
-		} else {
-			keys = append(keys, derived)
+	weak := secret != "" && seal.CheckSecret(secret) != nil
+	switch {
+	case keys == nil && secret == "":
+		return keyring{}, errors.New("[replicator] job_store = etcd needs a key every node shares to seal the credentials in job records: " +
+			"set [chttpd_auth] secret (or [replicator] secret_key_file) to the same value on every node")
+	case keys == nil && weak:
+		return keyring{}, fmt.Errorf("[%s] secret, from which the key sealing the credentials in job records is derived, is %w. "+
+			"Set a new one on every node; records sealed with the old one open while it is listed in [replicator] %s (see docs/cluster.md)",
+			section, seal.ErrWeakSecret, previousSecretsKey)
+	case keys == nil:
+		keys, source = []*seal.Key{seal.KeyFromSecret(secret, secretLabel)}, "["+section+"] secret"
+		twin = seal.LegacyKeyFromSecret(secret, secretLabel)
+	case weak:
+		// The key file seals; a key derived from a weak secret would let
+		// whoever guesses it forge records, so it opens nothing unless
+		// listed in previous_secrets.
+		log.Warn("["+section+"] secret is too weak to open job records with; list it in [replicator] "+previousSecretsKey+
+			" if records were sealed with it before secret_key_file was set", "section", section)
+	case secret != "":
+		keys = append(keys, seal.KeyFromSecret(secret, secretLabel), seal.LegacyKeyFromSecret(secret, secretLabel))
+	}
+	for i, prev := range previousSecrets(cfg) {
+		if seal.CheckSecret(prev) != nil {
+			log.Warn("a previous secret is weak: whoever guesses it can forge job records while it is listed; remove it from [replicator] "+
+				previousSecretsKey+" once every node has started with the current one", "position", i+1)
+		}
+		keys = append(keys, seal.KeyFromSecret(prev, secretLabel), seal.LegacyKeyFromSecret(prev, secretLabel))
+	}
+	kr := newKeyring(keys, source)
+	if twin != nil {
+		kr.Keyring = seal.NewKeyring(keys[0], append(keys[1:], twin)...)
+	}
+	return kr, nil
+}
+
+// previousSecrets returns the secrets of `[replicator] previous_secrets`.
+func previousSecrets(cfg hooks.Config) []string {
+	var out []string
+	for _, s := range strings.Split(cfg["replicator"][previousSecretsKey], ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
 		}
 	}
-	if keys == nil {
-		return keyring{}, errors.New("[replicator] job_store = etcd needs a key every node shares to seal the credentials in job records: " +
-			"set [replicator] secret_key_file (or [chttpd_auth] secret) to the same value on every node")
-	}
-	return newKeyring(keys, source), nil
+	return out
 }
 
 func newKeyring(keys []*seal.Key, source string) keyring {
-	return keyring{Keyring: seal.NewKeyring(keys[0], keys[1:]...), source: source}
+	return keyring{Keyring: seal.NewKeyring(keys[0], keys[1:]...), source: source, rotating: len(keys) > 1}
 }
 
 // warnIfReadable warns when a key file can be read by others than its owner.
@@ -117,22 +162,29 @@ type errKeyMismatch struct {
 	shared   bool // the store is shared by nodes (etcd)
 }
 
+// Error says what to do without naming keys: it is shown to admins in
+// 503 answers, and a key id lets one test guesses of the secret it was
+// derived from; sealRecords logs the ids.
 func (e errKeyMismatch) Error() string {
 	hint := "restore the key file it was created with (replicator.key beside the job store, or [replicator] secret_key_file), " +
 		"or remove the job store: the jobs of _replicator docs are made again from the docs, transient ones are lost"
 	if e.shared {
-		hint = "every node sharing a queue needs the same [replicator] secret_key_file or [chttpd_auth] secret"
+		hint = "every node sharing a queue needs the same [replicator] secret_key_file or [chttpd_auth] secret; " +
+			"after a change of [chttpd_auth] secret, list the old one in [replicator] " + previousSecretsKey + " (docs/cluster.md)"
 	}
-	return fmt.Sprintf("the job queue's records are sealed with key %s, which this node does not hold (its keys: %s, current from %s): %s",
-		e.queueKey, strings.Join(e.keys.IDs(), ", "), e.keys.source, hint)
+	return fmt.Sprintf("the job queue's records are sealed with a key this node does not hold (its current key is from %s): %s",
+		e.keys.source, hint)
 }
 
 // sealRecords makes every record of the queue sealed with keys' current
 // key: it refuses a queue sealed with a key keys lacks, records keys'
 // current key as the queue's, and seals again the records that older
-// versions stored in plaintext or a previous key sealed (on every start
-// while keys holds more than one key: a rotation in progress). It
-// returns whether the store must then be scrubbed.
+// versions stored in plaintext or without a binding (s1), or a previous
+// key sealed (on every start while keys holds previous keys: a rotation
+// in progress). Once a pass found nothing left to seal, keys refuse
+// values of those older formats (seal.Keyring.CloseLegacy): only someone
+// without the key could put one in the store since. It returns whether
+// the store must then be scrubbed.
 func sealRecords(ctx context.Context, q *jobs.Queue, keys keyring, shared bool, log hclog.Logger) (scrub bool, err error) {
 	var st jobstore.SealState
 	err = q.Transact(ctx, func(tx *jobs.Tx) error {
@@ -141,6 +193,8 @@ func sealRecords(ctx context.Context, q *jobs.Queue, keys keyring, shared bool, 
 			return err
 		}
 		if st.Key != "" && !keys.Holds(st.Key) {
+			log.Error("the job queue's records are sealed with a key this node does not hold", "queue_key", st.Key,
+				"keys", strings.Join(keys.IDs(), ","), "current_from", keys.source)
 			return errKeyMismatch{st.Key, keys, shared}
 		}
 		if st.Key != keys.ID() {
@@ -152,7 +206,8 @@ func sealRecords(ctx context.Context, q *jobs.Queue, keys keyring, shared bool, 
 	if err != nil {
 		return false, err
 	}
-	if st.Done && len(keys.IDs()) == 1 {
+	if st.Done && st.Bound && !keys.rotating {
+		keys.CloseLegacy()
 		return st.Scrub, nil
 	}
 	start := time.Now()
@@ -173,6 +228,10 @@ func sealRecords(ctx context.Context, q *jobs.Queue, keys keyring, shared bool, 
 		}
 		if cur.Key == keys.ID() { // no other node moved to another key meanwhile
 			cur.Done = unreadable == 0
+			cur.Bound = cur.Done
+		}
+		if cur.Done && cur.Bound {
+			keys.CloseLegacy()
 		}
 		cur.Scrub = cur.Scrub || resealed > 0
 		scrub = cur.Scrub

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -22,6 +23,7 @@ import (
 	"github.com/couchepi/couchepi/plugin/kv"
 	"github.com/couchepi/couchepi/plugin/kv/etcd"
 	"github.com/couchepi/couchepi/plugin/kv/etcd/etcdtest"
+	"github.com/couchepi/couchepi/sdk"
 	"github.com/hashicorp/go-hclog"
 )
 
@@ -46,10 +48,22 @@ func writeKeyFile(t *testing.T, n int) (string, []*seal.Key) {
 	return path, out
 }
 
+// Secrets as strong as CouchDB makes them (32 hex digits).
+const (
+	clusterSecret = "6b1f0e9d2c8a47f3a5e4d3c2b1a09f8e"
+	newSecret     = "0f9e8d7c6b5a49382716a5b4c3d2e1f0"
+)
+
+// TestLoadKeyring (issue 38 items 5, 6): where the keys come from; a
+// weak secret is refused when a key is derived from it; previous secrets
+// open the records they sealed.
 func TestLoadKeyring(t *testing.T) {
 	log := hclog.NewNullLogger()
 	keyFile, fileKeys := writeKeyFile(t, 2)
-	derived := seal.KeyFromSecret("cluster secret", secretLabel)
+	derived := seal.KeyFromSecret(clusterSecret, secretLabel)
+	unsalted := seal.LegacyKeyFromSecret(clusterSecret, secretLabel)
+	fresh := seal.KeyFromSecret(newSecret, secretLabel)
+	weak := seal.KeyFromSecret("short", secretLabel)
 	etcdStore := storeConfig{kind: "etcd"}
 	for _, tc := range []struct {
 		name    string
@@ -57,17 +71,27 @@ func TestLoadKeyring(t *testing.T) {
 		sc      func(dir string) storeConfig
 		current string
 		holds   []string
+		lacks   []string
 		err     string
 	}{
 		{name: "etcd: key file", cfg: hooks.Config{"replicator": {"secret_key_file": keyFile}},
 			current: fileKeys[0].ID(), holds: []string{fileKeys[1].ID()}},
-		{name: "etcd: chttpd_auth secret", cfg: hooks.Config{"chttpd_auth": {"secret": "cluster secret"}},
+		{name: "etcd: chttpd_auth secret", cfg: hooks.Config{"chttpd_auth": {"secret": clusterSecret}},
+			current: derived.ID(), holds: []string{unsalted.ID()}},
+		{name: "etcd: couch_httpd_auth secret", cfg: hooks.Config{"couch_httpd_auth": {"secret": clusterSecret}},
 			current: derived.ID()},
-		{name: "etcd: couch_httpd_auth secret", cfg: hooks.Config{"couch_httpd_auth": {"secret": "cluster secret"}},
-			current: derived.ID()},
-		{name: "etcd: key file, and the secret used before it", cfg: hooks.Config{"replicator": {"secret_key_file": keyFile}, "chttpd_auth": {"secret": "cluster secret"}},
-			current: fileKeys[0].ID(), holds: []string{derived.ID()}},
+		{name: "etcd: key file, and the secret used before it", cfg: hooks.Config{"replicator": {"secret_key_file": keyFile}, "chttpd_auth": {"secret": clusterSecret}},
+			current: fileKeys[0].ID(), holds: []string{derived.ID(), unsalted.ID()}},
 		{name: "etcd: no key", cfg: hooks.Config{}, err: "needs a key every node shares"},
+		{name: "etcd: one-character secret", cfg: hooks.Config{"chttpd_auth": {"secret": "x"}}, err: "openssl rand -hex 32"},
+		{name: "etcd: 31-character secret", cfg: hooks.Config{"chttpd_auth": {"secret": clusterSecret[:31]}}, err: "at least 32"},
+		{name: "etcd: key file, a weak secret opens nothing", cfg: hooks.Config{"replicator": {"secret_key_file": keyFile}, "chttpd_auth": {"secret": "short"}},
+			current: fileKeys[0].ID(), lacks: []string{weak.ID()}},
+		{name: "etcd: rotated secret, the old one previous", cfg: hooks.Config{"chttpd_auth": {"secret": newSecret},
+			"replicator": {"previous_secrets": " " + clusterSecret + " , short"}},
+			current: fresh.ID(), holds: []string{derived.ID(), unsalted.ID(), weak.ID()}},
+		{name: "etcd: weak secret, a strong one previous", cfg: hooks.Config{"chttpd_auth": {"secret": "short"},
+			"replicator": {"previous_secrets": clusterSecret}}, err: "previous_secrets"},
 		{name: "bad key file", cfg: hooks.Config{"replicator": {"secret_key_file": filepath.Join(t.TempDir(), "missing")}}, err: "secret_key_file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -89,13 +113,18 @@ func TestLoadKeyring(t *testing.T) {
 					t.Errorf("keyring lacks %s", id)
 				}
 			}
+			for _, id := range tc.lacks {
+				if keys.Holds(id) {
+					t.Errorf("keyring holds %s", id)
+				}
+			}
 		})
 	}
 	t.Run("bolt: a key created beside the store", func(t *testing.T) {
 		dir := filepath.Join(t.TempDir(), "state")
 		sc := storeConfig{kind: "bolt", path: filepath.Join(dir, "replicator.db")}
 		// [chttpd_auth] secret is per node: a bolt store does not use it.
-		cfg := hooks.Config{"chttpd_auth": {"secret": "cluster secret"}}
+		cfg := hooks.Config{"chttpd_auth": {"secret": clusterSecret}}
 		first, err := loadKeyring(cfg, sc, log)
 		if err != nil {
 			t.Fatal(err)
@@ -195,16 +224,19 @@ func TestSealRecords(t *testing.T) {
 	defer q.Close()
 	addLegacy(t, q, "legacy-secret", "a", "b")
 	a, b := seal.RandomKey(), seal.RandomKey()
-	ringA := keyring{seal.NewKeyring(a), "test A"}
-	ringB := keyring{seal.NewKeyring(b), "test B"}
-	rotating := keyring{seal.NewKeyring(b, a), "test B, A"}
+	ringA := keyring{seal.NewKeyring(a), "test A", false}
+	ringB := keyring{seal.NewKeyring(b), "test B", false}
+	rotating := keyring{seal.NewKeyring(b, a), "test B, A", true}
 
 	scrub, err := sealRecords(ctx, q, ringA, true, log)
 	if err != nil || !scrub {
 		t.Fatalf("first start: scrub %v, %v; want the legacy records sealed and a scrub", scrub, err)
 	}
-	if st := sealState(t, q); st != (jobstore.SealState{Key: a.ID(), Done: true, Scrub: true}) {
+	if st := sealState(t, q); st != (jobstore.SealState{Key: a.ID(), Done: true, Bound: true, Scrub: true}) {
 		t.Fatalf("state %+v", st)
+	}
+	if !ringA.LegacyClosed() {
+		t.Error("every record sealed bound, and the keyring still opens s1 and plaintext records")
 	}
 	if err := scrubDone(ctx, q); err != nil {
 		t.Fatal(err)
@@ -214,8 +246,15 @@ func TestSealRecords(t *testing.T) {
 	}
 	_, err = sealRecords(ctx, q, ringB, true, log)
 	var mismatch errKeyMismatch
-	if !errors.As(err, &mismatch) || !strings.Contains(err.Error(), a.ID()) || !strings.Contains(err.Error(), "secret_key_file") {
+	if !errors.As(err, &mismatch) || !strings.Contains(err.Error(), "secret_key_file") || !strings.Contains(err.Error(), "previous_secrets") {
 		t.Fatalf("a node without the queue's key: %v", err)
+	}
+	// The error reaches clients (503 reasons): it names no key (issue 38
+	// item 5), the log does.
+	for _, k := range []*seal.Key{a, b} {
+		if strings.Contains(err.Error(), k.ID()) {
+			t.Errorf("the error names key %s: %v", k.ID(), err)
+		}
 	}
 	if _, err := sealRecords(ctx, q, ringB, false, log); !errors.As(err, &mismatch) || !strings.Contains(err.Error(), "remove the job store") {
 		t.Fatalf("a single node without its store's key: %v", err)
@@ -278,7 +317,7 @@ func TestOpenSealedQueueBolt(t *testing.T) {
 	if n := count(); n != 0 {
 		t.Errorf("the store holds the secret %d times after opening", n)
 	}
-	if st := sealState(t, q); st != (jobstore.SealState{Key: keys.ID(), Done: true}) {
+	if st := sealState(t, q); st != (jobstore.SealState{Key: keys.ID(), Done: true, Bound: true}) {
 		t.Errorf("state %+v, want sealed and scrubbed", st)
 	}
 	recs := jobstore.Records{Q: q, Keys: keys.Keyring}
@@ -327,7 +366,7 @@ func TestOpenSealedQueueEtcd(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	keys, err := loadKeyring(hooks.Config{"chttpd_auth": {"secret": "shared"}}, sc, log)
+	keys, err := loadKeyring(hooks.Config{"chttpd_auth": {"secret": clusterSecret}}, sc, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,11 +380,50 @@ func TestOpenSealedQueueEtcd(t *testing.T) {
 	if n := dbs(); n != 0 {
 		t.Errorf("etcd's data files hold the secret %d times after opening", n)
 	}
-	if st := sealState(t, q); st != (jobstore.SealState{Key: keys.ID(), Done: true}) {
+	if st := sealState(t, q); st != (jobstore.SealState{Key: keys.ID(), Done: true, Bound: true}) {
 		t.Errorf("state %+v, want sealed and scrubbed", st)
 	}
 	recs := jobstore.Records{Q: q, Keys: keys.Keyring}
 	if rec, err := recs.Get(ctx, "j2"); err != nil || rec.Rep.Source.Auth.Password != secret {
 		t.Errorf("j2: %+v, %v", rec, err)
+	}
+}
+
+// TestStartErrorNamesNoKey (issue 38 item 5): a node that could not start
+// because it lacks the queue's key answers 503 without naming any key
+// (a key id lets a client test guesses of the secret offline), and tells
+// why only to admins.
+func TestStartErrorNamesNoKey(t *testing.T) {
+	queueKey, own := seal.KeyFromSecret(clusterSecret, secretLabel), seal.KeyFromSecret(newSecret, secretLabel)
+	p := newReplicator(hclog.NewNullLogger())
+	p.startErr = errKeyMismatch{queueKey.ID(), keyring{seal.NewKeyring(own), "[chttpd_auth] secret", false}, true}
+	for _, tc := range []struct {
+		name string
+		user hooks.UserCtx
+		why  bool
+	}{
+		{"anonymous", hooks.UserCtx{}, false},
+		{"user", hooks.UserCtx{Name: "bob", Roles: []string{"r"}}, false},
+		{"admin", hooks.UserCtx{Name: "adm", Roles: []string{"_admin"}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, path := range []string{"/_scheduler/jobs", "/_scheduler/docs", "/_replicate"} {
+				r := httptest.NewRequest("GET", path, nil).WithContext(sdk.WithUser(context.Background(), tc.user))
+				w := httptest.NewRecorder()
+				p.ServeHTTP(w, r)
+				body := w.Body.String()
+				if w.Code != 503 {
+					t.Fatalf("%s: %d %s", path, w.Code, body)
+				}
+				for _, id := range []string{queueKey.ID(), own.ID()} {
+					if strings.Contains(body, id) {
+						t.Errorf("%s: the answer names key %s: %s", path, id, body)
+					}
+				}
+				if got := strings.Contains(body, "does not hold"); got != tc.why {
+					t.Errorf("%s: says why %v, want %v: %s", path, got, tc.why, body)
+				}
+			}
+		})
 	}
 }

@@ -117,10 +117,10 @@ func (f *Frontend) plan(c docChange) planned {
 	if p.fresh == nil {
 		return p
 	}
-	data, ok := jobstore.EncodeNew(p.fresh, f.cfg.Keys)
+	data, ok := jobstore.EncodeNew(p.fresh, f.cfg.Keys, p.jobID)
 	if !ok {
 		p.fresh = jobdata.NewFailed(c.db, c.uuid, c.docID, jobstore.TooLargeReason(len(data)), f.cfg.Now())
-		data = p.fresh.Encode(f.cfg.Keys)
+		data = p.fresh.Encode(f.cfg.Keys, p.jobID)
 	}
 	p.data = data
 	return p
@@ -255,7 +255,7 @@ func (f *Frontend) failAlone(ctx context.Context, db string, at jobstore.DBSeq, 
 		}
 		reason := "The job of this replication could not be stored: " + err.Error()
 		failed := jobdata.NewFailed(db, p.uuid, p.docID, reason, f.cfg.Now())
-		data := failed.Encode(f.cfg.Keys)
+		data := failed.Encode(f.cfg.Keys, p.jobID)
 		if ferr := f.cfg.Queue.Transact(ctx, func(tx *jobs.Tx) error {
 			return jobstore.PutEncoded(tx, f.cfg.Keys, p.jobID, failed, data)
 		}); ferr != nil {

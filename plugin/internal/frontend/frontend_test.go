@@ -435,10 +435,10 @@ func TestReplicateOneShotWaits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, _ := jobdata.Decode(job.Data, testKeys)
+	rec, _ := jobdata.Decode(job.Data, testKeys, job.ID)
 	rec.State = jobdata.Completed
 	rec.CheckpointHistory = json.RawMessage(`{"session_id":"s1","source_last_seq":"3","replication_id_version":4,"history":[]}`)
-	if err := fx.q.Finish(ctx, job, rec.Encode(testKeys)); err != nil {
+	if err := fx.q.Finish(ctx, job, rec.Encode(testKeys, job.ID)); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -555,9 +555,9 @@ func TestReplicateOneShotFailures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rec, _ := jobdata.Decode(job.Data, testKeys)
+			rec, _ := jobdata.Decode(job.Data, testKeys, job.ID)
 			rec.State, rec.ErrorKind, rec.LastError, rec.StateInfo = jobdata.Failed, tt.kind, tt.reason, jobdata.ErrorInfo(tt.reason)
-			if err := fx.q.Finish(ctx, job, rec.Encode(testKeys)); err != nil {
+			if err := fx.q.Finish(ctx, job, rec.Encode(testKeys, job.ID)); err != nil {
 				t.Fatal(err)
 			}
 			select {
@@ -595,9 +595,9 @@ func TestReplicateCancelFinishedJob(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rec, _ := jobdata.Decode(job.Data, testKeys)
+			rec, _ := jobdata.Decode(job.Data, testKeys, job.ID)
 			rec.State = tt.state
-			if err := fx.q.Finish(ctx, job, rec.Encode(testKeys)); err != nil {
+			if err := fx.q.Finish(ctx, job, rec.Encode(testKeys, job.ID)); err != nil {
 				t.Fatal(err)
 			}
 			if code, resp := post(fx, `{"replication_id":"`+r.LocalID+`","cancel":true}`, admin); code != tt.code {

@@ -180,7 +180,7 @@ func (f *Frontend) start(ctx context.Context, w http.ResponseWriter, rep *parse.
 	}
 	jobID := parse.TransientJobID(rep, f.cfg.ServerUUID)
 	fresh := jobdata.New(rep, "", "", "", f.cfg.Now())
-	data, ok := jobstore.EncodeNew(fresh, f.cfg.Keys)
+	data, ok := jobstore.EncodeNew(fresh, f.cfg.Keys, jobID)
 	if !ok {
 		return &hooks.Error{Status: 400, Err: "bad_request", Reason: jobstore.TooLargeReason(len(data))}
 	}
@@ -208,7 +208,7 @@ func (f *Frontend) start(ctx context.Context, w http.ResponseWriter, rep *parse.
 			}
 		}
 		fresh.RepID, fresh.BaseID = repID.String(), repID.Base
-		if err := jobstore.PutEncoded(tx, f.cfg.Keys, jobID, fresh, fresh.Encode(f.cfg.Keys)); err != nil {
+		if err := jobstore.PutEncoded(tx, f.cfg.Keys, jobID, fresh, fresh.Encode(f.cfg.Keys, jobID)); err != nil {
 			return err
 		}
 		if !claim {
@@ -279,7 +279,7 @@ func (f *Frontend) wait(ctx context.Context, jobID string) (*jobdata.Record, err
 			return nil, err
 		}
 	}
-	return jobdata.Decode(data, f.cfg.Keys)
+	return jobdata.Decode(data, f.cfg.Keys, jobID)
 }
 
 // writeResult answers a completed one-shot: {"ok":true} merged in front of

@@ -283,7 +283,7 @@ func FuzzRecordBound(f *testing.F) {
 		if rec == nil || rec.State == jobdata.Failed {
 			return
 		}
-		if n, bound := len(rec.Encode(jobstore.SizingKeys())), recordBound(db, body, opts); n > bound {
+		if n, bound := len(rec.Encode(jobstore.SizingKeys(), "j")), recordBound(db, body, opts); n > bound {
 			t.Fatalf("record of %d bytes, over its bound %d, for %s", n, bound, body)
 		}
 	})

@@ -78,7 +78,7 @@ func checkJobSize(db string, doc []byte, opts parse.Options) error {
 	if rec == nil || rec.State == jobdata.Failed {
 		return nil // no job, or one that parse.BeforeDocUpdate refuses
 	}
-	if data, ok := jobstore.EncodeNew(rec, jobstore.SizingKeys()); !ok {
+	if data, ok := jobstore.EncodeNew(rec, jobstore.SizingKeys(), parse.PersistentJobID(c.uuid, c.docID)); !ok {
 		return &parse.Error{Reason: jobstore.TooLargeReason(len(data))}
 	}
 	return nil

@@ -83,9 +83,11 @@ type Record struct {
 	Parked            *Parked         `json:"parked,omitempty"`             // set while a pending continuous job waits for its source to change
 
 	// sealed is the sealed endpoints Decode opened, opened their
-	// plaintext: Encode keeps sealed while the endpoints are unchanged.
+	// plaintext and bound the binding it was opened with: Encode keeps
+	// sealed while the endpoints and binding are unchanged.
 	sealed string
 	opened []byte
+	bound  []byte
 }
 
 // Parked is how a continuous job that caught up and idled waits: pending,

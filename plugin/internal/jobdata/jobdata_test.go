@@ -18,8 +18,8 @@ func TestStateOf(t *testing.T) {
 		want string
 		ok   bool
 	}{
-		{string(failed.Encode(testKeys)), Failed, true},
-		{string(New(nil, "", "", "", time.Unix(1, 0)).Encode(testKeys)), Pending, true},
+		{string(failed.Encode(testKeys, "j")), Failed, true},
+		{string(New(nil, "", "", "", time.Unix(1, 0)).Encode(testKeys, "j")), Pending, true},
 		{`{"rep":{"state":"x"},"job_history":[{"state":"y"}],"state":"running"}`, Running, true},
 		{` { "state" : "cr\u0061shing" } `, Crashing, true},
 		{`{"state":1}`, "", false},
@@ -66,9 +66,9 @@ func TestSummarize(t *testing.T) {
 	running.RepID, running.State = "abc+continuous", Running
 	transient := New(rep, "", "", "", time.Unix(1, 0))
 	for _, rec := range []*Record{running, transient, NewFailed("_replicator", "u", "bad", "reason", time.Unix(1, 0))} {
-		got, ok := Summarize(rec.Encode(testKeys))
+		got, ok := Summarize(rec.Encode(testKeys, "j"))
 		if !ok || got != rec.Summary() {
-			t.Errorf("Summarize(%s) = %+v, %v; want %+v", rec.Encode(testKeys), got, ok, rec.Summary())
+			t.Errorf("Summarize(%s) = %+v, %v; want %+v", rec.Encode(testKeys, "j"), got, ok, rec.Summary())
 		}
 	}
 	// Only top-level members count.

@@ -54,9 +54,10 @@ func pendingQueueOn(b *testing.B, store kv.Store, n int) (*jobs.Queue, int) {
 					return err
 				}
 				db := fmt.Sprintf("db%d/_replicator", i%10)
-				data := jobdata.New(rep, db, "uuid", fmt.Sprintf("doc%06d", i), now).Encode(testKeys)
+				id := parse.PersistentJobID("uuid", fmt.Sprintf("doc%06d", i))
+				data := jobdata.New(rep, db, "uuid", fmt.Sprintf("doc%06d", i), now).Encode(testKeys, id)
 				size = len(data)
-				if err := tx.Add(jobdata.JobType, parse.PersistentJobID("uuid", fmt.Sprintf("doc%06d", i)), data, time.Time{}); err != nil {
+				if err := tx.Add(jobdata.JobType, id, data, time.Time{}); err != nil {
 					return err
 				}
 			}

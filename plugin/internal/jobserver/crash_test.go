@@ -37,7 +37,7 @@ func acceptJob(t *testing.T, s *Server, id string, rec *jobdata.Record) (*jobs.J
 	if err != nil || job.ID != id {
 		t.Fatalf("accept: %v, %v", job, err)
 	}
-	got, err := jobdata.Decode(job.Data, testKeys)
+	got, err := jobdata.Decode(job.Data, testKeys, job.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestDuplicateOfCrashingDoc(t *testing.T) {
 			owner := testRecord("first")
 			owner.RepID, owner.State = repID.String(), ownerState
 			err := s.q.Transact(context.Background(), func(tx *jobs.Tx) error {
-				if err := tx.Add(jobdata.JobType, "owner", owner.Encode(testKeys), jobstore.ParkedTime()); err != nil {
+				if err := tx.Add(jobdata.JobType, "owner", owner.Encode(testKeys, "owner"), jobstore.ParkedTime()); err != nil {
 					return err
 				}
 				jobstore.SetRepIDOwner(tx.KV(), repID.String(), "owner")

@@ -154,7 +154,7 @@ func simulate(t *testing.T, cfg Config, docs map[string]int, cycles int, random 
 				t.Fatal(err)
 			}
 			id := parse.PersistentJobID(db, fmt.Sprintf("doc%d", i))
-			if err := q.Add(ctx, jobdata.JobType, id, jobdata.New(rep, db, db, fmt.Sprintf("doc%d", i), clock).Encode(testKeys), time.Time{}); err != nil {
+			if err := q.Add(ctx, jobdata.JobType, id, jobdata.New(rep, db, db, fmt.Sprintf("doc%d", i), clock).Encode(testKeys, id), time.Time{}); err != nil {
 				t.Fatal(err)
 			}
 			runs[id] = 0
@@ -207,7 +207,7 @@ func simulate(t *testing.T, cfg Config, docs map[string]int, cycles int, random 
 			if err != nil {
 				break // nothing due
 			}
-			rec, err := jobdata.Decode(job.Data, testKeys)
+			rec, err := jobdata.Decode(job.Data, testKeys, job.ID)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -23,7 +23,7 @@ func TestReclaimUndecodable(t *testing.T) {
 	if err := s.q.SetTypeTimeout(ctx, jobdata.JobType, TypeTimeout); err != nil {
 		t.Fatal(err)
 	}
-	for id, data := range map[string][]byte{"good": good.Encode(testKeys), "bad": []byte(`{"rep":`)} {
+	for id, data := range map[string][]byte{"good": good.Encode(testKeys, "good"), "bad": []byte(`{"rep":`)} {
 		if err := s.q.Add(ctx, jobdata.JobType, id, data, jobstore.AddedTime()); err != nil {
 			t.Fatal(err)
 		}

@@ -253,14 +253,14 @@ func (s *Server) reclaim(ctx context.Context) error {
 			// or damaged) is re-enqueued as it is: its worker finishes it,
 			// and it does not keep the server, and every other job, from
 			// starting.
-			if rec, err := jobdata.Decode(data, s.opts.Keys); err == nil {
+			if rec, err := jobdata.Decode(data, s.opts.Keys, id); err == nil {
 				if rec.State == jobdata.Running {
 					rec.State = jobdata.Pending
 					rec.LastUpdated = now.Unix()
 					rec.History = AppendHistory(rec.History, jobdata.Event{Type: jobdata.EventStopped, Timestamp: now.Unix(), Reason: "node restarted"}, s.config().MaxHistory)
 					rec.PID = ""
 				}
-				data = rec.Encode(s.opts.Keys)
+				data = rec.Encode(s.opts.Keys, id)
 			}
 			if err := tx.Remove(jobdata.JobType, id); err != nil {
 				return err

@@ -72,7 +72,7 @@ type worker struct {
 func newWorker(s *Server, job *jobs.Job, lease *jobs.Lease) *worker {
 	w := &worker{s: s, job: job, lease: lease, started: s.now(), exited: make(chan struct{})}
 	// Decoded once per accept (it unseals the credentials): run takes it.
-	w.rec, w.decodeErr = jobdata.Decode(job.Data, s.opts.Keys)
+	w.rec, w.decodeErr = jobdata.Decode(job.Data, s.opts.Keys, job.ID)
 	if w.decodeErr == nil {
 		w.continuous = w.rec.Continuous()
 		w.key = w.rec.ShareKey()
@@ -132,7 +132,7 @@ func (w *worker) run() {
 	if errors.Is(err, seal.ErrUnknownKey) || errors.Is(err, jobdata.ErrNoKeyring) {
 		// Sealed with a key this node lacks: a node that has it can run
 		// it, so give it back untouched rather than finish it.
-		log.Error("job record sealed with a key this node does not hold; giving the job back", "error", err)
+		log.Error("job record sealed with a key this node does not hold; giving the job back", "error", err, "key", jobdata.SealKeyID(w.job.Data))
 		s.settled("give back unreadable", w.job, s.q.Resubmit(context.Background(), w.job, s.now().Add(unreadableRetry), nil))
 		return
 	}
@@ -262,7 +262,7 @@ func (w *worker) markRunning(rec *jobdata.Record, repID parse.RepID, pid string,
 		next.LastStart, next.LastUpdated, next.StatsUpdated = now.Unix(), now.Unix(), now.Unix()
 		next.Node, next.PID = s.opts.Node, pid
 		next.History = AppendHistory(next.History, jobdata.Event{Type: jobdata.EventStarted, Timestamp: now.Unix()}, cfg.MaxHistory)
-		data := next.Encode(s.opts.Keys)
+		data := next.Encode(s.opts.Keys, w.job.ID)
 		if err := tx.Update(w.job, data); err != nil {
 			return err
 		}
@@ -334,7 +334,7 @@ func (w *worker) fail(rec *jobdata.Record, kind, reason string, now time.Time, c
 // finish stores the final record and finishes the job; a finished
 // transient job is indexed for removal after transient_job_max_age_sec.
 func (w *worker) finish(rec *jobdata.Record) error {
-	data := rec.Encode(w.s.opts.Keys)
+	data := rec.Encode(w.s.opts.Keys, w.job.ID)
 	return w.s.q.Transact(context.Background(), func(tx *jobs.Tx) error {
 		if err := tx.Finish(w.job, data); err != nil {
 			return err
@@ -424,7 +424,7 @@ func (w *worker) crash(rec *jobdata.Record, err error, now time.Time) {
 	}
 	rec.History = AppendHistory(rec.History, jobdata.Event{Type: ev, Timestamp: now.Unix(), Reason: reason}, cfg.MaxHistory)
 	wait := Backoff(rec.ErrorCount, cfg, nil)
-	err = s.q.Resubmit(context.Background(), w.job, now.Add(wait), rec.Encode(w.s.opts.Keys))
+	err = s.q.Resubmit(context.Background(), w.job, now.Add(wait), rec.Encode(w.s.opts.Keys, w.job.ID))
 	if s.settled("re-enqueue crashed", w.job, err) {
 		s.log.Info("replication crashed", "job", w.job.ID, "reason", reason, "error_count", rec.ErrorCount, "retry_in", wait.String())
 	}
@@ -450,7 +450,7 @@ func (w *worker) requeue(rec *jobdata.Record, cause error) {
 		rec.History = AppendHistory(rec.History, ev, cfg.MaxHistory)
 	}
 	rec.PID = ""
-	s.settled("re-enqueue stopped", w.job, s.q.Resubmit(context.Background(), w.job, at, rec.Encode(w.s.opts.Keys)))
+	s.settled("re-enqueue stopped", w.job, s.q.Resubmit(context.Background(), w.job, at, rec.Encode(w.s.opts.Keys, w.job.ID)))
 }
 
 // park puts a caught-up continuous job back in the queue as parked: never
@@ -475,7 +475,7 @@ func (w *worker) park(rec *jobdata.Record, cause error) {
 		reason = "idle; slot given to a pending job"
 	}
 	rec.History = AppendHistory(rec.History, jobdata.Event{Type: jobdata.EventStopped, Timestamp: now.Unix(), Reason: reason}, cfg.MaxHistory)
-	if s.settled("park", w.job, s.q.Resubmit(context.Background(), w.job, jobstore.ParkedTime(), rec.Encode(w.s.opts.Keys))) {
+	if s.settled("park", w.job, s.q.Resubmit(context.Background(), w.job, jobstore.ParkedTime(), rec.Encode(w.s.opts.Keys, w.job.ID))) {
 		s.log.Debug("replication parked", "job", w.job.ID, "seq", string(seq))
 		if w.resume != nil {
 			s.resumes.put(w.job.ID, w.resume)
@@ -657,7 +657,7 @@ func (w *worker) record(ctx context.Context, rec *jobdata.Record, st jobdata.Sta
 		next.ErrorCount, next.LastError, next.ErrorKind = 0, "", ""
 	}
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.NodeLease/4)
-	err := s.q.Update(uctx, w.job, next.Encode(s.opts.Keys))
+	err := s.q.Update(uctx, w.job, next.Encode(s.opts.Keys, w.job.ID))
 	cancel()
 	switch {
 	case err == nil:

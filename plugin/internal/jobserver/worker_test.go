@@ -74,7 +74,7 @@ func TestUnreadableRecordGivenBack(t *testing.T) {
 	s, _ := slotServer(t, 10)
 	ctx := context.Background()
 	rep := &parse.Rep{Source: parse.Endpoint{URL: "http://h/a/"}, Target: parse.Endpoint{URL: "http://h/b/"}}
-	data := jobdata.New(rep, "_replicator", "u", "doc", time.Unix(1, 0)).Encode(seal.NewKeyring(seal.RandomKey()))
+	data := jobdata.New(rep, "_replicator", "u", "doc", time.Unix(1, 0)).Encode(seal.NewKeyring(seal.RandomKey()), "j1")
 	if err := s.q.SetTypeTimeout(ctx, jobdata.JobType, TypeTimeout); err != nil {
 		t.Fatal(err)
 	}
@@ -107,6 +107,49 @@ func TestUnreadableRecordGivenBack(t *testing.T) {
 	}
 	if n, err := s.q.PendingCount(ctx, jobdata.JobType, time.Now(), 10); err != nil || n != 0 {
 		t.Fatalf("the job is due again at once (%d due, %v): it would be accepted in a loop", n, err)
+	}
+}
+
+// TestTamperedRecordNotRun (issue 38 item 7): a non-admin's job whose
+// stored user_ctx was made an admin's by a write to the store without the
+// key is not run with those rights: its sealed endpoints no longer open,
+// and the job is finished as undecodable.
+func TestTamperedRecordNotRun(t *testing.T) {
+	s, _ := slotServer(t, 10)
+	ctx := context.Background()
+	rep := &parse.Rep{Source: parse.Endpoint{URL: "http://127.0.0.1:1/a/"}, Target: parse.Endpoint{URL: "http://127.0.0.1:1/b/"},
+		Continuous: true, UserCtx: parse.UserCtx{Name: "bob", Roles: []string{"users"}}}
+	data := jobdata.New(rep, "_replicator", "u", "doc", time.Unix(1, 0)).Encode(testKeys, "j1")
+	tampered := bytes.Replace(data, []byte(`"roles":["users"]`), []byte(`"roles":["users","_admin"]`), 1)
+	if bytes.Equal(tampered, data) {
+		t.Fatalf("no user_ctx roles in %s", data)
+	}
+	if err := s.q.SetTypeTimeout(ctx, jobdata.JobType, TypeTimeout); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.q.Add(ctx, jobdata.JobType, "j1", tampered, jobstore.AddedTime()); err != nil {
+		t.Fatal(err)
+	}
+	sub, _, _, err := s.q.Subscribe(ctx, jobdata.JobType, "j1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if err := s.Start(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Stop(ctx) })
+	var seen []jobs.State
+	for len(seen) < 2 {
+		select {
+		case ev := <-sub.Events():
+			seen = append(seen, ev.State)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("events %v: the job was not accepted and settled", seen)
+		}
+	}
+	if seen[0] != jobs.Running || seen[1] != jobs.Finished {
+		t.Fatalf("events %v, want running then finished (never run)", seen)
 	}
 }
 

@@ -30,6 +30,10 @@ type SealState struct {
 	Key string `json:"key"`
 	// Done is set once a Reseal with Key found no record left to seal.
 	Done bool `json:"done"`
+	// Bound is set with Done by versions whose Reseal also seals again
+	// the records sealed without a binding (s1): a queue Done without it
+	// gets one more pass.
+	Bound bool `json:"bound,omitempty"`
 	// Scrub is set when records were rewritten and the store's files may
 	// still hold their old bytes, until the store is compacted.
 	Scrub bool `json:"scrub"`

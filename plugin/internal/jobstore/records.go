@@ -71,8 +71,8 @@ func shownState(recState string, st jobs.State) string {
 }
 
 // decodeShown decodes a record as Records shows it (see shownState).
-func decodeShown(data []byte, st jobs.State, keys *seal.Keyring) (*jobdata.Record, error) {
-	rec, err := jobdata.Decode(data, keys)
+func decodeShown(jobID string, data []byte, st jobs.State, keys *seal.Keyring) (*jobdata.Record, error) {
+	rec, err := jobdata.Decode(data, keys, jobID)
 	if err != nil {
 		return nil, err
 	}
@@ -90,14 +90,14 @@ func getShown(tx *jobs.Tx, keys *seal.Keyring, jobID string) (*jobdata.Record, e
 	if err != nil {
 		return nil, err
 	}
-	return decodeShown(data, st, keys)
+	return decodeShown(jobID, data, st, keys)
 }
 
 // Fold calls fn for every replication job record (records that do not
 // decode are skipped: they cannot be shown or run).
 func (r Records) Fold(ctx context.Context, fn func(jobID string, rec *jobdata.Record) error) error {
 	return r.Q.Fold(ctx, jobdata.JobType, func(id string, st jobs.State, data []byte) error {
-		rec, err := decodeShown(data, st, r.Keys)
+		rec, err := decodeShown(id, data, st, r.Keys)
 		if err != nil {
 			return nil
 		}
@@ -166,7 +166,7 @@ func (r Records) GetMany(ctx context.Context, jobIDs []string) ([]*jobdata.Recor
 			// A record that does not decode is skipped, as Fold skips it:
 			// one record sealed with a key this node lacks (or damaged)
 			// does not hide the others.
-			out[i], _ = decodeShown(data, st, r.Keys)
+			out[i], _ = decodeShown(id, data, st, r.Keys)
 		}
 		return nil
 	})
@@ -259,7 +259,7 @@ func Get(tx *jobs.Tx, keys *seal.Keyring, jobID string) (*jobdata.Record, error)
 	if err != nil {
 		return nil, err
 	}
-	rec, err := jobdata.Decode(data, keys)
+	rec, err := jobdata.Decode(data, keys, jobID)
 	if err != nil {
 		return nil, fmt.Errorf("%w: job %s: %w", ErrUndecodable, jobID, err)
 	}
@@ -272,7 +272,7 @@ func Get(tx *jobs.Tx, keys *seal.Keyring, jobID string) (*jobdata.Record, error)
 // job, if any, is removed with its replication id and rec is added to run
 // as soon as possible, sealed with keys.
 func Put(tx *jobs.Tx, keys *seal.Keyring, jobID string, rec *jobdata.Record) error {
-	return PutEncoded(tx, keys, jobID, rec, rec.Encode(keys))
+	return PutEncoded(tx, keys, jobID, rec, rec.Encode(keys, jobID))
 }
 
 // PutEncoded is Put for a record the caller has already encoded (sealed

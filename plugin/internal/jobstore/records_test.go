@@ -41,11 +41,11 @@ func TestRecords(t *testing.T) {
 		r := jobdata.New(rep, "a/_replicator", "u1", "doc", time.Unix(100, 0))
 		r.RepID = "abc+continuous"
 		SetRepIDOwner(tx.KV(), r.RepID, persistent)
-		if err := tx.Add(jobdata.JobType, persistent, r.Encode(testKeys), time.Time{}); err != nil {
+		if err := tx.Add(jobdata.JobType, persistent, r.Encode(testKeys, persistent), time.Time{}); err != nil {
 			return err
 		}
 		SetTransientDone(tx.KV(), "t1", 50)
-		return tx.Add(jobdata.JobType, "t1", jobdata.New(rep, "", "", "", time.Unix(1, 0)).Encode(testKeys), time.Time{})
+		return tx.Add(jobdata.JobType, "t1", jobdata.New(rep, "", "", "", time.Unix(1, 0)).Encode(testKeys, "t1"), time.Time{})
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +103,7 @@ func TestGet(t *testing.T) {
 	q, rep := testQueue(t)
 	var err error
 	err = q.Transact(ctx, func(tx *jobs.Tx) error {
-		if err := tx.Add(jobdata.JobType, "good", jobdata.New(rep, "", "", "", time.Unix(1, 0)).Encode(testKeys), time.Time{}); err != nil {
+		if err := tx.Add(jobdata.JobType, "good", jobdata.New(rep, "", "", "", time.Unix(1, 0)).Encode(testKeys, "good"), time.Time{}); err != nil {
 			return err
 		}
 		return tx.Add(jobdata.JobType, "bad", []byte("{not json"), time.Time{})

@@ -14,8 +14,9 @@ import (
 const resealBatch = 64
 
 // Reseal seals again, with keys' current key, every job record whose
-// endpoints are in plaintext (written before records were sealed) or
-// sealed with another key keys holds. It returns how many records it
+// endpoints are in plaintext (written before records were sealed), sealed
+// without a binding (seal version s1) or sealed with another key keys
+// holds. It returns how many records it
 // rewrote and how many it could not open (sealed with a key keys does not
 // hold), which it leaves as they are.
 func Reseal(ctx context.Context, q *jobs.Queue, keys *seal.Keyring) (resealed, unreadable int, err error) {
@@ -48,11 +49,11 @@ func Reseal(ctx context.Context, q *jobs.Queue, keys *seal.Keyring) (resealed, u
 				if sealState(data, keys) != sealStale {
 					continue // rewritten meanwhile
 				}
-				rec, err := jobdata.Decode(data, keys)
+				rec, err := jobdata.Decode(data, keys, id)
 				if err != nil {
 					continue // damaged: left for the job server to report
 				}
-				if err := tx.SetData(jobdata.JobType, id, rec.Encode(keys)); err != nil {
+				if err := tx.SetData(jobdata.JobType, id, rec.Encode(keys, id)); err != nil {
 					return err
 				}
 				n++
@@ -70,7 +71,7 @@ func Reseal(ctx context.Context, q *jobs.Queue, keys *seal.Keyring) (resealed, u
 // How a stored record's endpoints are kept, as sealState sees it.
 const (
 	sealCurrent    = iota // sealed with the current key, or no endpoints
-	sealStale             // in plaintext, or sealed with a previous key
+	sealStale             // in plaintext, sealed without a binding (s1), or with a previous key
 	sealUnknownKey        // sealed with a key the keyring does not hold
 )
 
@@ -97,7 +98,7 @@ func sealState(data []byte, keys *seal.Keyring) int {
 	switch {
 	case !ok:
 		return sealCurrent // damaged: nothing to do here
-	case id == keys.ID():
+	case id == keys.ID() && !seal.Legacy(probe.Rep.Sealed):
 		return sealCurrent
 	case keys.Holds(id):
 		return sealStale

@@ -3,6 +3,9 @@ package jobstore
 import (
 	"bytes"
 	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"encoding/base64"
 	"encoding/json"
 	"testing"
 	"time"
@@ -42,14 +45,42 @@ func legacy(t *testing.T, rec *jobdata.Record) []byte {
 	return b
 }
 
-// TestReseal: records written before sealing, and records sealed with a
-// previous key, are sealed with the current key in place, whatever their
-// state; a runner keeps its job; records sealed with an unknown key are
+// s1Record returns rec as job id's record with its endpoints sealed as
+// versions before bindings did (s1), with the key made of material.
+func s1Record(t *testing.T, rec *jobdata.Record, id string, material []byte) []byte {
+	t.Helper()
+	k, _ := seal.NewKey(material)
+	plain, err := json.Marshal(struct {
+		Source parse.Endpoint `json:"source"`
+		Target parse.Endpoint `json:"target"`
+	}{rec.Rep.Source, rec.Rep.Target})
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := aes.NewCipher(material)
+	aead, _ := cipher.NewGCMWithRandomNonce(block)
+	head := "s1." + k.ID() + "."
+	s1 := head + base64.RawURLEncoding.EncodeToString(aead.Seal(nil, nil, plain, []byte(head)))
+	data := rec.Encode(seal.NewKeyring(k), id)
+	var v struct {
+		Rep struct {
+			Sealed string `json:"sealed_endpoints"`
+		} `json:"rep"`
+	}
+	json.Unmarshal(data, &v)
+	return bytes.Replace(data, []byte(v.Rep.Sealed), []byte(s1), 1)
+}
+
+// TestReseal: records written before sealing, sealed without a binding
+// (s1, issue 38 item 7) or sealed with a previous key, are sealed with the
+// current key in place, whatever their state; a runner keeps its job; records sealed with an unknown key are
 // counted and left alone.
 func TestReseal(t *testing.T) {
 	ctx := context.Background()
 	q, _ := testQueue(t)
-	oldKey, newKey := seal.RandomKey(), seal.RandomKey()
+	material := bytes.Repeat([]byte{5}, seal.KeySize)
+	oldKey := seal.RandomKey()
+	newKey, _ := seal.NewKey(material)
 	oldKeys, keys := seal.NewKeyring(oldKey), seal.NewKeyring(newKey, oldKey)
 	stranger := seal.NewKeyring(seal.RandomKey())
 	rec := func(doc string) *jobdata.Record {
@@ -66,20 +97,21 @@ func TestReseal(t *testing.T) {
 		t.Fatalf("accept: %v %+v", err, runner)
 	}
 	add("plain", legacy(t, rec("plain")))
-	add("old-key", rec("old-key").Encode(oldKeys))
-	add("current", rec("current").Encode(keys))
-	add("stranger", rec("stranger").Encode(stranger))
-	add("failed", jobdata.NewFailed("db/_replicator", "u1", "failed", "bad doc", time.Unix(1, 0)).Encode(nil))
+	add("old-key", rec("old-key").Encode(oldKeys, "old-key"))
+	add("current", rec("current").Encode(keys, "current"))
+	add("s1", s1Record(t, rec("s1"), "s1", material))
+	add("stranger", rec("stranger").Encode(stranger, "stranger"))
+	add("failed", jobdata.NewFailed("db/_replicator", "u1", "failed", "bad doc", time.Unix(1, 0)).Encode(nil, "failed"))
 	before := map[string][]byte{}
 	for _, id := range []string{"current", "stranger", "failed"} {
 		before[id], _ = q.GetData(ctx, jobdata.JobType, id)
 	}
 
 	resealed, unreadable, err := Reseal(ctx, q, keys)
-	if err != nil || resealed != 3 || unreadable != 1 {
-		t.Fatalf("Reseal = %d resealed, %d unreadable, %v; want 3, 1", resealed, unreadable, err)
+	if err != nil || resealed != 4 || unreadable != 1 {
+		t.Fatalf("Reseal = %d resealed, %d unreadable, %v; want 4, 1", resealed, unreadable, err)
 	}
-	for _, id := range []string{"running", "plain", "old-key"} {
+	for _, id := range []string{"running", "plain", "old-key", "s1"} {
 		data, _ := q.GetData(ctx, jobdata.JobType, id)
 		for _, s := range secrets {
 			if bytes.Contains(data, []byte(s)) {
@@ -89,7 +121,7 @@ func TestReseal(t *testing.T) {
 		if sealState(data, seal.NewKeyring(newKey)) != sealCurrent {
 			t.Errorf("%s is not sealed with the current key: %s", id, data)
 		}
-		got, err := jobdata.Decode(data, seal.NewKeyring(newKey))
+		got, err := jobdata.Decode(data, seal.NewKeyring(newKey), id)
 		if err != nil || !got.Rep.Equal(secretRep()) || got.DocID != id {
 			t.Errorf("%s after Reseal: %+v, %v", id, got, err)
 		}
@@ -114,7 +146,7 @@ func TestGetManySkipsUnreadable(t *testing.T) {
 	q, rep := testQueue(t)
 	other := seal.NewKeyring(seal.RandomKey())
 	for id, keys := range map[string]*seal.Keyring{"mine": testKeys, "theirs": other} {
-		if err := q.Add(ctx, jobdata.JobType, id, jobdata.New(rep, "", "", "", time.Unix(1, 0)).Encode(keys), time.Time{}); err != nil {
+		if err := q.Add(ctx, jobdata.JobType, id, jobdata.New(rep, "", "", "", time.Unix(1, 0)).Encode(keys, id), time.Time{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -27,10 +27,10 @@ func TooLargeReason(size int) string {
 		"use fewer `doc_ids` or a smaller `selector` or `query_params`", size, MaxNewSize)
 }
 
-// EncodeNew encodes rec, sealed with keys, for adding it as a job; ok is
-// false when it is larger than MaxNewSize.
-func EncodeNew(rec *jobdata.Record, keys *seal.Keyring) (data []byte, ok bool) {
-	data = rec.Encode(keys)
+// EncodeNew encodes rec, sealed with keys, for adding it as job jobID;
+// ok is false when it is larger than MaxNewSize.
+func EncodeNew(rec *jobdata.Record, keys *seal.Keyring, jobID string) (data []byte, ok bool) {
+	data = rec.Encode(keys, jobID)
 	return data, len(data) <= MaxNewSize
 }
 

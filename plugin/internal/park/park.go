@@ -357,7 +357,7 @@ func (w *Waker) wake(id string) {
 		}
 		rec.Parked = nil
 		woke = true
-		return tx.Add(jobdata.JobType, id, rec.Encode(w.opts.Keys), jobstore.WokenTime())
+		return tx.Add(jobdata.JobType, id, rec.Encode(w.opts.Keys, id), jobstore.WokenTime())
 	})
 	if err != nil && !errors.Is(err, jobs.ErrNotFound) {
 		// Left registered: the next refresh or signal tries again.
@@ -417,7 +417,7 @@ func (w *Waker) refresh(ctx context.Context) error {
 		if st != jobs.Pending {
 			return nil
 		}
-		rec, err := jobdata.Decode(data, w.opts.Keys)
+		rec, err := jobdata.Decode(data, w.opts.Keys, id)
 		if err != nil || rec.Parked == nil {
 			return nil
 		}

@@ -53,7 +53,7 @@ func TestParkedOnForbiddenHost(t *testing.T) {
 	rec.Parked = &jobdata.Parked{Since: time.Now().Unix(), Seq: json.RawMessage(`"1"`)}
 	const id = "parked"
 	if err := q.Transact(context.Background(), func(tx *jobs.Tx) error {
-		return tx.Add(jobdata.JobType, id, rec.Encode(testKeys), jobstore.ParkedTime())
+		return tx.Add(jobdata.JobType, id, rec.Encode(testKeys, id), jobstore.ParkedTime())
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -59,7 +59,8 @@ func TestWakesBoundedAndDrained(t *testing.T) {
 			rep := &parse.Rep{Source: parse.Endpoint{URL: "http://127.0.0.1:1/"}, Target: parse.Endpoint{URL: "http://127.0.0.1:1/tgt/"}, Continuous: true}
 			rec := jobdata.New(rep, "", "", "", time.Now())
 			rec.Parked = &jobdata.Parked{Since: time.Now().Unix(), Seq: json.RawMessage(`"1"`)}
-			if err := tx.Add(jobdata.JobType, fmt.Sprintf("j%03d", i), rec.Encode(testKeys), jobstore.ParkedTime()); err != nil {
+			id := fmt.Sprintf("j%03d", i)
+			if err := tx.Add(jobdata.JobType, id, rec.Encode(testKeys, id), jobstore.ParkedTime()); err != nil {
 				return err
 			}
 		}

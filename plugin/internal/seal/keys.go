@@ -51,11 +51,62 @@ func ReadKeyFile(path string) ([]*Key, error) {
 	return keys, nil
 }
 
+// MinSecretLen is the shortest secret a key may be derived from: 32
+// characters, the length of the secret CouchDB makes up when none is set
+// (a random uuid: 32 hex digits, 128 bits) and of the one minicouch makes
+// up. A key derived from a shorter (or hand-made) secret can be found by
+// trying guesses offline against any sealed value, whatever the KDF:
+// 128 bits is what it takes for guessing to be hopeless.
+const MinSecretLen = 32
+
+// minSecretSymbols is the fewest distinct characters a secret may have:
+// 32 random hex digits have fewer than 8 distinct ones with a
+// probability under 10^-7, a repeated or keyboard pattern usually has.
+const minSecretSymbols = 8
+
+// ErrWeakSecret: a secret too short or too plain to derive a key from.
+var ErrWeakSecret = fmt.Errorf("too weak to derive a sealing key from: it needs at least %d random characters "+
+	"(anyone who reads a sealed value can test guesses of a shorter one offline); make one with `openssl rand -hex 32`", MinSecretLen)
+
+// CheckSecret returns ErrWeakSecret when secret is shorter than
+// MinSecretLen or has fewer than 8 distinct characters. It never quotes
+// the secret.
+func CheckSecret(secret string) error {
+	symbols := map[rune]bool{}
+	for _, c := range secret {
+		symbols[c] = true
+	}
+	if len(secret) < MinSecretLen || len(symbols) < minSecretSymbols {
+		return ErrWeakSecret
+	}
+	return nil
+}
+
+// secretSalt is the HKDF salt of every key derived from a secret: fixed
+// and versioned, it sets these keys apart from any other use of the same
+// secret (CouchDB signs its session cookies with it) and from keys other
+// programs derive from it without a salt. It is public by design: a salt
+// does not make a weak secret strong (CheckSecret refuses those), it only
+// keeps a guess computed for one use from serving another.
+const secretSalt = "couchepi seal: key from secret, salt v2"
+
 // KeyFromSecret derives a key from a secret string that is not itself a
-// key (such as CouchDB's `[chttpd_auth] secret`), with HKDF-SHA256. label
-// tells apart keys derived from one secret for different uses.
+// key (such as CouchDB's `[chttpd_auth] secret`), with HKDF-SHA256 salted
+// by secretSalt. label tells apart keys derived from one secret for
+// different uses. Check the secret with CheckSecret first.
 func KeyFromSecret(secret, label string) *Key {
-	material, err := hkdf.Key(sha256.New, []byte(secret), nil, label, KeySize)
+	return deriveKey(secret, []byte(secretSalt), label)
+}
+
+// LegacyKeyFromSecret is the key versions before secretSalt derived from
+// secret (HKDF-SHA256 without a salt): a keyring holds it only to open
+// the values it sealed, which are then sealed again.
+func LegacyKeyFromSecret(secret, label string) *Key {
+	return deriveKey(secret, nil, label)
+}
+
+func deriveKey(secret string, salt []byte, label string) *Key {
+	material, err := hkdf.Key(sha256.New, []byte(secret), salt, label, KeySize)
 	if err != nil {
 		panic(err) // only for lengths HKDF-SHA256 cannot produce
 	}

@@ -5,12 +5,17 @@
 //
 // A sealed value is text, safe inside JSON:
 //
-//	s1.<key id>.<base64url(nonce | ciphertext | tag)>
+//	s2.<key id>.<base64url(nonce | ciphertext | tag)>
 //
-// The version and key id are authenticated with the ciphertext, so a value
-// cannot be relabelled to another key. Nonces are random (96 bits): seal
-// fewer than 2^32 values per key (callers re-use a sealed value whose
-// plaintext did not change rather than sealing it again).
+// The version, the key id and the caller's binding (what the value belongs
+// to, kept outside it: a job's id and the rights it runs with) are
+// authenticated with the ciphertext, so a value cannot be relabelled to
+// another key, nor opened under another binding (copied to another job, or
+// left under a changed user_ctx). Values of version s1, sealed before
+// bindings existed, still open (with no binding) so that they can be
+// sealed again. Nonces are random (96 bits): seal fewer than 2^32 values
+// per key (callers re-use a sealed value whose plaintext did not change
+// rather than sealing it again).
 package seal
 
 import (
@@ -24,13 +29,18 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 )
 
 // KeySize is the size of a key in bytes (AES-256).
 const KeySize = 32
 
-// version is the first field of every sealed value.
-const version = "s1"
+// version is the first field of every value Seal returns; legacyVersion
+// that of values sealed without a binding, which Open still opens.
+const (
+	version       = "s2"
+	legacyVersion = "s1"
+)
 
 var (
 	// ErrUnknownKey: the value was sealed with a key the keyring does not
@@ -39,6 +49,9 @@ var (
 	// ErrBroken: the value is not a sealed value, or it was changed or
 	// damaged after sealing (authentication failed).
 	ErrBroken = errors.New("seal: not a valid sealed value")
+	// ErrLegacy: the value is of the legacy version, which the keyring
+	// no longer opens (CloseLegacy). It wraps ErrBroken.
+	ErrLegacy = fmt.Errorf("%w: sealed without a binding, refused since every record was sealed again", ErrBroken)
 )
 
 // Key is one sealing key. Its id is derived from the key, so it names the
@@ -75,7 +88,17 @@ func (k *Key) ID() string { return k.id }
 type Keyring struct {
 	current *Key
 	byID    map[string]*Key
+	// legacyClosed: Open refuses values of the legacy version.
+	legacyClosed atomic.Bool
 }
+
+// CloseLegacy makes Open refuse values of the legacy version (s1) with
+// ErrLegacy from now on: call it once every such value was sealed again,
+// after which only someone without the key puts one in a store.
+func (r *Keyring) CloseLegacy() { r.legacyClosed.Store(true) }
+
+// LegacyClosed reports whether CloseLegacy was called.
+func (r *Keyring) LegacyClosed() bool { return r.legacyClosed.Load() }
 
 // NewKeyring returns a keyring that seals with current and opens values
 // sealed with current or any of previous.
@@ -109,31 +132,49 @@ func (r *Keyring) Holds(id string) bool {
 	return ok
 }
 
-// Seal returns plain sealed with the current key.
-func (r *Keyring) Seal(plain []byte) string {
+// Seal returns plain sealed with the current key, bound to binding: Open
+// opens it only with the same binding.
+func (r *Keyring) Seal(plain, binding []byte) string {
 	head := version + "." + r.current.id + "."
-	ct := r.current.aead.Seal(nil, nil, plain, []byte(head))
+	ct := r.current.aead.Seal(nil, nil, plain, aad(head, binding))
 	return head + base64.RawURLEncoding.EncodeToString(ct)
 }
 
-// Open returns the plaintext of a value Seal returned, with the id of the
-// key that sealed it. It fails with ErrUnknownKey when that key is not in
-// the keyring, and with ErrBroken when the value is malformed or does not
-// authenticate.
-func (r *Keyring) Open(sealed string) (plain []byte, keyID string, err error) {
-	keyID, body, ok := split(sealed)
+// aad is what a value's authentication covers besides its ciphertext: its
+// head (version and key id), then its binding.
+func aad(head string, binding []byte) []byte {
+	return append([]byte(head), binding...)
+}
+
+// Open returns the plaintext of a value Seal returned with binding, with
+// the id of the key that sealed it. A value of the legacy version (s1)
+// opens whatever the binding: Legacy tells them apart, for callers to seal
+// them again. It fails with ErrUnknownKey when that key is not in the
+// keyring, and with ErrBroken when the value is malformed or does not
+// authenticate (changed, or under another binding). Its errors never name
+// keys: they may reach clients, and a key id lets one test guesses of a
+// secret the key was derived from; callers log keyID instead.
+func (r *Keyring) Open(sealed string, binding []byte) (plain []byte, keyID string, err error) {
+	v, keyID, body, ok := split(sealed)
 	if !ok {
 		return nil, "", ErrBroken
 	}
 	k := r.byID[keyID]
 	if k == nil {
-		return nil, keyID, fmt.Errorf("%w (key %s; this keyring holds %s)", ErrUnknownKey, keyID, strings.Join(r.IDs(), ", "))
+		return nil, keyID, ErrUnknownKey
 	}
 	ct, err := base64.RawURLEncoding.DecodeString(body)
 	if err != nil {
 		return nil, keyID, ErrBroken
 	}
-	plain, err = k.aead.Open(nil, nil, ct, []byte(version+"."+keyID+"."))
+	head := v + "." + keyID + "."
+	if v == legacyVersion {
+		if r.legacyClosed.Load() {
+			return nil, keyID, ErrLegacy
+		}
+		binding = nil
+	}
+	plain, err = k.aead.Open(nil, nil, ct, aad(head, binding))
 	if err != nil {
 		return nil, keyID, ErrBroken
 	}
@@ -143,18 +184,25 @@ func (r *Keyring) Open(sealed string) (plain []byte, keyID string, err error) {
 // KeyID returns the id of the key sealed was sealed with, without opening
 // it; ok is false when sealed is not a sealed value.
 func KeyID(sealed string) (id string, ok bool) {
-	id, _, ok = split(sealed)
+	_, id, _, ok = split(sealed)
 	return id, ok
 }
 
-// split cuts a sealed value into its key id and body.
-func split(sealed string) (keyID, body string, ok bool) {
+// Legacy reports whether sealed is of the version sealed without a
+// binding (s1), which callers should seal again.
+func Legacy(sealed string) bool {
+	v, _, _, ok := split(sealed)
+	return ok && v == legacyVersion
+}
+
+// split cuts a sealed value into its version, key id and body.
+func split(sealed string) (v, keyID, body string, ok bool) {
 	v, rest, ok := strings.Cut(sealed, ".")
-	if !ok || v != version {
-		return "", "", false
+	if !ok || (v != version && v != legacyVersion) {
+		return "", "", "", false
 	}
 	keyID, body, ok = strings.Cut(rest, ".")
-	return keyID, body, ok && keyID != "" && body != ""
+	return v, keyID, body, ok && keyID != "" && body != ""
 }
 
 // RandomKey returns a new random key.

@@ -79,18 +79,20 @@ func (l docLimits) checkDoc(d *store.Doc) *hooks.Error {
 		return nil
 	}
 	for _, a := range d.Attachments {
-		// As CouchDB's att_len: inline or already read data by its
-		// length, data that follows and stubs by the length they
-		// declare, encoded ones (a gzip part, as the replicator sends a
-		// compressible attachment) by their encoded length. Data
-		// streamed from a temp file is counted again as the store reads
-		// it.
+		// Inline or already read data by its length, data that follows
+		// and stubs by the length they declare, and an encoded one (a
+		// gzip part, as a replicator sends a compressible attachment)
+		// by the larger of its encoded and decoded lengths: the same
+		// bytes are refused whether they come plain (a direct PUT) or
+		// gzipped (a replication), where CouchDB 3.5's att_len counts
+		// only the encoded ones. Data streamed from a temp file is
+		// counted again as the store reads it.
 		n := a.Length
 		switch {
 		case a.Data != nil:
-			n = int64(len(a.Data))
+			n = max(int64(len(a.Data)), a.Length)
 		case a.Encoding != "" && a.EncodedLength > 0:
-			n = a.EncodedLength
+			n = max(a.EncodedLength, a.Length)
 		}
 		if n > l.maxAtt {
 			return asCouchError(store.AttachmentTooLarge(a.Name))

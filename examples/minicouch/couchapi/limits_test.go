@@ -20,7 +20,8 @@ func nest(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n)
 // request, _bulk_docs included (couch_doc:from_json_obj_validate throws
 // for the first doc over a bound, before any is written), and a doc at
 // the bound is written. A gzip-encoded attachment, as a replicator sends
-// a compressible one, is counted by its encoded bytes (CouchDB's att_len).
+// a compressible one, is counted by the larger of its encoded and decoded
+// lengths: what a direct PUT refuses, a replication cannot write either.
 func TestDocLimitsEveryPath(t *testing.T) {
 	ts, srv := newTestServer(t)
 	xs := strings.Repeat("x", 1000)
@@ -46,7 +47,9 @@ func TestDocLimitsEveryPath(t *testing.T) {
 		{"attachment at max_attachment_size", "max_attachment_size", "1000", doc{id: "d", att: xs}, false, 0, ""},
 		{"gzip attachment over, by its encoded bytes", "max_attachment_size", fmt.Sprint(len(gz) - 1), doc{id: "d", att: string(gz), gzip: true}, true,
 			413, tooLarge("attachment_too_large", "a")},
-		{"gzip attachment at, by its encoded bytes", "max_attachment_size", fmt.Sprint(len(gz)), doc{id: "d", att: string(gz), gzip: true}, true, 0, ""},
+		{"gzip attachment over, by its decoded bytes", "max_attachment_size", "999", doc{id: "d", att: string(gz), gzip: true}, true,
+			413, tooLarge("attachment_too_large", "a")},
+		{"gzip attachment at, by its decoded bytes", "max_attachment_size", "1000", doc{id: "d", att: string(gz), gzip: true}, true, 0, ""},
 		{"id over max_document_id_length", "max_document_id_length", "8", doc{id: "abcdefghi"}, false,
 			400, tooLarge("illegal_docid", "Document id is too long")},
 		{"id at max_document_id_length", "max_document_id_length", "8", doc{id: "abcdefgh"}, false, 0, ""},

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -16,11 +17,11 @@ import (
 // parkConfig parks idle continuous jobs after 2 s.
 const parkConfig = "idle_park_sec = 2\n"
 
-// parked reports whether a replication doc's job is parked: pending, with
-// parked_since in its info.
+// parked reports whether a replication doc's job is parked: shown
+// running, with parked_since in its info.
 func (c *couch) parked(db, id string) bool {
 	m := c.schedDoc(db, id)
-	if m == nil || m["state"] != "pending" {
+	if m == nil || m["state"] != "running" {
 		return false
 	}
 	info, _ := m["info"].(map[string]any)
@@ -40,6 +41,75 @@ func (c *couch) waitDoc(db, id string, d time.Duration) {
 		code, _ := c.req("GET", "/"+url.PathEscape(db)+"/"+id, "")
 		return code == 200
 	})
+}
+
+// TestE2EParkedShowsRunning: a parked job is what its user sees, a
+// running replication: running in _scheduler/docs and _scheduler/jobs
+// (and their states=running filters, not states=pending), listed in
+// _active_tasks, each with parked_since. (Before: pending, and gone from
+// _active_tasks, a minute after the last change.)
+func TestE2EParkedShowsRunning(t *testing.T) {
+	t.Parallel()
+	c := startCouch(t, parkConfig)
+	c.must("PUT", "/psrc", "", 201)
+	c.putDocs("psrc", 0, 2)
+	c.must("PUT", "/_replicator/quiet", c.repDoc("psrc", "ptgt", `,"continuous":true,"create_target":true`), 201)
+	c.waitParked("_replicator", "quiet")
+	repID, _ := c.schedDoc("_replicator", "quiet")["id"].(string)
+	if repID == "" {
+		t.Fatal("parked job without a replication id")
+	}
+	listed := func(path, key string) []map[string]any {
+		var out map[string][]map[string]any
+		json.Unmarshal([]byte(c.must("GET", path, "", 200)), &out)
+		return out[key]
+	}
+	find := func(list []map[string]any) map[string]any {
+		for _, e := range list {
+			if e["id"] == repID || e["replication_id"] == repID {
+				return e
+			}
+		}
+		return nil
+	}
+	for _, tc := range []struct {
+		path, key string
+		want      bool
+	}{
+		{"/_scheduler/jobs", "jobs", true},
+		{"/_scheduler/jobs?states=running", "jobs", true},
+		{"/_scheduler/jobs?states=pending", "jobs", false},
+		{"/_scheduler/docs?states=running", "docs", true},
+		{"/_scheduler/docs?states=pending", "docs", false},
+	} {
+		e := find(listed(tc.path, tc.key))
+		if (e != nil) != tc.want {
+			t.Errorf("%s: listed %v, want %v", tc.path, e != nil, tc.want)
+			continue
+		}
+		if e == nil {
+			continue
+		}
+		info, _ := e["info"].(map[string]any)
+		if _, ok := info["parked_since"]; !ok {
+			t.Errorf("%s: no parked_since in %v", tc.path, e)
+		}
+		if st, ok := e["state"]; ok && st != "running" {
+			t.Errorf("%s: state %v", tc.path, st)
+		}
+	}
+	var tasks []map[string]any
+	json.Unmarshal([]byte(c.must("GET", "/_active_tasks", "", 200)), &tasks)
+	task := find(tasks)
+	if task == nil {
+		t.Fatalf("parked job not in _active_tasks: %v", tasks)
+	}
+	if task["parked_since"] == nil || task["continuous"] != true || task["docs_written"] != float64(2) {
+		t.Errorf("_active_tasks entry of the parked job: %v", task)
+	}
+	// It still wakes and replicates.
+	c.putDocs("psrc", 2, 1)
+	c.waitDoc("ptgt", "d00002", 20*time.Second)
 }
 
 // TestE2EParkedJobsWake: continuous jobs that caught up are parked and wake

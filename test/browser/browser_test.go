@@ -102,6 +102,9 @@ func TestFauxtonReplication(t *testing.T) {
 		Plugins: []string{replicator}, Fauxton: fauxtonDir, Args: []string{"--log-level", "info"},
 		Dir: tmp, // the plugin may keep state in its working directory
 		Log: logFile,
+		// Parks the continuous job soon after it caught up, so the
+		// page is checked to show a parked job running.
+		Config: "[replicator]\nidle_park_sec = 3\n",
 	})
 	base := strings.TrimSuffix(srv.URL, "/")
 	deadline := time.Now().Add(60 * time.Second)

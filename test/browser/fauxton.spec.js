@@ -263,6 +263,16 @@ async function main() {
     await page.waitForSelector('text=arrived-later');
   });
 
+  await step(page, 'continuous-parked-shows-running', async () => {
+    // Quiet for idle_park_sec, the job is parked: to its user it is
+    // replicating, and Fauxton must say "running", not "pending".
+    await waitFor(`replication ${CONTINUOUS_ID} parked`, async () => {
+      const r = await couch('GET', '/_scheduler/docs/_replicator/' + encodeURIComponent(CONTINUOUS_ID));
+      return r.status === 200 && r.body.info && r.body.info.parked_since !== undefined;
+    }, 60000);
+    await waitForRowState(page, CONTINUOUS_ID, 'running');
+  });
+
   await step(page, 'edit-with-conflict-overwrite', async () => {
     await page.goto(COUCH + '/_utils/#replication/id/' + encodeURIComponent(CONTINUOUS_ID));
     await page.waitForSelector('.replication__doc-name-input');

@@ -102,7 +102,7 @@ type Parked struct {
 // its stats (CouchDB 3.x), plus "parked_since" for a parked job.
 func (r *Record) RunningInfo() json.RawMessage {
 	info := r.Stats.RunningInfo()
-	if r.Parked == nil || r.State != Pending {
+	if r.Parked == nil {
 		return info
 	}
 	var o jsonobj.Builder
@@ -162,12 +162,28 @@ var errStateFound = errors.New("state found")
 // `_active_tasks` look at every job but show only a page of them.
 type Summary struct {
 	State, RepID, DBName, DocID string
+	Parked                      bool // a continuous job waiting for its source to change
 }
 
 // Summary returns the record's Summary.
 func (r *Record) Summary() Summary {
-	return Summary{State: r.State, RepID: r.RepID, DBName: r.DBName, DocID: r.DocID}
+	return Summary{State: r.State, RepID: r.RepID, DBName: r.DBName, DocID: r.DocID, Parked: r.Parked != nil}
 }
+
+// ShownState is the state monitoring shows a job in (`_scheduler/*`,
+// `_active_tasks`): a parked job is running. It holds no slot, but it is
+// replicating as its user sees it (a change of its source wakes it within
+// milliseconds), as CouchDB shows a continuous job with nothing to do;
+// pending is for jobs that wait for a slot or a retry.
+func (s Summary) ShownState() string {
+	if s.State == Pending && s.Parked {
+		return Running
+	}
+	return s.State
+}
+
+// ShownState is the record's Summary.ShownState.
+func (r *Record) ShownState() string { return r.Summary().ShownState() }
 
 // Active reports whether the job is pending, running or crashing.
 func (s Summary) Active() bool {
@@ -192,6 +208,9 @@ func Summarize(data []byte) (s Summary, ok bool) {
 			dst = &s.DBName
 		case `"doc_id"`:
 			dst = &s.DocID
+		case `"parked"`:
+			s.Parked = len(val) > 0 && val[0] == '{'
+			return nil
 		default:
 			return nil
 		}

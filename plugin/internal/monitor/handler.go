@@ -229,7 +229,7 @@ func (h *Handler) jobs(ctx context.Context, q url.Values) (any, error) {
 		return nil, err
 	}
 	all, err := h.collect(ctx, func(s jobdata.Summary) bool {
-		return s.Active() && (p.states == nil || p.states[s.State])
+		return s.Active() && (p.states == nil || p.states[s.ShownState()])
 	}, func(jobID string, s jobdata.Summary) string {
 		if s.RepID != "" {
 			return s.RepID
@@ -258,7 +258,7 @@ func (h *Handler) docs(ctx context.Context, db string, q url.Values) (any, error
 		return nil, err
 	}
 	all, err := h.collect(ctx, func(s jobdata.Summary) bool {
-		return !s.Transient() && (db == "" || s.DBName == db) && (p.states == nil || p.states[s.State])
+		return !s.Transient() && (db == "" || s.DBName == db) && (p.states == nil || p.states[s.ShownState()])
 	}, func(_ string, s jobdata.Summary) string { return s.DBName + "\x00" + s.DocID })
 	if err != nil {
 		return nil, err
@@ -316,7 +316,7 @@ func splitDocsPath(rest string) (db, docID string, err error) {
 func ActiveTasks(ctx context.Context, src Source) ([]json.RawMessage, error) {
 	var running []string
 	err := src.FoldSummaries(ctx, func(jobID string, s jobdata.Summary) error {
-		if s.State == jobdata.Running {
+		if s.ShownState() == jobdata.Running {
 			running = append(running, jobID)
 		}
 		return nil

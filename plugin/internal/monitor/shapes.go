@@ -62,8 +62,9 @@ func jobDetailJSON(rec *jobdata.Record) json.RawMessage {
 func jobObject(rec *jobdata.Record) *jsonobj.Builder {
 	src, tgt, _, _ := endpoints(rec)
 	var info any
+	state := rec.ShownState()
 	switch {
-	case rec.State == jobdata.Running, rec.State == jobdata.Pending && rec.LastStart != 0:
+	case state == jobdata.Running, state == jobdata.Pending && rec.LastStart != 0:
 		info = rec.RunningInfo()
 	}
 	history := make([]json.RawMessage, len(rec.History))
@@ -115,7 +116,8 @@ func docObject(rec *jobdata.Record) *jsonobj.Builder {
 	src, tgt, srcProxy, tgtProxy := endpoints(rec)
 	var o jsonobj.Builder
 	o.Add("database", rec.DBName).Add("doc_id", rec.DocID)
-	switch rec.State {
+	state := rec.ShownState()
+	switch state {
 	case jobdata.Completed, jobdata.Failed:
 		var info json.RawMessage
 		var start int64
@@ -141,14 +143,14 @@ func docObject(rec *jobdata.Record) *jsonobj.Builder {
 	switch {
 	case rec.State == jobdata.Crashing:
 		info = errorInfo(rec.LastError)
-	case rec.State == jobdata.Running, rec.LastStart != 0:
+	case state == jobdata.Running, rec.LastStart != 0:
 		info = rec.RunningInfo()
 	}
 	o.Add("id", nullable(rec.RepID)).
 		Add("node", nullable(rec.Node)).
 		Add("source", src).
 		Add("target", tgt).
-		Add("state", rec.State).
+		Add("state", state).
 		Add("info", info).
 		Add("error_count", rec.ErrorCount).
 		Add("last_updated", jobdata.ISOTime(rec.LastUpdated)).
@@ -196,9 +198,10 @@ func addFailedDocs(o *jsonobj.Builder, rec *jobdata.Record) *jsonobj.Builder {
 }
 
 // activeTask renders the `_active_tasks` entry of a running job (CouchDB
-// 3.x shape and key order), or nil when the job is not running.
+// 3.x shape and key order), parked ones included, or nil when the job is
+// not running.
 func activeTask(rec *jobdata.Record) json.RawMessage {
-	if rec.State != jobdata.Running || rec.Rep == nil {
+	if rec.ShownState() != jobdata.Running || rec.Rep == nil {
 		return nil
 	}
 	src, tgt, _, _ := endpoints(rec)
@@ -239,5 +242,8 @@ func activeTask(rec *jobdata.Record) json.RawMessage {
 	o.Add("type", "replication").
 		Add("updated_on", updated).
 		Add("user", nullable(user(rec)))
+	if rec.Parked != nil { // couchepi's: waiting for its source to change
+		o.Add("parked_since", jobdata.ISOTime(rec.Parked.Since))
+	}
 	return o.Raw()
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/couchepi/couchepi/examples/minicouch/auth"
+	"github.com/couchepi/couchepi/plugin/kv/etcd/etcdtest"
 )
 
 // targetLog is a proxy in front of a server that records every request
@@ -81,7 +82,31 @@ func TestE2EEditStopsOldRun(t *testing.T) {
 	t.Parallel()
 	// The defaults of how often a run records its progress: a stale run
 	// would learn of the edit at its first record.
-	c := startCouch(t, "stats_update_interval_sec = 10\ncheckpoint_interval = 30000\n")
+	c := startCouch(t, editConfig)
+	editStopsOldRun(t, c)
+}
+
+// TestE2EClusterEditStopsOldRun is TestE2EEditStopsOldRun on a shared
+// queue in a 3-member etcd, the docs edited on an api_frontend node and
+// their jobs run by a replication node.
+func TestE2EClusterEditStopsOldRun(t *testing.T) {
+	skipShort(t)
+	t.Parallel()
+	etcdc := etcdtest.StartCluster(t, 3)
+	prefix := fmt.Sprintf("edit-%d/", time.Now().UnixNano())
+	front := startClusterNode(t, etcdc.Endpoints(), prefix, true, false, editConfig)
+	startClusterNode(t, etcdc.Endpoints(), prefix, false, true, editConfig)
+	editStopsOldRun(t, front)
+}
+
+// editConfig keeps the defaults of how often a run records its progress
+// (a run left going would learn of the edit at its first record).
+const editConfig = "stats_update_interval_sec = 10\ncheckpoint_interval = 30000\n"
+
+// editStopsOldRun edits replication docs on c in every way that changes
+// their replication, and checks the old runs' targets see nothing of
+// them after each edit is acknowledged.
+func editStopsOldRun(t *testing.T, c *couch) {
 	c.must("PUT", "/_node/_local/_config/admins/admin2", `"pass2"`, 200)
 	proxy := newTargetLog(t, c.addr)
 

@@ -137,16 +137,26 @@ func (s *Server) currentLease(ctx context.Context) *jobs.Lease {
 	}
 }
 
-// halted stops this node's worker of a job taken from its lease (the job
-// was removed, or replaced by a fresh one): it stops at once, writing
-// nothing more, since another node may run the fresh job.
+// halted stops this node's worker of a job taken from its lease. A job
+// held or replaced (a doc edit) may run elsewhere at once: its run is
+// abandoned, writing nothing more. A job removed for good (a cancel, a
+// deleted doc) stops as StopJob stops it, with a final checkpoint, since
+// nobody else can run it: beforeCheckpoint checks it is still gone.
 func (s *Server) halted(h jobs.HaltedJob) {
 	s.mu.Lock()
 	w := s.workers[h.ID]
 	s.mu.Unlock()
-	if w != nil && h.Is(w.job) {
-		w.abandon(errRemoved)
+	if w == nil || !h.Is(w.job) {
+		return
 	}
+	ctx, cancel := context.WithTimeout(s.ctx, time.Second)
+	gone := s.gone(ctx, h.ID)
+	cancel()
+	if gone {
+		w.stop(errRemoved)
+		return
+	}
+	w.abandon(errRemoved)
 }
 
 // publishLoad tells other nodes, with the next renewal, how many jobs

@@ -100,6 +100,7 @@ func (r *changesReader) run(ctx context.Context, since json.RawMessage) error {
 		}
 		return nil
 	}
+	defer r.unlisten()
 	retries := r.rep.RetriesPerRequest
 	wait := r.wait
 	attempts := 0 // requests failed since the source last said something
@@ -503,11 +504,9 @@ func (r *changesReader) readNormal(ctx context.Context, body io.Reader) (bool, j
 		if r.record != nil {
 			*r.record = append(*r.record, c)
 		}
-		r.heard()
-		if err := r.emit(ctx, c); err != nil {
+		if err := r.handOn(ctx, c); err != nil {
 			return err
 		}
-		r.heard() // waiting for room in the batch queue is not waiting on the source
 		progressed, last = true, c.Seq
 		return nil
 	})
@@ -530,7 +529,7 @@ func (r *changesReader) readContinuous(ctx context.Context, dec *json.Decoder, s
 		}
 		if c.LastSeq != nil && c.ID == "" {
 			if !bytes.Equal(c.LastSeq, since) && !bytes.Equal(c.LastSeq, last) {
-				if err := r.emit(ctx, change{LastSeq: c.LastSeq}); err != nil {
+				if err := r.handOn(ctx, change{LastSeq: c.LastSeq}); err != nil {
 					return progressed, last, err
 				}
 			}
@@ -539,10 +538,9 @@ func (r *changesReader) readContinuous(ctx context.Context, dec *json.Decoder, s
 		if c.ID == "" {
 			continue
 		}
-		if err := r.emit(ctx, c); err != nil {
+		if err := r.handOn(ctx, c); err != nil {
 			return progressed, last, err
 		}
-		r.heard() // waiting for room in the batch queue is not waiting on the source
 		progressed, last = true, c.Seq
 	}
 }

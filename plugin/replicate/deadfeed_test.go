@@ -325,9 +325,10 @@ func TestDeadFeed(t *testing.T) {
 			if !tc.known && (got.lags["0"] || got.lags[">0"] || got.pending["0"] || got.pending[">0"]) {
 				t.Errorf("the source's position is unknown, yet lag_sec read %s and changes_pending %s", keys(got.lags), keys(got.pending))
 			}
-			// (lag_sec reads 0 in the first second the run knows it is behind.)
-			if tc.known && (got.pending["0"] || !got.lags[">0"]) {
-				t.Errorf("the source is ahead, yet lag_sec read %s and changes_pending %s", keys(got.lags), keys(got.pending))
+			// (lag_sec may read 0 in the first second the run knows it is
+			// behind: behind for less than a second.)
+			if tc.known && (got.pending["0"] || !got.pending[">0"]) {
+				t.Errorf("the source is ahead, yet changes_pending read %s", keys(got.pending))
 			}
 		})
 	}
@@ -375,8 +376,8 @@ func TestDeadFeedRetried(t *testing.T) {
 
 // TestDeadFeedDefaults measures, with CouchDB's defaults
 // (connection_timeout 30000) and stall_timeout_sec 5 and 300, how long
-// each fake source takes to end its run. About a minute and a half:
-// run with COUCHEPI_DEADFEED_DEFAULTS=1.
+// each fake source takes to end its run. About six minutes: run with
+// COUCHEPI_DEADFEED_DEFAULTS=1.
 func TestDeadFeedDefaults(t *testing.T) {
 	if os.Getenv("COUCHEPI_DEADFEED_DEFAULTS") == "" {
 		t.Skip("set COUCHEPI_DEADFEED_DEFAULTS=1 to measure with the default timeouts")
@@ -386,7 +387,7 @@ func TestDeadFeedDefaults(t *testing.T) {
 		for _, tc := range deadFeedCases() {
 			t.Run(fmt.Sprintf("stall %v/%s", stall, tc.name), func(t *testing.T) {
 				t.Parallel()
-				limit := 100 * time.Second
+				limit := stall + 45*time.Second
 				if tc.healthy {
 					limit = 45 * time.Second
 				}

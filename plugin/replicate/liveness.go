@@ -2,6 +2,7 @@ package replicate
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -71,6 +72,15 @@ func (r *changesReader) unheardFor() time.Duration {
 	return time.Since(time.Unix(0, since))
 }
 
+// handOn emits c, a change the source sent: the time it waits for room
+// in the batch queue is not time spent waiting on the source.
+func (r *changesReader) handOn(ctx context.Context, c change) error {
+	r.unlisten()
+	err := r.emit(ctx, c)
+	r.heard()
+	return err
+}
+
 // newlineWatch passes a continuous feed's body on, calling heard at each
 // newline: every row ends with one, and a heartbeat is one.
 type newlineWatch struct {
@@ -90,7 +100,7 @@ func (w newlineWatch) Read(p []byte) (int, error) {
 // connection_timeout, again and again: CouchDB's changes_reader_died.
 func (r *changesReader) deadFeed(silent time.Duration, attempts int) *Error {
 	return newError("changes_reader_died", fmt.Sprintf(
-		"timeout: the source's changes feed said nothing for %s across %d requests, each asking for timeout=%d and cut after connection_timeout %d ms of silence",
+		"timeout: the source's changes feed said nothing for %s (failed requests: %d, each asking for timeout=%d and cut after connection_timeout %d ms of silence)",
 		silent.Round(time.Second), attempts, int(feedTimeout(r.rep.ConnectionTimeout)/time.Millisecond), r.rep.ConnectionTimeout), false)
 }
 

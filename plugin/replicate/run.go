@@ -424,7 +424,11 @@ func (r *run) loop(parent context.Context) (*Result, error) {
 		}
 		cancel()
 	}
-	r.updatePending(r.detached())
+	if runErr == nil {
+		// A failed run keeps the pending last measured: its source may be
+		// what failed, and the failure is not held up by one more probe.
+		r.updatePending(r.detached())
+	}
 	stats := r.snapshot()
 	if r.opts.OnStats != nil {
 		r.opts.OnStats(stats)

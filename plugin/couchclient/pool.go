@@ -194,6 +194,11 @@ func tlsKeysChanged(a, b parse.Options) bool {
 // RateLimiter returns the pool's shared rate limiter.
 func (p *Pool) RateLimiter() *RateLimiter { return p.limiter }
 
+// RetryWindow is how long a request is retried at most: half of
+// health_threshold (60 s by default), as CouchDB's. A caller retrying on
+// its own (a changes feed that went silent) gives up after it too.
+func (p *Pool) RetryWindow() time.Duration { return p.opts.HealthThreshold / 2 }
+
 // Close closes idle connections and stops the pool's background work,
 // returning once it has stopped. Retry-After holds end (their timers
 // stopped), letting any request still waiting go.

@@ -36,8 +36,9 @@ type Stats struct {
 	LastProgress int64 `json:"last_progress,omitempty"`
 	// LagSec is how long the replication has been behind its source:
 	// the age of the oldest change it knows of and has not written, 0
-	// when caught up (couchepi's).
-	LagSec int64 `json:"lag_sec"`
+	// when caught up, nil (null) while it does not know the source's
+	// position (couchepi's).
+	LagSec *int64 `json:"lag_sec"`
 	// DocWriteFailuresByReason counts doc_write_failures by kind of
 	// refusal (WriteFailureReasons), as far as this engine saw them: a
 	// count carried over from a checkpoint another replicator wrote is in

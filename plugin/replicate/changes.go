@@ -73,6 +73,12 @@ type changesReader struct {
 	// group, the run's Group, whose windows the reader shares.
 	srcKey string
 	group  *Group
+	// unheard is since when the reader has waited on its source without
+	// hearing from it (Unix ns; 0: not waiting on it; see liveness.go);
+	// retryFor, how long it retries a feed that fails without a word from
+	// the source (the pool's RetryWindow; 0: retries_per_request only).
+	unheard  *atomic.Int64
+	retryFor time.Duration
 }
 
 // roundLinger is how long after its slot was last asked for a run keeps
@@ -94,8 +100,10 @@ func (r *changesReader) run(ctx context.Context, since json.RawMessage) error {
 		}
 		return nil
 	}
+	defer r.unlisten()
 	retries := r.rep.RetriesPerRequest
 	wait := r.wait
+	attempts := 0 // requests failed since the source last said something
 	r.sent.Store(&since)
 	unwatched := false // the source cannot be watched: no rounds
 	for {
@@ -142,22 +150,38 @@ func (r *changesReader) run(ctx context.Context, since json.RawMessage) error {
 		if err == nil && !r.rep.Continuous {
 			return nil
 		}
+		if err == nil || progressed {
+			// The feed ended as asked (`timeout`), or failed after rows:
+			// the source is alive, the next failure has every retry.
+			retries, wait, attempts = r.rep.RetriesPerRequest, r.wait, 0
+		}
 		if err != nil {
 			var fe *Error
 			if errors.As(err, &fe) {
 				return fe
 			}
-			if progressed || r.rep.Continuous && errors.Is(err, couchclient.ErrInactivity) {
-				// Progress, or an idle continuous feed from a server that
-				// does not end it at `timeout`: reconnect without using retries.
-				retries = r.rep.RetriesPerRequest
-				wait = r.wait
-			} else {
-				if retries <= 0 {
+			if !progressed {
+				// A feed that says nothing within connection_timeout is
+				// dead, not idle: the source was asked to end it within a
+				// third of that. It is retried as any failure, and the run
+				// fails after the retries (CouchDB's changes_reader_died).
+				// As a request the client retries, a silent feed is retried
+				// for RetryWindow at most (60 s by default).
+				attempts++
+				silent := errors.Is(err, couchclient.ErrInactivity)
+				if retries <= 0 || silent && r.retryFor > 0 && r.unheardFor() >= r.retryFor {
+					if silent {
+						return r.deadFeed(r.unheardFor(), attempts)
+					}
 					return asError(err)
 				}
 				retries--
-				r.log.Debug("changes feed failed, retrying", "error", err.Error(), "wait", wait.String())
+				if silent {
+					r.log.Warn("changes feed said nothing within connection_timeout: reopening it",
+						"silent_for", r.unheardFor().Round(time.Second).String(), "retries_left", retries)
+				} else {
+					r.log.Debug("changes feed failed, retrying", "error", err.Error(), "wait", wait.String())
+				}
 				t := time.NewTimer(wait)
 				select {
 				case <-t.C:
@@ -269,6 +293,7 @@ func (r *changesReader) readRound(ctx context.Context, since json.RawMessage, ch
 // ago, it waits for a change holding its slot, without a feed. Otherwise
 // the run goes back to its continuous feed.
 func (r *changesReader) pass(ctx context.Context, changed <-chan struct{}, more bool) error {
+	r.unlisten()
 	if err := r.through(ctx, *r.sent.Load()); err != nil {
 		return err
 	}
@@ -322,7 +347,7 @@ func (r *changesReader) query(since json.RawMessage, limit int) (string, []byte)
 	if r.rep.WinningRevsOnly {
 		style = "main_only"
 	}
-	timeout := max(1000, r.rep.ConnectionTimeout/3)
+	timeout := int(feedTimeout(r.rep.ConnectionTimeout) / time.Millisecond)
 	q := "feed=" + feed + "&style=" + style + "&since=" + url.QueryEscape(seqString(since)) + "&timeout=" + strconv.Itoa(timeout)
 	if limit > 0 {
 		q += "&limit=" + strconv.Itoa(limit)
@@ -374,7 +399,13 @@ func queryParams(raw json.RawMessage, view bool) string {
 
 // request runs one _changes request. It reports whether any row arrived and the
 // last seq seen (a row's seq, or the feed's last_seq in continuous mode).
-func (r *changesReader) request(ctx context.Context, since json.RawMessage, limit int) (bool, json.RawMessage, error) {
+func (r *changesReader) request(ctx context.Context, since json.RawMessage, limit int) (progressed bool, last json.RawMessage, err error) {
+	r.listening()
+	defer func() {
+		if err == nil {
+			r.heard() // the end of the response, as asked
+		}
+	}()
 	q, body := r.query(since, limit)
 	req := &couchclient.Request{Method: http.MethodGet, Path: "_changes", Query: q, Feed: true}
 	if body != nil {
@@ -399,7 +430,7 @@ func (r *changesReader) request(ctx context.Context, since json.RawMessage, limi
 		return false, nil, e
 	}
 	if r.rep.Continuous && limit == 0 {
-		return r.readContinuous(ctx, json.NewDecoder(resp.Body), since)
+		return r.readContinuous(ctx, json.NewDecoder(newlineWatch{resp.Body, r.heard}), since)
 	}
 	return r.readNormal(ctx, resp.Body)
 }
@@ -473,7 +504,7 @@ func (r *changesReader) readNormal(ctx context.Context, body io.Reader) (bool, j
 		if r.record != nil {
 			*r.record = append(*r.record, c)
 		}
-		if err := r.emit(ctx, c); err != nil {
+		if err := r.handOn(ctx, c); err != nil {
 			return err
 		}
 		progressed, last = true, c.Seq
@@ -498,7 +529,7 @@ func (r *changesReader) readContinuous(ctx context.Context, dec *json.Decoder, s
 		}
 		if c.LastSeq != nil && c.ID == "" {
 			if !bytes.Equal(c.LastSeq, since) && !bytes.Equal(c.LastSeq, last) {
-				if err := r.emit(ctx, change{LastSeq: c.LastSeq}); err != nil {
+				if err := r.handOn(ctx, change{LastSeq: c.LastSeq}); err != nil {
 					return progressed, last, err
 				}
 			}
@@ -507,7 +538,7 @@ func (r *changesReader) readContinuous(ctx context.Context, dec *json.Decoder, s
 		if c.ID == "" {
 			continue
 		}
-		if err := r.emit(ctx, c); err != nil {
+		if err := r.handOn(ctx, c); err != nil {
 			return progressed, last, err
 		}
 		progressed, last = true, c.Seq

@@ -76,6 +76,9 @@ type run struct {
 	// before the first); behindSince, since when the run has been behind
 	// its source (0 while caught up; see stall.go).
 	progressAt, behindSince atomic.Int64
+	// unheardSince is since when the changes reader has waited on the
+	// source without hearing from it (0: not waiting; see liveness.go).
+	unheardSince atomic.Int64
 }
 
 // dbInfo is what `GET {db}/` tells the replicator.
@@ -348,7 +351,8 @@ func (r *run) loop(parent context.Context) (*Result, error) {
 	changes := make(chan change, buffer)
 	reader := &changesReader{src: r.src, rep: r.rep, log: r.log, out: changes, wait: 250 * time.Millisecond,
 		maxIDLen: r.opts.MaxDocumentIDLength, onIDTooLong: r.idTooLong,
-		through: r.tracker.waitThrough, quiet: &r.quiet, srcKey: r.srcKey, group: r.group}
+		through: r.tracker.waitThrough, quiet: &r.quiet, srcKey: r.srcKey, group: r.group,
+		unheard: &r.unheardSince, retryFor: r.opts.Pool.RetryWindow()}
 	if r.rep.Continuous {
 		reader.slot = r.opts.Slot
 		if r.opts.Woken {
@@ -420,7 +424,11 @@ func (r *run) loop(parent context.Context) (*Result, error) {
 		}
 		cancel()
 	}
-	r.updatePending(r.detached())
+	if runErr == nil {
+		// A failed run keeps the pending last measured: its source may be
+		// what failed, and the failure is not held up by one more probe.
+		r.updatePending(r.detached())
+	}
 	stats := r.snapshot()
 	if r.opts.OnStats != nil {
 		r.opts.OnStats(stats)
@@ -548,7 +556,12 @@ func (r *run) snapshot() Stats {
 	s := r.stats.snapshot(through, source)
 	s.LastProgress = time.Unix(0, r.progressAt.Load()).Unix()
 	if since := r.behindSince.Load(); since != 0 {
-		s.LagSec = int64(time.Since(time.Unix(0, since)) / time.Second)
+		lag := int64(time.Since(time.Unix(0, since)) / time.Second)
+		s.LagSec = &lag
+	} else if r.quiet.Load() || s.ChangesPending != nil {
+		// Caught up as far as the run knows; with no word of the
+		// source's position (changes_pending null), lag_sec is null too.
+		s.LagSec = new(int64)
 	}
 	if r.onTargetAlone() {
 		s.Checkpoint = parse.CheckpointTarget
@@ -557,13 +570,19 @@ func (r *run) snapshot() Stats {
 }
 
 // updatePending sets changes_pending: update_seq difference for numeric seqs,
-// else `_changes?since=…&limit=0`'s pending; null on failure.
+// else `_changes?since=…&limit=0`'s pending; when that fails, the
+// difference of the numbers CouchDB's "N-…" seqs start with (seqPrefix),
+// else null. Each request has its own deadline (probeTimeout).
 func (r *run) updatePending(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
 	_, source := r.tracker.seqs()
+	timeout := probeTimeout(r.rep.ConnectionTimeout)
+	updateSeq := func() (json.RawMessage, error) {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		return r.sourceUpdateSeq(ctx)
+	}
 	if n, err := strconv.ParseInt(string(source), 10, 64); err == nil {
-		if seq, err := r.sourceUpdateSeq(ctx); err == nil {
+		if seq, err := updateSeq(); err == nil {
 			if u, err := strconv.ParseInt(string(seq), 10, 64); err == nil {
 				p := max(0, u-n)
 				r.stats.setPending(&p)
@@ -571,21 +590,40 @@ func (r *run) updatePending(ctx context.Context) {
 			}
 		}
 	}
+	if p, ok := r.probePending(ctx, source, timeout); ok {
+		r.stats.setPending(p)
+		return
+	}
+	if n, ok := seqPrefix(source); ok {
+		if seq, err := updateSeq(); err == nil {
+			if u, ok := seqPrefix(seq); ok {
+				p := max(0, u-n)
+				r.stats.setPending(&p)
+				return
+			}
+		}
+	}
+	r.stats.setPending(nil)
+}
+
+// probePending asks the source for `_changes?since=…&limit=0`'s pending;
+// false when it does not answer it within timeout.
+func (r *run) probePending(ctx context.Context, source json.RawMessage, timeout time.Duration) (*int64, bool) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	resp, err := r.src.Do(ctx, &couchclient.Request{Buffer: true, Method: http.MethodGet, Path: "_changes",
 		Query: "since=" + url.QueryEscape(seqString(source)) + "&limit=0", NoRetry: true})
 	if err != nil {
-		r.stats.setPending(nil)
-		return
+		return nil, false
 	}
 	defer resp.Body.Close()
 	var v struct {
 		Pending *int64 `json:"pending"`
 	}
 	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&v) != nil {
-		r.stats.setPending(nil)
-		return
+		return nil, false
 	}
-	r.stats.setPending(v.Pending)
+	return v.Pending, true
 }
 
 // detached returns a context that outlives the run's (for work that

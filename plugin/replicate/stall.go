@@ -8,7 +8,11 @@ import (
 // A run that is behind its source (changes read and not written, or the
 // source's update_seq ahead of through_seq) and completes no batch for
 // Options.StallTimeout has stalled: a feed that stays open and sends
-// nothing, a request that never ends, a target that never reads. Timeouts
+// nothing, a request that never ends, a target that never reads. So has
+// a run whose source has said nothing on its feed for StallTimeout past
+// the feed's own timeout (liveness.go), whether or not the run knows the
+// source is ahead: the source's position may be unknown (an opaque
+// update_seq, a pending probe that hangs too). Timeouts
 // and retries catch most of these; the stall watch is the backstop that
 // makes sure a job never sits "running" while nothing moves (CouchDB's
 // users' first complaint). A stalled run ends with an error of kind
@@ -28,12 +32,13 @@ const ErrStalled = "stalled"
 type stallWatch struct {
 	r        *run
 	timeout  time.Duration // 0: lag only
+	feed     time.Duration // the `timeout` the feed asks for
 	buffered chan change
 	caughtUp int64 // when the run was last seen caught up (Unix ns)
 }
 
 func (r *run) newStallWatch(buffered chan change) *stallWatch {
-	return &stallWatch{r: r, timeout: r.opts.StallTimeout, buffered: buffered}
+	return &stallWatch{r: r, timeout: r.opts.StallTimeout, feed: feedTimeout(r.rep.ConnectionTimeout), buffered: buffered}
 }
 
 // behind reports whether the run has something to replicate it has not:
@@ -57,6 +62,9 @@ func (r *run) progressed() { r.progressAt.Store(time.Now().UnixNano()) }
 // It also keeps behindSince: since when the run has been behind (zero
 // while it is caught up).
 func (w *stallWatch) check(now time.Time) error {
+	if err := w.checkSilence(now); err != nil {
+		return err
+	}
 	r := w.r
 	if !r.behind(w.buffered) {
 		r.behindSince.Store(0)
@@ -86,4 +94,24 @@ func (w *stallWatch) check(now time.Time) error {
 	r.log.Warn("replication stalled: restarting it", "no_progress_for", still.Round(time.Second).String(), "behind", what)
 	return newError(ErrStalled, fmt.Sprintf("no batch completed for %s with %s (stall_timeout_sec %d)",
 		still.Round(time.Second), what, int(w.timeout/time.Second)), false)
+}
+
+// checkSilence returns the run's error when its source has said nothing
+// on the feed for the feed's timeout plus StallTimeout (and no batch
+// completed meanwhile). A quiet run (slot handed on) waits on no feed.
+func (w *stallWatch) checkSilence(now time.Time) error {
+	r := w.r
+	since := r.unheardSince.Load()
+	if w.timeout <= 0 || since == 0 || r.quiet.Load() {
+		return nil
+	}
+	silent := now.Sub(time.Unix(0, since))
+	if now.Sub(time.Unix(0, max(since, r.progressAt.Load()))) < w.feed+w.timeout {
+		return nil
+	}
+	r.group.totals.stalls.Add(1)
+	r.log.Warn("replication stalled: the source's changes feed says nothing: restarting it",
+		"silent_for", silent.Round(time.Second).String(), "feed_timeout", w.feed.String())
+	return newError(ErrStalled, fmt.Sprintf("the source's changes feed said nothing for %s, though asked to answer within %s (stall_timeout_sec %d)",
+		silent.Round(time.Second), w.feed, int(w.timeout/time.Second)), false)
 }

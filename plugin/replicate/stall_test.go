@@ -170,7 +170,9 @@ func TestLagFollowsWriter(t *testing.T) {
 	}()
 	lag := func() int64 {
 		if f := live.Load(); f != nil {
-			return (*f)().LagSec
+			if l := (*f)().LagSec; l != nil {
+				return *l
+			}
 		}
 		return -1
 	}

@@ -15,8 +15,9 @@ const idleNotice = time.Second
 // GC: a checkpoint every checkpoint_interval; stats reported when they
 // changed, at most once a second, with changes_pending asked of the source
 // every pendingInterval; and the idle watch of a continuous run (see
-// idleWatch). One slow step delays the others: a checkpoint by its
-// requests, a pending refresh by at most 10 s.
+// idleWatch). A checkpoint delays the other steps by its requests; the
+// pending probe runs beside them (one at a time), so that a source that
+// does not answer it delays no watch.
 func (r *run) timers(ctx context.Context, fail func(error), buffered chan change, park func()) {
 	step := statsMinInterval
 	var cpEvery time.Duration
@@ -40,6 +41,12 @@ func (r *run) timers(ctx context.Context, fail func(error), buffered chan change
 	// each, all at once every interval.
 	nextCheckpoint, nextStats := start.Add(cpEvery/2+rand.N(cpEvery/2+1)), start.Add(statsMinInterval)
 	var lastPending time.Time
+	var probe chan struct{} // closed when the running probe ends; nil: none
+	defer func() {
+		if probe != nil {
+			<-probe
+		}
+	}()
 	lastSum := int64(-1)
 	for {
 		var now time.Time
@@ -59,10 +66,16 @@ func (r *run) timers(ctx context.Context, fail func(error), buffered chan change
 			nextStats = now.Add(statsMinInterval)
 			// A quiet run replicated all it read and reads nothing: no
 			// pending to ask its source for.
-			if time.Since(lastPending) >= pendingInterval && !r.quiet.Load() {
-				r.updatePending(ctx)
-				lastPending = time.Now()
+			if probe != nil && isClosed(probe) {
+				probe, lastPending = nil, time.Now()
 				lastSum = -1
+			}
+			if probe == nil && time.Since(lastPending) >= pendingInterval && !r.quiet.Load() {
+				probe = make(chan struct{})
+				go func(done chan struct{}) {
+					defer close(done)
+					r.updatePending(ctx)
+				}(probe)
 			}
 			if s := r.stats.sum(); s != lastSum && r.opts.OnStats != nil {
 				lastSum = s

@@ -235,8 +235,8 @@ func renderBar(v view, width int) string {
 	if v.Stats.DocWriteFailures > 0 {
 		fmt.Fprintf(&tail, "  failed %s", thousands(v.Stats.DocWriteFailures))
 	}
-	if v.Stats.LagSec > 0 {
-		fmt.Fprintf(&tail, "  lag %s", shortDuration(time.Duration(v.Stats.LagSec)*time.Second))
+	if l := v.Stats.LagSec; l != nil && *l > 0 {
+		fmt.Fprintf(&tail, "  lag %s", shortDuration(time.Duration(*l)*time.Second))
 	}
 	if v.Known && v.ETA > 0 {
 		fmt.Fprintf(&tail, "  ETA %s", etaString(v.ETA))
@@ -302,7 +302,9 @@ func (l *logLines) Tick(now time.Time) {
 	if v.Pending != nil {
 		args = append(args, "changes_pending", *v.Pending)
 	}
-	args = append(args, "lag_sec", v.Stats.LagSec)
+	if v.Stats.LagSec != nil {
+		args = append(args, "lag_sec", *v.Stats.LagSec)
+	}
 	if v.Known && v.ETA > 0 {
 		args = append(args, "eta", shortDuration(v.ETA))
 	}

@@ -26,8 +26,9 @@ type Stats struct {
 	LastProgress int64 `json:"last_progress,omitempty"`
 	// LagSec is how long the replication has been behind its source:
 	// the age of the oldest change it knows of and has not written, 0
-	// when caught up (couchepi's).
-	LagSec int64 `json:"lag_sec"`
+	// when caught up, nil (null) while the source's position is unknown
+	// (couchepi's).
+	LagSec *int64 `json:"lag_sec"`
 	// DocWriteFailuresByReason counts doc_write_failures by kind of
 	// refusal (forbidden, too_large, …; couchepi's).
 	DocWriteFailuresByReason map[string]int64 `json:"doc_write_failures_by_reason,omitempty"`

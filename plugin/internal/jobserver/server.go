@@ -652,7 +652,7 @@ func (s *Server) LiveStats(node, pid string) (jobdata.Stats, bool) {
 }
 
 // Lags returns the lag (jobdata.Stats.LagSec) of every job this node
-// runs, as of the call.
+// runs whose lag is known, as of the call.
 func (s *Server) Lags() []int64 {
 	s.mu.Lock()
 	gets := make([]func() replicate.Stats, 0, len(s.byPID))
@@ -662,9 +662,11 @@ func (s *Server) Lags() []int64 {
 		}
 	}
 	s.mu.Unlock()
-	lags := make([]int64, len(gets))
-	for i, get := range gets {
-		lags[i] = get().LagSec
+	lags := make([]int64, 0, len(gets))
+	for _, get := range gets {
+		if l := get().LagSec; l != nil {
+			lags = append(lags, *l)
+		}
 	}
 	return lags
 }

@@ -36,6 +36,9 @@ func stats10(pending *int64, withSeqs bool) jobdata.Stats {
 	if withSeqs {
 		s.SourceSeq, s.ThroughSeq = json.RawMessage(seq9), json.RawMessage(seq9)
 	}
+	if pending != nil { // the source's position is known: caught up
+		s.LagSec = i64(0)
+	}
 	return s
 }
 

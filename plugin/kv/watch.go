@@ -11,6 +11,7 @@ type watchRegistry struct {
 	mu      sync.Mutex
 	closed  bool
 	watches map[string]map[*watch]struct{}
+	wg      sync.WaitGroup // the watches' goroutines, which close waits for
 }
 
 type watch struct {
@@ -40,8 +41,10 @@ func (r *watchRegistry) add(ctx context.Context, key []byte) (<-chan struct{}, e
 		r.watches[k] = set
 	}
 	set[w] = struct{}{}
+	r.wg.Add(1)
 	r.mu.Unlock()
 	go func() {
+		defer r.wg.Done()
 		select {
 		case <-ctx.Done():
 			r.remove(k, w)
@@ -109,10 +112,10 @@ func (r *watchRegistry) fire(ws *writeSet) {
 	}
 }
 
-// close fires all watches and refuses new ones.
+// close fires all watches, refuses new ones, and returns once their
+// goroutines have ended.
 func (r *watchRegistry) close() {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.closed = true
 	for k, set := range r.watches {
 		for w := range set {
@@ -120,4 +123,6 @@ func (r *watchRegistry) close() {
 		}
 		delete(r.watches, k)
 	}
+	r.mu.Unlock()
+	r.wg.Wait()
 }

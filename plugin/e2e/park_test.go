@@ -104,6 +104,9 @@ func TestE2EParkedShowsRunning(t *testing.T) {
 	if task == nil {
 		t.Fatalf("parked job not in _active_tasks: %v", tasks)
 	}
+	if pid, _ := task["pid"].(string); pid == "" { // Fauxton's Active Tasks page fails on a null pid
+		t.Errorf("_active_tasks entry of the parked job has no pid: %v", task)
+	}
 	if task["parked_since"] == nil || task["continuous"] != true || task["docs_written"] != float64(2) {
 		t.Errorf("_active_tasks entry of the parked job: %v", task)
 	}

@@ -97,6 +97,9 @@ func TestFauxtonReplication(t *testing.T) {
 	}
 	t.Cleanup(func() { logFile.Close() }) // after the server has stopped
 
+	if err := os.MkdirAll(filepath.Join(tmp, "data"), 0o755); err != nil { // holds the test's ini
+		t.Fatal(err)
+	}
 	srv := minicouchtest.Start(t, minicouchtest.Options{
 		Data: filepath.Join(tmp, "data"), Admin: admin + ":" + password,
 		Plugins: []string{replicator}, Fauxton: fauxtonDir, Args: []string{"--log-level", "info"},

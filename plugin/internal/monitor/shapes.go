@@ -6,6 +6,8 @@ package monitor
 
 import (
 	"encoding/json"
+	"fmt"
+	"hash/crc32"
 
 	"github.com/couchepi/couchepi/internal/jsonobj"
 	"github.com/couchepi/couchepi/plugin/internal/jobdata"
@@ -197,6 +199,17 @@ func addFailedDocs(o *jsonobj.Builder, rec *jobdata.Record) *jsonobj.Builder {
 	return o.Add("failed_docs", list)
 }
 
+// taskPID is the pid of a job's `_active_tasks` entry: its worker's, or,
+// for a job that has none (parked), a stable one of the same shape made
+// from its replication id. It is never null: CouchDB's entries always
+// have one, and Fauxton's Active Tasks page fails on a null pid.
+func taskPID(rec *jobdata.Record) string {
+	if rec.PID != "" {
+		return rec.PID
+	}
+	return fmt.Sprintf("<0.%d.1>", crc32.ChecksumIEEE([]byte(rec.RepID+"|"+rec.DBName+"|"+rec.DocID))%1000000)
+}
+
 // activeTask renders the `_active_tasks` entry of a running job (CouchDB
 // 3.x shape and key order), parked ones included, or nil when the job is
 // not running.
@@ -209,7 +222,7 @@ func activeTask(rec *jobdata.Record) json.RawMessage {
 	updated := max(rec.StatsUpdated, rec.LastStart)
 	var o jsonobj.Builder
 	o.Add("node", nullable(rec.Node)).
-		Add("pid", nullable(rec.PID)).
+		Add("pid", taskPID(rec)).
 		Add("process_status", "waiting").
 		Add("bulk_get_attempts", s.BulkGetAttempts).
 		Add("bulk_get_docs", s.BulkGetDocs).

@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/couchepi/couchepi/internal/repeatlog"
 	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/couchclient"
 	"github.com/hashicorp/go-hclog"
@@ -55,6 +56,8 @@ type run struct {
 	srcInfo, tgtInfo dbInfo
 
 	cpMu      sync.Mutex
+	cpLines   repeatlog.Failures // failed checkpoints' log lines (cpMu)
+	cpQuiet   int                // failed checkpoints since the last line (cpMu)
 	history   []json.RawMessage
 	existing  *Checkpoint
 	srcRev    string
@@ -111,6 +114,8 @@ func Run(ctx context.Context, rep *parse.Rep, opts Options) (*Result, error) {
 		missingDocRetry: missingDocRetry,
 	}
 	r.stats.bind(&r.group.totals)
+	r.src.UseLogger(opts.Logger) // its failures name the job
+	r.tgt.UseLogger(opts.Logger)
 	if opts.MissingDocRetry > 0 {
 		r.missingDocRetry = opts.MissingDocRetry
 	}
@@ -607,7 +612,11 @@ func (r *run) checkpoint(ctx context.Context) (err error) {
 		return nil
 	}
 	defer func() {
-		r.group.totals.tallyCheckpoint(err)
+		failed := r.checkpointFailed(ctx, err)
+		r.group.totals.tallyCheckpoint(err, failed)
+		if failed {
+			r.logCheckpointFailure(through, err)
+		}
 		if errors.Is(err, ErrSkipCheckpoint) {
 			err = nil
 		}

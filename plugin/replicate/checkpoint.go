@@ -345,10 +345,7 @@ func putCheckpoint(ctx context.Context, c *couchclient.Client, side, id, rev str
 // (ErrSkipCheckpoint).
 func (r *run) checkpointFailed(ctx context.Context, err error) bool {
 	switch {
-	case err == nil, ctx.Err() != nil, errors.Is(err, context.Canceled), errors.Is(err, ErrSkipCheckpoint),
-		errors.Is(err, couchclient.ErrFenced):
-		return false
-	case r.opts.Fence != nil && r.opts.Fence() != nil:
+	case err == nil, ctx.Err() != nil, errors.Is(err, context.Canceled), errors.Is(err, ErrSkipCheckpoint), r.fenced(err):
 		return false
 	}
 	return true

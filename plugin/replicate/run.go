@@ -593,6 +593,13 @@ func (r *run) updatePending(ctx context.Context) {
 	r.stats.setPending(v.Pending)
 }
 
+// fenced reports whether err is, or came while, the run's fence said no:
+// the job left this node, and what failed is no failure of the
+// replication (its next runner goes on).
+func (r *run) fenced(err error) bool {
+	return errors.Is(err, couchclient.ErrFenced) || r.opts.Fence != nil && r.opts.Fence() != nil
+}
+
 // detached returns a context that outlives the run's (for work that
 // must finish after a stop) but keeps its fence.
 func (r *run) detached() context.Context {

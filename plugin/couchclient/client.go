@@ -43,8 +43,9 @@ type Client struct {
 	hcs      atomic.Pointer[clientTransport]
 	auth     *session
 	log      hclog.Logger
-	turns    *hostTurns  // of the endpoint's server (Request.Turn)
-	budget   *hostBudget // of the endpoint's server (budget.go)
+	failures failureLines // failed responses, for their log lines
+	turns    *hostTurns   // of the endpoint's server (Request.Turn)
+	budget   *hostBudget  // of the endpoint's server (budget.go)
 	// restricted: the host policy applies to the endpoint's replication
 	// (parse.Options.LimitsHosts), with a policy set or not.
 	restricted bool
@@ -131,6 +132,11 @@ func (c *Client) URL() string { return c.ep.URL }
 
 // RedactedURL returns the endpoint URL as logs and errors show it.
 func (c *Client) RedactedURL() string { return c.redBase }
+
+// UseLogger makes l, with the endpoint, the logger of c's lines: the
+// logger of the job c serves, so that a failure c logs names it. Call it
+// before c is used.
+func (c *Client) UseLogger(l hclog.Logger) { c.log = l.With("endpoint", c.redBase) }
 
 // Request is one HTTP request relative to the endpoint URL.
 type Request struct {
@@ -236,7 +242,12 @@ func (c *Client) Do(ctx context.Context, r *Request) (*http.Response, error) {
 			c.pool.limiter.Failure(key)
 			continue
 		}
-		c.pool.stats.countResponse(err)
+		if c.pool.stats.countResponse(ctx, err) {
+			if logIt, unlogged := c.failures.add(time.Now()); logIt {
+				c.log.Warn("request got no response; counted in responses_failure_total (logged at most once a minute)",
+					"method", r.Method, "url", redURL, "error", err.Error(), "not_logged", unlogged)
+			}
+		}
 		if err == nil && r.Buffer && resp.StatusCode != http.StatusTooManyRequests {
 			err = c.pool.bufferBody(resp, r.Reuse)
 		}

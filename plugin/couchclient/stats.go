@@ -1,6 +1,10 @@
 package couchclient
 
-import "sync/atomic"
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+)
 
 // PoolStats counts what the replications sharing a Pool saw on the wire
 // since it was created (monotonic, for Prometheus counters).
@@ -8,7 +12,8 @@ type PoolStats struct {
 	// Requests is every HTTP request attempt sent (retries included).
 	Requests uint64
 	// ResponsesSuccess counts attempts that got a response (any status);
-	// ResponsesFailure those that did not (connection error, timeout).
+	// ResponsesFailure those that did not (connection error, timeout);
+	// an attempt its caller cancelled, or its fence kept back, is neither.
 	ResponsesSuccess, ResponsesFailure uint64
 	// TooManyRequests counts 429 responses.
 	TooManyRequests uint64
@@ -60,11 +65,18 @@ func (p *Pool) Stats() PoolStats {
 	}
 }
 
-// countResponse counts one attempt's outcome.
-func (s *poolStats) countResponse(err error) {
-	if err != nil {
-		s.responsesFailure.Add(1)
-	} else {
+// countResponse counts one attempt's outcome, and reports whether it
+// was a failed response. An attempt the caller's own context ended (a run
+// stopped, parked or rotated out closes its feeds and requests) or its
+// fence kept from being sent is neither: an operator alerts on failures.
+func (s *poolStats) countResponse(ctx context.Context, err error) bool {
+	switch {
+	case err == nil:
 		s.responsesSuccess.Add(1)
+	case ctx.Err() != nil, errors.Is(err, ErrFenced):
+	default:
+		s.responsesFailure.Add(1)
+		return true
 	}
+	return false
 }

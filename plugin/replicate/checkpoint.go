@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/couchclient"
@@ -334,6 +335,32 @@ func putCheckpoint(ctx context.Context, c *couchclient.Client, side, id, rev str
 		}
 		return "", refused(resp.StatusCode, checkpointFailure(side, reason))
 	}
+}
+
+// checkpointFailed reports whether err, what a checkpoint under ctx
+// ended with, is a failure to count in checkpoints_failure and log. A
+// checkpoint is not failed when the run's own stop cut it short (ctx
+// ended: a stop, a park, a rotation), when the job left this node (its
+// fence says no: the next runner checkpoints), or when it was left out
+// (ErrSkipCheckpoint).
+func (r *run) checkpointFailed(ctx context.Context, err error) bool {
+	switch {
+	case err == nil, ctx.Err() != nil, errors.Is(err, context.Canceled), errors.Is(err, ErrSkipCheckpoint), r.fenced(err):
+		return false
+	}
+	return true
+}
+
+// logCheckpointFailure logs a failed checkpoint of through, at most once
+// a minute per run (callers hold cpMu).
+func (r *run) logCheckpointFailure(through json.RawMessage, err error) {
+	if logIt, _, _ := r.cpLines.Fail(time.Now()); !logIt {
+		r.cpQuiet++
+		return
+	}
+	r.log.Warn("checkpoint failed; counted in checkpoints_failure_total (logged at most once a minute)",
+		"seq", string(through), "error", redactAll(err.Error()), "not_logged", r.cpQuiet)
+	r.cpQuiet = 0
 }
 
 func checkpointFailure(side, reason string) *Error {

@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/couchepi/couchepi/internal/repeatlog"
 	"github.com/couchepi/couchepi/parse"
 	"github.com/couchepi/couchepi/plugin/couchclient"
 	"github.com/hashicorp/go-hclog"
@@ -55,6 +56,8 @@ type run struct {
 	srcInfo, tgtInfo dbInfo
 
 	cpMu      sync.Mutex
+	cpLines   repeatlog.Failures // failed checkpoints' log lines (cpMu)
+	cpQuiet   int                // failed checkpoints since the last line (cpMu)
 	history   []json.RawMessage
 	existing  *Checkpoint
 	srcRev    string
@@ -114,6 +117,8 @@ func Run(ctx context.Context, rep *parse.Rep, opts Options) (*Result, error) {
 		missingDocRetry: missingDocRetry,
 	}
 	r.stats.bind(&r.group.totals)
+	r.src.UseLogger(opts.Logger) // its failures name the job
+	r.tgt.UseLogger(opts.Logger)
 	if opts.MissingDocRetry > 0 {
 		r.missingDocRetry = opts.MissingDocRetry
 	}
@@ -626,6 +631,13 @@ func (r *run) probePending(ctx context.Context, source json.RawMessage, timeout 
 	return v.Pending, true
 }
 
+// fenced reports whether err is, or came while, the run's fence said no:
+// the job left this node, and what failed is no failure of the
+// replication (its next runner goes on).
+func (r *run) fenced(err error) bool {
+	return errors.Is(err, couchclient.ErrFenced) || r.opts.Fence != nil && r.opts.Fence() != nil
+}
+
 // detached returns a context that outlives the run's (for work that
 // must finish after a stop) but keeps its fence.
 func (r *run) detached() context.Context {
@@ -645,7 +657,11 @@ func (r *run) checkpoint(ctx context.Context) (err error) {
 		return nil
 	}
 	defer func() {
-		r.group.totals.tallyCheckpoint(err)
+		failed := r.checkpointFailed(ctx, err)
+		r.group.totals.tallyCheckpoint(err, failed)
+		if failed {
+			r.logCheckpointFailure(through, err)
+		}
 		if errors.Is(err, ErrSkipCheckpoint) {
 			err = nil
 		}

@@ -1,10 +1,6 @@
 package replicate
 
-import (
-	"context"
-	"errors"
-	"sync/atomic"
-)
+import "sync/atomic"
 
 // Totals are the sums of the counters of a Group's runs (Group.Stats):
 // monotonic, so they can be exposed as Prometheus counters (a run's own
@@ -73,13 +69,12 @@ func (c *tallied) Add(n int64) int64 {
 }
 
 // tallyCheckpoint counts one checkpoint attempt that had something to
-// record; a run being stopped is not a failure.
-func (t *totals) tallyCheckpoint(err error) {
+// record: a success, or a failure when failed (see run.checkpointFailed).
+func (t *totals) tallyCheckpoint(err error, failed bool) {
 	switch {
 	case err == nil:
 		t.checkpointsSuccess.Add(1)
-	case errors.Is(err, context.Canceled), errors.Is(err, ErrSkipCheckpoint):
-	default:
+	case failed:
 		t.checkpointsFailure.Add(1)
 	}
 }

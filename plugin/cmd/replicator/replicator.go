@@ -510,6 +510,12 @@ func (p *replicator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// storeProbeTimeout bounds probeStore: more than an etcd failover takes
+// (a new leader within about 2 s of the old one's death; the store sends
+// each request again to the members left, kv/etcd's failover.go), so that
+// one dead member never turns a request into a 503 while quorum stands.
+const storeProbeTimeout = 5 * time.Second
+
 // probeStore checks, within a few seconds, that the job store answers, so
 // that a request does not wait on an unreachable etcd.
 func (p *replicator) probeStore(ctx context.Context) error {
@@ -519,7 +525,7 @@ func (p *replicator) probeStore(ctx context.Context) error {
 	if store == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, storeProbeTimeout)
 	defer cancel()
 	return store.View(ctx, func(tx kv.ReadTx) error {
 		_, err := tx.Get([]byte("probe"))

@@ -609,7 +609,7 @@ func (w *worker) runOptions(repID parse.RepID, cfg Config, p *progress, started,
 	return replicate.Options{
 		Woken:               w.woken,
 		OnResume:            func(h *replicate.Resume) { w.resume = h },
-		Logger:              s.log.Named("replicate").With("rep_id", repID.String()),
+		Logger:              s.log.Named("replicate").With("job", w.job.ID, "rep_id", repID.String()),
 		Pool:                s.opts.Pool,
 		Group:               s.opts.Group,
 		ServerUUID:          s.opts.ServerUUID,

@@ -43,7 +43,12 @@ func (s *Store) commit(ctx context.Context, t *tx) error {
 	marker := string(s.marker) + newMarkerID()
 	cmps, ops := t.commitPlan(marker, lease, base)
 	start := time.Now()
-	txn := s.cli.Txn(ctx).If(cmps...).Then(ops...)
+	// A commit that outlives its deadline (its member died, or lost its
+	// leader) is resolved like any other whose answer was lost, then
+	// retried: see failover.go.
+	cctx, cancel := context.WithTimeout(ctx, attemptTimeout(t.slow))
+	defer cancel()
+	txn := s.cli.Txn(cctx).If(cmps...).Then(ops...)
 	if t.stamp != nil {
 		// On a conflict, learn the counter for the retry.
 		txn = txn.Else(clientv3.OpGet(string(s.vsKey)))
@@ -71,6 +76,9 @@ func (s *Store) commit(ctx context.Context, t *tx) error {
 		return fmt.Errorf("kv/etcd: marker lease expired: %w", kv.ErrConflict)
 	case definite(err):
 		return fmt.Errorf("kv/etcd: commit refused: %w", err)
+	}
+	if cctx.Err() != nil && ctx.Err() == nil {
+		t.slow++
 	}
 	return s.resolve(marker, lease, start, err)
 }
@@ -120,11 +128,13 @@ func (s *Store) resolve(marker string, lease clientv3.LeaseID, start time.Time, 
 	ctx, cancel := context.WithDeadline(s.ctx, deadline)
 	defer cancel()
 	for attempt := 0; ; attempt++ {
-		resp, err := s.cli.Txn(ctx).
+		actx, acancel := context.WithTimeout(ctx, attemptTimeout(attempt))
+		resp, err := s.cli.Txn(actx).
 			If(clientv3.Compare(clientv3.Version(marker), "=", 0)).
 			Then(clientv3.OpPut(marker, "aborted", clientv3.WithLease(lease))).
 			Else(clientv3.OpGet(marker)).
 			Commit()
+		acancel()
 		if err == nil {
 			if resp.Succeeded {
 				return fmt.Errorf("kv/etcd: commit not applied (%v): %w", cause, kv.ErrConflict)

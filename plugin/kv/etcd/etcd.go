@@ -137,8 +137,15 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 			Password:    cfg.Password,
 			TLS:         tlsConf,
 			DialTimeout: cfg.DialTimeout,
-			Logger:      zap.NewNop(),
-			Context:     context.Background(),
+			// A member that goes silent without closing its connections
+			// (a partition, a paused VM) leaves the balancer's choices
+			// once a ping goes unanswered, instead of costing every
+			// request sent to it an attempt (failover.go). gRPC pings no
+			// more often than every 10 s.
+			DialKeepAliveTime:    10 * time.Second,
+			DialKeepAliveTimeout: 3 * time.Second,
+			Logger:               zap.NewNop(),
+			Context:              context.Background(),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("kv/etcd: connect %v: %w", cfg.Endpoints, err)
@@ -273,7 +280,7 @@ const maxStampRetries = 3
 // revision it was made at), and costs a commit instead of a transaction.
 func (s *Store) retry(ctx context.Context, attempt func(*tx) error) error {
 	var last *tx
-	stamp := 0
+	stamp, slow := 0, 0
 	for n := 0; ; n++ {
 		if s.closed() {
 			return kv.ErrClosed
@@ -282,11 +289,13 @@ func (s *Store) retry(ctx context.Context, attempt func(*tx) error) error {
 			return err
 		}
 		t := s.newTx(ctx)
+		t.slow = slow
 		if last != nil {
 			t.rev, t.seen = last.rev, last.seen
 			last = nil
 		}
 		err := attempt(t)
+		slow = t.slow
 		if errors.Is(err, errStampTaken) && stamp < maxStampRetries && n < maxRetries {
 			stamp++
 			last = t
@@ -319,7 +328,11 @@ func (s *Store) Watch(ctx context.Context, key []byte) (<-chan struct{}, error) 
 		return nil, kv.ErrClosed
 	}
 	k := string(s.dataPrefix) + string(key)
-	resp, err := s.cli.Get(ctx, k, clientv3.WithKeysOnly())
+	var resp *clientv3.GetResponse
+	err := s.send(ctx, func(ctx context.Context) (err error) {
+		resp, err = s.cli.Get(ctx, k, clientv3.WithKeysOnly())
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("kv/etcd: watch %q: %w", key, err)
 	}
@@ -351,7 +364,13 @@ func (s *Store) leaseID(ctx context.Context) (clientv3.LeaseID, error) {
 	if s.leaseOK && time.Since(s.leaseAt) < time.Duration(s.leaseTTL)*time.Second/2 {
 		return s.lease, nil
 	}
-	g, err := s.cli.Grant(ctx, s.leaseTTL)
+	// A lease granted twice (an attempt's answer lost) costs an unused
+	// lease that expires.
+	var g *clientv3.LeaseGrantResponse
+	err := s.send(ctx, func(ctx context.Context) (err error) {
+		g, err = s.cli.Grant(ctx, s.leaseTTL)
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("kv/etcd: grant lease: %w", err)
 	}

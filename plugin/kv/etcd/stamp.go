@@ -64,7 +64,11 @@ func (s *Store) stampBase(ctx context.Context) (uint64, error) {
 	if time.Since(time.Unix(0, s.stamps.at.Load())) < s.stampFresh {
 		return s.stamps.n.Load(), nil
 	}
-	resp, err := s.cli.Get(ctx, string(s.vsKey), clientv3.WithSerializable())
+	var resp *clientv3.GetResponse
+	err := s.send(ctx, func(ctx context.Context) (err error) {
+		resp, err = s.cli.Get(ctx, string(s.vsKey), clientv3.WithSerializable())
+		return err
+	})
 	if err != nil {
 		return 0, readErr(err)
 	}

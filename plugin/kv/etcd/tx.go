@@ -22,6 +22,9 @@ type tx struct {
 	s   *Store
 	ctx context.Context
 	rev int64 // read revision; 0 until the first read
+	// slow counts the runs before this one whose commit ran out of its
+	// deadline; the commit's deadline grows with it (attemptTimeout).
+	slow int
 
 	writes map[string]write // pending writes by user key
 	points map[string]int64 // user key -> ModRevision seen at rev (0: absent)
@@ -91,12 +94,14 @@ func (t *tx) get(key string) (*mvccpb.KeyValue, error) {
 func (t *tx) read(key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
 	var resp *clientv3.GetResponse
 	err := t.sendAtRev(func(extra ...clientv3.OpOption) (*etcdserverpb.ResponseHeader, error) {
-		r, err := t.s.cli.Get(t.ctx, key, append(opts[:len(opts):len(opts)], extra...)...)
+		err := t.s.send(t.ctx, func(ctx context.Context) (err error) {
+			resp, err = t.s.cli.Get(ctx, key, append(opts[:len(opts):len(opts)], extra...)...)
+			return err
+		})
 		if err != nil {
 			return nil, err
 		}
-		resp = r
-		return r.Header, nil
+		return resp.Header, nil
 	})
 	return resp, err
 }
@@ -506,12 +511,14 @@ func (t *tx) readMany(pagers []*pager) ([]*etcdserverpb.RangeResponse, error) {
 func (t *tx) readOps(ops func(extra ...clientv3.OpOption) []clientv3.Op) ([]*etcdserverpb.RangeResponse, error) {
 	var resp *clientv3.TxnResponse
 	err := t.sendAtRev(func(extra ...clientv3.OpOption) (*etcdserverpb.ResponseHeader, error) {
-		r, err := t.s.cli.Txn(t.ctx).Then(ops(extra...)...).Commit()
+		err := t.s.send(t.ctx, func(ctx context.Context) (err error) {
+			resp, err = t.s.cli.Txn(ctx).Then(ops(extra...)...).Commit()
+			return err
+		})
 		if err != nil {
 			return nil, err
 		}
-		resp = r
-		return r.Header, nil
+		return resp.Header, nil
 	})
 	if err != nil {
 		return nil, err

@@ -663,6 +663,10 @@ func (w *worker) record(ctx context.Context, rec *jobdata.Record, st jobdata.Sta
 	case err == nil:
 		*rec = next
 		return nil
+	case errors.Is(err, jobs.ErrHalt) && errors.Is(w.stopCause(), errRemoved):
+		// Stopping because its job was removed: beforeCheckpoint decides
+		// whether the final checkpoint may still be written (the job is
+		// gone for good) or not (abandoned, or added again since).
 	case errors.Is(err, jobs.ErrHalt):
 		s.log.Info("job no longer this worker's (removed, or taken over); stopping it without a final checkpoint", "job", w.job.ID)
 		w.abandon(errLockLost)

@@ -124,6 +124,10 @@ type Queue struct {
 
 	liveLeases atomic.Pointer[[]LeaseInfo] // as RunMonitors last saw them
 
+	// uptime is the clock that bounds lease validity besides opts.Now:
+	// one that counts suspended time (uptime_linux.go); tests replace it.
+	uptime func() time.Duration
+
 	mu        sync.Mutex
 	notifiers map[string]*notifier
 	// wg counts the queue's goroutines; Close waits for them. Add to it
@@ -159,6 +163,7 @@ func New(store kv.Store, opts Options) (*Queue, error) {
 		opts:      opts,
 		closed:    make(chan struct{}),
 		notifiers: make(map[string]*notifier),
+		uptime:    uptime,
 	}
 	q.ctx, q.cancel = context.WithCancel(context.Background())
 	return q, nil

@@ -24,7 +24,11 @@ import (
 // A lease has a TTL. Its holder renews it every LeaseOptions.Renew; a
 // renewal that commits proves the lease had not been expired when it
 // committed. The holder is valid (Lease.Valid) until TTL/2 after the start
-// of its last successful renewal, on its monotonic clock, and checks
+// of its last successful renewal, counted on the later of two clocks: its
+// monotonic clock and a clock that keeps counting while the machine is
+// suspended (CLOCK_BOOTTIME on Linux, see uptime), since the monotonic
+// clock stops during a suspend and a VM resumed after one would otherwise
+// believe its lease still had its remaining time. It checks
 // Valid before every write it makes for a job held under the lease. Any
 // process running RunMonitors watches every lease's heartbeat and expires
 // a lease whose heartbeat it has seen unchanged for a whole TTL of its own
@@ -111,10 +115,13 @@ type Lease struct {
 	ttl   time.Duration
 	renew time.Duration
 
-	// base anchors validity on the monotonic clock; until is the end of
-	// validity in nanoseconds since base.
-	base  time.Time
-	until atomic.Int64
+	// base anchors validity on the queue's clock, baseUp on the
+	// suspend-counting one (Queue.uptime); until and untilUp are the end
+	// of validity in nanoseconds since each: the lease is valid until the
+	// first of the two.
+	base           time.Time
+	baseUp         time.Duration
+	until, untilUp atomic.Int64
 
 	running, capacity atomic.Int64
 	count             int64 // renewals so far (the renewal goroutine's)
@@ -156,8 +163,7 @@ func (q *Queue) Grant(ctx context.Context, opts LeaseOptions) (*Lease, error) {
 		stopped: make(chan struct{}),
 	}
 	l.info = LeaseInfo{ID: l.id, Node: opts.Node, Host: opts.Host, PID: opts.PID, TTL: opts.TTL}
-	start := q.opts.Now()
-	l.base = start
+	l.base, l.baseUp = q.opts.Now(), q.uptime()
 	err := q.store.Update(ctx, func(t kv.Tx) error {
 		t.Set(q.l.lease(l.id), encodeLease(l.info, false))
 		t.Set(q.l.heartbeat(l.id), l.heartbeatValue(0))
@@ -167,6 +173,7 @@ func (q *Queue) Grant(ctx context.Context, opts LeaseOptions) (*Lease, error) {
 		return nil, err
 	}
 	l.until.Store(int64(l.ttl / 2))
+	l.untilUp.Store(int64(l.ttl / 2))
 	if opts.Replaces != nil {
 		if err := q.expireReplaced(ctx, l); err != nil {
 			q.log.Warn("could not expire the leases this one replaces; they expire after their TTL", "error", err)
@@ -207,7 +214,7 @@ func (l *Lease) Valid() error {
 		return ErrLeaseLost
 	default:
 	}
-	if l.q.opts.Now().Sub(l.base) >= time.Duration(l.until.Load()) {
+	if now, up := l.elapsed(); now >= time.Duration(l.until.Load()) || up >= time.Duration(l.untilUp.Load()) {
 		// Lost for good, even if a renewal in flight commits after this:
 		// whoever saw the lease invalid may have stopped half way, and a
 		// lease valid again would leave its jobs held with nobody on them.
@@ -215,6 +222,13 @@ func (l *Lease) Valid() error {
 		return ErrLeaseLost
 	}
 	return nil
+}
+
+// elapsed is the time since the lease was granted on the queue's clock
+// (monotonic unless a test sets Options.Now) and on the suspend-counting
+// clock, which also counts a pause of the whole machine.
+func (l *Lease) elapsed() (now, up time.Duration) {
+	return l.q.opts.Now().Sub(l.base), l.q.uptime() - l.baseUp
 }
 
 // Done is closed when the lease is lost or revoked.
@@ -298,7 +312,7 @@ func (l *Lease) renewOnce(ctx context.Context) error {
 		l.lose(err, "not renewed within half its TTL")
 		return err
 	}
-	start := l.q.opts.Now()
+	start, startUp := l.elapsed()
 	next := l.count + 1
 	var halted []HaltedJob
 	rctx, cancel := context.WithTimeout(ctx, l.ttl/4)
@@ -348,8 +362,11 @@ func (l *Lease) renewOnce(ctx context.Context) error {
 	if err := l.Valid(); err != nil {
 		return err // the deadline passed while the renewal was in flight
 	}
-	if until := int64(start.Sub(l.base) + l.ttl/2); until > l.until.Load() {
+	if until := int64(start + l.ttl/2); until > l.until.Load() {
 		l.until.Store(until)
+	}
+	if until := int64(startUp + l.ttl/2); until > l.untilUp.Load() {
+		l.untilUp.Store(until)
 	}
 	if l.opts.Halted != nil {
 		for _, h := range halted {

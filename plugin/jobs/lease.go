@@ -125,6 +125,9 @@ type Lease struct {
 
 	running, capacity atomic.Int64
 	count             int64 // renewals so far (the renewal goroutine's)
+	// published is the load the store's heartbeat holds (the renewal
+	// goroutine's): an Exclusive queue writes a renewal only to change it.
+	published [2]int64
 
 	lost     chan struct{}
 	lostOnce sync.Once
@@ -174,6 +177,7 @@ func (q *Queue) Grant(ctx context.Context, opts LeaseOptions) (*Lease, error) {
 	}
 	l.until.Store(int64(l.ttl / 2))
 	l.untilUp.Store(int64(l.ttl / 2))
+	q.own.Store(l.id, l)
 	if opts.Replaces != nil {
 		if err := q.expireReplaced(ctx, l); err != nil {
 			q.log.Warn("could not expire the leases this one replaces; they expire after their TTL", "error", err)
@@ -264,6 +268,7 @@ func (l *Lease) Revoke(ctx context.Context) error {
 // lose marks the lease lost, once.
 func (l *Lease) lose(err error, why string) {
 	l.lostOnce.Do(func() {
+		l.q.own.Delete(l.id)
 		l.lostErr.Store(&err)
 		close(l.lost)
 		if why != "revoked" {
@@ -317,6 +322,28 @@ func (l *Lease) renewOnce(ctx context.Context) error {
 	var halted []HaltedJob
 	rctx, cancel := context.WithTimeout(ctx, l.ttl/4)
 	defer cancel()
+	load := [2]int64{l.running.Load(), l.capacity.Load()}
+	if l.q.opts.Exclusive && load == l.published {
+		// No other process watches the heartbeat: a renewal only has
+		// to find the lease still there and nothing halted, a read.
+		quiet := false
+		err := l.q.store.View(rctx, func(t kv.ReadTx) error {
+			quiet = false
+			v, err := t.Get(l.q.l.lease(l.id))
+			if err != nil {
+				return err
+			}
+			if _, expired, err := decodeLease(l.id, v); v == nil || err != nil || expired {
+				return errLeaseGone
+			}
+			k, err := firstKey(t.Range, l.q.l.halted(l.id))
+			quiet = k == nil
+			return err
+		})
+		if err == nil && quiet {
+			return l.renewed(start, startUp, next, nil)
+		}
+	}
 	err := l.q.store.Update(rctx, func(t kv.Tx) error {
 		halted = halted[:0]
 		v, err := t.Get(l.q.l.lease(l.id))
@@ -344,7 +371,7 @@ func (l *Lease) renewOnce(ctx context.Context) error {
 		if last != nil {
 			t.ClearRange(begin, append(last, 0))
 		}
-		t.Set(l.q.l.heartbeat(l.id), l.heartbeatValue(next))
+		t.Set(l.q.l.heartbeat(l.id), pack(nil, next, load[0], load[1]))
 		return nil
 	})
 	if errors.Is(err, errLeaseGone) {
@@ -358,7 +385,14 @@ func (l *Lease) renewOnce(ctx context.Context) error {
 		}
 		return err
 	}
-	l.count = next
+	l.published = load
+	return l.renewed(start, startUp, next, halted)
+}
+
+// renewed records a renewal that started at start (startUp on the
+// suspend-counting clock) and hands its halted jobs on.
+func (l *Lease) renewed(start, startUp time.Duration, count int64, halted []HaltedJob) error {
+	l.count = count
 	if err := l.Valid(); err != nil {
 		return err // the deadline passed while the renewal was in flight
 	}
@@ -548,6 +582,13 @@ func (q *Queue) watchLeases(ctx context.Context, seen map[string]*leaseSeen) err
 			continue
 		}
 		s := seen[id]
+		if _, mine := q.own.Load(id); mine && q.opts.Exclusive {
+			// Renewed in memory (Options.Exclusive), not in the store:
+			// alive while this queue holds it.
+			delete(seen, id)
+			live = append(live, r.info)
+			continue
+		}
 		if s == nil || !bytes.Equal(s.heartbeat, r.heartbeat) {
 			seen[id] = &leaseSeen{heartbeat: r.heartbeat, since: now}
 		} else if now.Sub(s.since) >= r.info.TTL {

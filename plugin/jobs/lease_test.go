@@ -193,9 +193,15 @@ func TestLeaseRenewalRacesExpiry(t *testing.T) {
 }
 
 func TestLeaseHaltsRemovedJobs(t *testing.T) {
+	for _, exclusive := range []bool{false, true} {
+		t.Run(fmt.Sprintf("exclusive=%v", exclusive), func(t *testing.T) { testLeaseHaltsRemovedJobs(t, exclusive) })
+	}
+}
+
+func testLeaseHaltsRemovedJobs(t *testing.T, exclusive bool) {
 	backends(t, func(t *testing.T, s kv.Store) {
 		clock := newTestClock()
-		q := newQueue(t, s, Options{Now: clock.Now})
+		q := newQueue(t, s, Options{Now: clock.Now, Exclusive: exclusive})
 		var mu sync.Mutex
 		var halted []string
 		var last HaltedJob

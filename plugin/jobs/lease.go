@@ -55,6 +55,11 @@ var (
 	// errLeaseGone is the renewal's view of ErrLeaseLost: the lease's
 	// identity is gone or marked expired in the store.
 	errLeaseGone = errors.New("jobs: lease expired in the store")
+	// ErrNodeInUse: Grant found the node name held by a lease that another
+	// live process renews; two processes must not run as one node.
+	ErrNodeInUse = errors.New("jobs: node name in use by another live process")
+	// errNodeHeld ends a grant transaction that found its node name held.
+	errNodeHeld = errors.New("jobs: node name held")
 )
 
 // LeaseOptions configure a lease.
@@ -139,6 +144,15 @@ type Lease struct {
 
 // Grant creates a lease and starts renewing it until it is lost or
 // revoked. Leases that opts.Replaces names are expired first.
+//
+// Node names are unique among live leases: when a live lease already
+// holds opts.Node, Grant expires it at once if opts.Replaces names it
+// (or it is this queue's own lost lease), else watches its heartbeat for
+// up to its TTL: a renewal meanwhile means another live process holds the
+// name, and Grant fails with ErrNodeInUse; none means its holder is dead,
+// and Grant expires it (as any lease watcher would) and takes the name.
+// So it never expires a lease that is still renewed, and may wait up to
+// that lease's TTL.
 func (q *Queue) Grant(ctx context.Context, opts LeaseOptions) (*Lease, error) {
 	if q.isClosed() {
 		return nil, ErrClosed
@@ -166,14 +180,37 @@ func (q *Queue) Grant(ctx context.Context, opts LeaseOptions) (*Lease, error) {
 		stopped: make(chan struct{}),
 	}
 	l.info = LeaseInfo{ID: l.id, Node: opts.Node, Host: opts.Host, PID: opts.PID, TTL: opts.TTL}
-	l.base, l.baseUp = q.opts.Now(), q.uptime()
-	err := q.store.Update(ctx, func(t kv.Tx) error {
-		t.Set(q.l.lease(l.id), encodeLease(l.info, false))
-		t.Set(q.l.heartbeat(l.id), l.heartbeatValue(0))
-		return nil
-	})
-	if err != nil {
-		return nil, err
+	for {
+		l.base, l.baseUp = q.opts.Now(), q.uptime()
+		var holder LeaseInfo
+		err := q.store.Update(ctx, func(t kv.Tx) error {
+			holder = LeaseInfo{}
+			if opts.Node != "" {
+				// Read in the transaction: two processes granting under
+				// one name at once conflict, and one sees the other.
+				h, err := q.nodeHolder(t, opts.Node)
+				if err != nil {
+					return err
+				}
+				if h != nil {
+					holder = *h
+					return errNodeHeld
+				}
+			}
+			t.Set(q.l.lease(l.id), encodeLease(l.info, false))
+			t.Set(q.l.heartbeat(l.id), l.heartbeatValue(0))
+			return nil
+		})
+		if errors.Is(err, errNodeHeld) {
+			if err := q.freeNode(ctx, l, holder); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		break
 	}
 	l.until.Store(int64(l.ttl / 2))
 	l.untilUp.Store(int64(l.ttl / 2))
@@ -262,13 +299,15 @@ func (l *Lease) Revoke(ctx context.Context) error {
 	l.stop()
 	<-l.stopped
 	_, err := l.q.expireLease(ctx, l.id, nil, "revoked by its holder")
+	if err == nil {
+		l.q.own.Delete(l.id)
+	}
 	return err
 }
 
 // lose marks the lease lost, once.
 func (l *Lease) lose(err error, why string) {
 	l.lostOnce.Do(func() {
-		l.q.own.Delete(l.id)
 		l.lostErr.Store(&err)
 		close(l.lost)
 		if why != "revoked" {
@@ -573,6 +612,12 @@ func (q *Queue) watchLeases(ctx context.Context, seen map[string]*leaseSeen) err
 			delete(seen, id)
 		}
 	}
+	q.own.Range(func(id, _ any) bool {
+		if rows[id.(string)] == nil {
+			q.own.Delete(id) // expired and gone
+		}
+		return true
+	})
 	var firstErr error
 	for id, r := range rows {
 		if r.expired {
@@ -582,7 +627,7 @@ func (q *Queue) watchLeases(ctx context.Context, seen map[string]*leaseSeen) err
 			continue
 		}
 		s := seen[id]
-		if _, mine := q.own.Load(id); mine && q.opts.Exclusive {
+		if l, mine := q.own.Load(id); mine && q.opts.Exclusive && l.(*Lease).Err() == nil {
 			// Renewed in memory (Options.Exclusive), not in the store:
 			// alive while this queue holds it.
 			delete(seen, id)

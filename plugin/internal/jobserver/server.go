@@ -213,6 +213,15 @@ func (s *Server) Start(ctx context.Context, reclaim bool) error {
 	} else if n > 0 {
 		s.log.Info("indexed pending jobs by fair-share key", "jobs", n)
 	}
+	// The first lease is granted now: a node whose name another live
+	// process holds refuses to start. Other failures are retried.
+	first, err := s.grantOnce(ctx)
+	if errors.Is(err, jobs.ErrNodeInUse) {
+		return err
+	}
+	if err != nil {
+		s.log.Warn("could not take a lease on the job queue; retrying", "error", err)
+	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.lastCycle = s.now()
 	s.wg.Add(2)
@@ -222,7 +231,7 @@ func (s *Server) Start(ctx context.Context, reclaim bool) error {
 	}()
 	go func() {
 		defer s.wg.Done()
-		s.holdLease()
+		s.holdLease(first)
 	}()
 	s.spawnAcceptors(0)
 	return nil

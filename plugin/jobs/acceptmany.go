@@ -308,3 +308,33 @@ func (tx *Tx) adopt(scan scanFunc, typ string, max int, l *Lease) ([]*Job, error
 	}
 	return got, nil
 }
+
+// Adopt takes, in one transaction and as they stand, up to max (at most
+// MaxAcceptBatch) running jobs of typ held under expired leases (a dead
+// node's), under l; none when there are none. Unlike the pending jobs
+// AcceptMany takes, these were running: no fair-share pick is due, they
+// only move on to a live runner.
+func (q *Queue) Adopt(ctx context.Context, typ string, max int, l *Lease) ([]*Job, error) {
+	max = min(max, MaxAcceptBatch)
+	if max <= 0 {
+		return nil, nil
+	}
+	var got []*Job
+	err := q.Transact(ctx, func(tx *Tx) error {
+		got = nil
+		if l.Valid() != nil {
+			return ErrLeaseLost
+		}
+		if err := tx.leaseAlive(l); err != nil {
+			return ErrLeaseLost
+		}
+		scan := tx.t.Range
+		if snap, ok := tx.t.(kv.SnapshotTx); ok {
+			scan = snap.SnapshotRange
+		}
+		var err error
+		got, err = tx.adopt(scan, typ, max, l)
+		return err
+	})
+	return got, err
+}

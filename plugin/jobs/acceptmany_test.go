@@ -134,3 +134,35 @@ func TestAcceptManyLostLease(t *testing.T) {
 		wantState(t, q, "a", Pending)
 	})
 }
+
+// TestAdopt: Adopt takes the jobs of expired leases only, as they stand,
+// and leaves pending jobs and live leases' jobs alone.
+func TestAdopt(t *testing.T) {
+	backends(t, func(t *testing.T, s kv.Store) {
+		ctx := context.Background()
+		clock := newTestClock()
+		q := newQueue(t, s, Options{Now: clock.Now})
+		dead := grantManual(t, q, LeaseOptions{Node: "dead"})
+		other := grantManual(t, q, LeaseOptions{Node: "other"})
+		for i := 0; i < 3; i++ {
+			mustAdd(t, q, benchID(i), "D", time.Time{})
+			acceptUnder(t, q, dead)
+		}
+		mustAdd(t, q, "o", "O", time.Time{})
+		oj := acceptUnder(t, q, other)
+		mustAdd(t, q, "p", "P", time.Time{})
+		l := grantManual(t, q, LeaseOptions{Node: "live"})
+		if got, err := q.Adopt(ctx, typ, 10, l); err != nil || len(got) != 0 {
+			t.Fatalf("adopted %d (%v) while no lease expired", len(got), err)
+		}
+		markExpired(t, q, dead)
+		got, err := q.Adopt(ctx, typ, 10, l)
+		if err != nil || len(got) != 3 {
+			t.Fatalf("adopted %d (%v), want 3", len(got), err)
+		}
+		wantState(t, q, "p", Pending)
+		if err := q.Update(ctx, oj, nil); err != nil {
+			t.Fatalf("a live lease's job: %v", err)
+		}
+	})
+}

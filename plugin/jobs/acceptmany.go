@@ -201,8 +201,11 @@ func (tx *Tx) acceptMany(typ string, maxS int64, max int, l *Lease) ([]*Job, int
 }
 
 // startUnder marks job typ/id (row r, not running under another live
-// lease) running under l with a new lock, and returns it.
+// lease) running under l with a new lock, and returns it. A job that was
+// running already (adopted) logs no event: its state does not change,
+// and a commit that takes no versionstamp does not compete for one.
 func (tx *Tx) startUnder(l *Lease, typ, id string, r *row) (*Job, error) {
+	wasRunning := r.state == rowRunning
 	data, err := tx.q.readData(tx.t, typ, id, r)
 	if err != nil {
 		return nil, err
@@ -212,7 +215,9 @@ func (tx *Tx) startUnder(l *Lease, typ, id string, r *row) (*Job, error) {
 	r.lock = newLock()
 	r.seq = kv.Versionstamp{}
 	tx.hold(l, typ, id)
-	tx.logEvent(typ, id, Running)
+	if !wasRunning {
+		tx.logEvent(typ, id, Running)
+	}
 	tx.writeRow(typ, id, r)
 	return &Job{Type: typ, ID: id, Data: data, lock: r.lock, lease: l}, nil
 }

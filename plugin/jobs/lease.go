@@ -23,9 +23,9 @@ import (
 //
 // A lease has a TTL. Its holder renews it every LeaseOptions.Renew; a
 // renewal that commits proves the lease had not been expired when it
-// committed. The holder is valid (Lease.Valid) until TTL/2 after the start
-// of its last successful renewal, counted on the later of two clocks: its
-// monotonic clock and a clock that keeps counting while the machine is
+// committed. The holder is valid (Lease.Valid) until TTL/2 has passed
+// since the start of its last successful renewal on either of two clocks:
+// its monotonic clock, and one that keeps counting while the machine is
 // suspended (CLOCK_BOOTTIME on Linux, see uptime), since the monotonic
 // clock stops during a suspend and a VM resumed after one would otherwise
 // believe its lease still had its remaining time. It checks

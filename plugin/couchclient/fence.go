@@ -12,7 +12,10 @@ var ErrFenced = errors.New("request not sent: this node no longer holds the job"
 
 // A Fence reports whether requests may still be sent: nil while they may.
 // It must be cheap (it runs before every request and every read of a
-// request body) and safe for concurrent use.
+// request body) and safe for concurrent use. A fence based on a lease must
+// count the time the machine was suspended (jobs.Lease.Valid does): the
+// monotonic clock stops then. It cannot recall what the transport already
+// handed to the kernel (see docs/cluster.md).
 type Fence func() error
 
 type fenceKey struct{}

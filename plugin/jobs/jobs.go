@@ -101,6 +101,13 @@ type Options struct {
 	// one are still accepted (after the tagged ones) and RebuildTagIndex
 	// indexes them.
 	Tag func(typ, id string, data []byte) string
+	// Exclusive says this Queue is the only user of the store (a bolt
+	// file, which one process holds locked): no other process can expire
+	// its leases or run its monitors, so leases are renewed in memory and
+	// the activity monitor takes no lease, and a queue at rest writes
+	// nothing. Leases left in the store by an earlier process still expire
+	// after their TTL.
+	Exclusive bool
 	// Now is the queue's clock (due times, leases, log retention); nil
 	// means time.Now. Tests move it instead of sleeping.
 	Now func() time.Time
@@ -123,6 +130,13 @@ type Queue struct {
 	picks   pickCache   // window picks of big tagged types not taken yet
 
 	liveLeases atomic.Pointer[[]LeaseInfo] // as RunMonitors last saw them
+	// own holds the leases this queue granted and still renews, by id:
+	// with Options.Exclusive, their renewals are not written.
+	own sync.Map
+
+	// uptime is the clock that bounds lease validity besides opts.Now:
+	// one that counts suspended time (uptime_linux.go); tests replace it.
+	uptime func() time.Duration
 
 	mu        sync.Mutex
 	notifiers map[string]*notifier
@@ -159,6 +173,7 @@ func New(store kv.Store, opts Options) (*Queue, error) {
 		opts:      opts,
 		closed:    make(chan struct{}),
 		notifiers: make(map[string]*notifier),
+		uptime:    uptime,
 	}
 	q.ctx, q.cancel = context.WithCancel(context.Background())
 	return q, nil

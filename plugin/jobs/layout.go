@@ -11,7 +11,7 @@ import (
 //
 //	P,1,Type,JobID        job row: state, resubmit, stime, lock, seq, data length, first data chunk
 //	P,2,Type,STime,JobID  tag entry or ''         pending queue ordered by stime (ms since epoch); value: packed tag when indexed by tag
-//	P,3,Type              int64 LE counter        bumped on every enqueue; watched by acceptors
+//	P,3,Type              8 random bytes          rewritten on every enqueue (once an int64 LE counter); watched by acceptors
 //	P,4,Type              versionstamp            set by every transaction touching the type; watched by notifiers
 //	P,5,Type              int64 timeout (ms)      activity timeout; its presence means the type exists
 //	P,6,Type,VS,JobID     ''                      activity index of running jobs (VS = last update)

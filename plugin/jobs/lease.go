@@ -23,8 +23,12 @@ import (
 //
 // A lease has a TTL. Its holder renews it every LeaseOptions.Renew; a
 // renewal that commits proves the lease had not been expired when it
-// committed. The holder is valid (Lease.Valid) until TTL/2 after the start
-// of its last successful renewal, on its monotonic clock, and checks
+// committed. The holder is valid (Lease.Valid) until TTL/2 has passed
+// since the start of its last successful renewal on either of two clocks:
+// its monotonic clock, and one that keeps counting while the machine is
+// suspended (CLOCK_BOOTTIME on Linux, see uptime), since the monotonic
+// clock stops during a suspend and a VM resumed after one would otherwise
+// believe its lease still had its remaining time. It checks
 // Valid before every write it makes for a job held under the lease. Any
 // process running RunMonitors watches every lease's heartbeat and expires
 // a lease whose heartbeat it has seen unchanged for a whole TTL of its own
@@ -51,6 +55,11 @@ var (
 	// errLeaseGone is the renewal's view of ErrLeaseLost: the lease's
 	// identity is gone or marked expired in the store.
 	errLeaseGone = errors.New("jobs: lease expired in the store")
+	// ErrNodeInUse: Grant found the node name held by a lease that another
+	// live process renews; two processes must not run as one node.
+	ErrNodeInUse = errors.New("jobs: node name in use by another live process")
+	// errNodeHeld ends a grant transaction that found its node name held.
+	errNodeHeld = errors.New("jobs: node name held")
 )
 
 // LeaseOptions configure a lease.
@@ -111,13 +120,19 @@ type Lease struct {
 	ttl   time.Duration
 	renew time.Duration
 
-	// base anchors validity on the monotonic clock; until is the end of
-	// validity in nanoseconds since base.
-	base  time.Time
-	until atomic.Int64
+	// base anchors validity on the queue's clock, baseUp on the
+	// suspend-counting one (Queue.uptime); until and untilUp are the end
+	// of validity in nanoseconds since each: the lease is valid until the
+	// first of the two.
+	base           time.Time
+	baseUp         time.Duration
+	until, untilUp atomic.Int64
 
 	running, capacity atomic.Int64
 	count             int64 // renewals so far (the renewal goroutine's)
+	// published is the load the store's heartbeat holds (the renewal
+	// goroutine's): an Exclusive queue writes a renewal only to change it.
+	published [2]int64
 
 	lost     chan struct{}
 	lostOnce sync.Once
@@ -131,6 +146,15 @@ type Lease struct {
 
 // Grant creates a lease and starts renewing it until it is lost or
 // revoked. Leases that opts.Replaces names are expired first.
+//
+// Node names are unique among live leases: when a live lease already
+// holds opts.Node, Grant expires it at once if opts.Replaces names it
+// (or it is this queue's own lost lease), else watches its heartbeat for
+// up to its TTL: a renewal meanwhile means another live process holds the
+// name, and Grant fails with ErrNodeInUse; none means its holder is dead,
+// and Grant expires it (as any lease watcher would) and takes the name.
+// So it never expires a lease that is still renewed, and may wait up to
+// that lease's TTL.
 func (q *Queue) Grant(ctx context.Context, opts LeaseOptions) (*Lease, error) {
 	if q.isClosed() {
 		return nil, ErrClosed
@@ -158,17 +182,41 @@ func (q *Queue) Grant(ctx context.Context, opts LeaseOptions) (*Lease, error) {
 		stopped: make(chan struct{}),
 	}
 	l.info = LeaseInfo{ID: l.id, Node: opts.Node, Host: opts.Host, PID: opts.PID, TTL: opts.TTL}
-	start := q.opts.Now()
-	l.base = start
-	err := q.store.Update(ctx, func(t kv.Tx) error {
-		t.Set(q.l.lease(l.id), encodeLease(l.info, false))
-		t.Set(q.l.heartbeat(l.id), l.heartbeatValue(0))
-		return nil
-	})
-	if err != nil {
-		return nil, err
+	for {
+		l.base, l.baseUp = q.opts.Now(), q.uptime()
+		var holder LeaseInfo
+		err := q.store.Update(ctx, func(t kv.Tx) error {
+			holder = LeaseInfo{}
+			if opts.Node != "" {
+				// Read in the transaction: two processes granting under
+				// one name at once conflict, and one sees the other.
+				h, err := q.nodeHolder(t, opts.Node)
+				if err != nil {
+					return err
+				}
+				if h != nil {
+					holder = *h
+					return errNodeHeld
+				}
+			}
+			t.Set(q.l.lease(l.id), encodeLease(l.info, false))
+			t.Set(q.l.heartbeat(l.id), l.heartbeatValue(0))
+			return nil
+		})
+		if errors.Is(err, errNodeHeld) {
+			if err := q.freeNode(ctx, l, holder); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		break
 	}
 	l.until.Store(int64(l.ttl / 2))
+	l.untilUp.Store(int64(l.ttl / 2))
+	q.own.Store(l.id, l)
 	if opts.Replaces != nil {
 		if err := q.expireReplaced(ctx, l); err != nil {
 			q.log.Warn("could not expire the leases this one replaces; they expire after their TTL", "error", err)
@@ -209,7 +257,7 @@ func (l *Lease) Valid() error {
 		return ErrLeaseLost
 	default:
 	}
-	if l.q.opts.Now().Sub(l.base) >= time.Duration(l.until.Load()) {
+	if now, up := l.elapsed(); now >= time.Duration(l.until.Load()) || up >= time.Duration(l.untilUp.Load()) {
 		// Lost for good, even if a renewal in flight commits after this:
 		// whoever saw the lease invalid may have stopped half way, and a
 		// lease valid again would leave its jobs held with nobody on them.
@@ -217,6 +265,13 @@ func (l *Lease) Valid() error {
 		return ErrLeaseLost
 	}
 	return nil
+}
+
+// elapsed is the time since the lease was granted on the queue's clock
+// (monotonic unless a test sets Options.Now) and on the suspend-counting
+// clock, which also counts a pause of the whole machine.
+func (l *Lease) elapsed() (now, up time.Duration) {
+	return l.q.opts.Now().Sub(l.base), l.q.uptime() - l.baseUp
 }
 
 // Done is closed when the lease is lost or revoked.
@@ -246,6 +301,9 @@ func (l *Lease) Revoke(ctx context.Context) error {
 	l.stop()
 	<-l.stopped
 	_, err := l.q.expireLease(ctx, l.id, nil, "revoked by its holder")
+	if err == nil {
+		l.q.own.Delete(l.id)
+	}
 	return err
 }
 
@@ -331,13 +389,34 @@ func (l *Lease) renewOnce(ctx context.Context) error {
 		l.lose(err, "not renewed within half its TTL")
 		return err
 	}
-	start := l.q.opts.Now()
+	start, startUp := l.elapsed()
 	next := l.count + 1
-	var halted []HaltedJob
+	halted := false // jobs were taken from the lease: takeHalts reads them
 	rctx, cancel := context.WithTimeout(ctx, l.ttl/4)
 	defer cancel()
+	load := [2]int64{l.running.Load(), l.capacity.Load()}
+	if l.q.opts.Exclusive && load == l.published {
+		// No other process watches the heartbeat: a renewal only has
+		// to find the lease still there and nothing halted, a read.
+		quiet := false
+		err := l.q.store.View(rctx, func(t kv.ReadTx) error {
+			quiet = false
+			v, err := t.Get(l.q.l.lease(l.id))
+			if err != nil {
+				return err
+			}
+			if _, expired, err := decodeLease(l.id, v); v == nil || err != nil || expired {
+				return errLeaseGone
+			}
+			k, err := firstKey(t.Range, l.q.l.halted(l.id))
+			quiet = k == nil
+			return err
+		})
+		if err == nil && quiet {
+			return l.renewed(ctx, start, startUp, next, false)
+		}
+	}
 	err := l.q.store.Update(rctx, func(t kv.Tx) error {
-		halted = halted[:0]
 		v, err := t.Get(l.q.l.lease(l.id))
 		if err != nil {
 			return err
@@ -345,20 +424,12 @@ func (l *Lease) renewOnce(ctx context.Context) error {
 		if _, expired, err := decodeLease(l.id, v); v == nil || err != nil || expired {
 			return errLeaseGone
 		}
-		begin := l.q.l.halted(l.id)
-		err = t.Range(begin, kv.PrefixEnd(begin), kv.RangeOptions{Limit: haltedBatch}, func(k, v []byte) error {
-			var h HaltedJob
-			if err := decodeKey(begin, k, &h.Type, &h.ID); err != nil || len(v) != 16 {
-				return errBadKey
-			}
-			copy(h.lock[:], v)
-			halted = append(halted, h)
-			return nil
-		})
+		k, err := firstKey(t.Range, l.q.l.halted(l.id))
 		if err != nil {
 			return err
 		}
-		t.Set(l.q.l.heartbeat(l.id), l.heartbeatValue(next))
+		halted = k != nil
+		t.Set(l.q.l.heartbeat(l.id), pack(nil, next, load[0], load[1]))
 		return nil
 	})
 	if errors.Is(err, errLeaseGone) {
@@ -372,14 +443,25 @@ func (l *Lease) renewOnce(ctx context.Context) error {
 		}
 		return err
 	}
-	l.count = next
+	l.published = load
+	return l.renewed(ctx, start, startUp, next, halted)
+}
+
+// renewed records a renewal that started at start (startUp on the
+// suspend-counting clock) and, when it saw jobs taken from the lease,
+// hands them on (takeHalts).
+func (l *Lease) renewed(ctx context.Context, start, startUp time.Duration, count int64, halted bool) error {
+	l.count = count
 	if err := l.Valid(); err != nil {
 		return err // the deadline passed while the renewal was in flight
 	}
-	if until := int64(start.Sub(l.base) + l.ttl/2); until > l.until.Load() {
+	if until := int64(start + l.ttl/2); until > l.until.Load() {
 		l.until.Store(until)
 	}
-	if len(halted) == 0 {
+	if until := int64(startUp + l.ttl/2); until > l.untilUp.Load() {
+		l.untilUp.Store(until)
+	}
+	if !halted {
 		return nil
 	}
 	return l.takeHalts(ctx)
@@ -594,6 +676,12 @@ func (q *Queue) watchLeases(ctx context.Context, seen map[string]*leaseSeen) err
 			delete(seen, id)
 		}
 	}
+	q.own.Range(func(id, _ any) bool {
+		if rows[id.(string)] == nil {
+			q.own.Delete(id) // expired and gone
+		}
+		return true
+	})
 	var firstErr error
 	for id, r := range rows {
 		if r.expired {
@@ -603,6 +691,13 @@ func (q *Queue) watchLeases(ctx context.Context, seen map[string]*leaseSeen) err
 			continue
 		}
 		s := seen[id]
+		if l, mine := q.own.Load(id); mine && q.opts.Exclusive && l.(*Lease).Err() == nil {
+			// Renewed in memory (Options.Exclusive), not in the store:
+			// alive while this queue holds it.
+			delete(seen, id)
+			live = append(live, r.info)
+			continue
+		}
 		if s == nil || !bytes.Equal(s.heartbeat, r.heartbeat) {
 			seen[id] = &leaseSeen{heartbeat: r.heartbeat, since: now}
 		} else if now.Sub(s.since) >= r.info.TTL {

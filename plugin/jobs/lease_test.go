@@ -193,9 +193,15 @@ func TestLeaseRenewalRacesExpiry(t *testing.T) {
 }
 
 func TestLeaseHaltsRemovedJobs(t *testing.T) {
+	for _, exclusive := range []bool{false, true} {
+		t.Run(fmt.Sprintf("exclusive=%v", exclusive), func(t *testing.T) { testLeaseHaltsRemovedJobs(t, exclusive) })
+	}
+}
+
+func testLeaseHaltsRemovedJobs(t *testing.T, exclusive bool) {
 	backends(t, func(t *testing.T, s kv.Store) {
 		clock := newTestClock()
-		q := newQueue(t, s, Options{Now: clock.Now})
+		q := newQueue(t, s, Options{Now: clock.Now, Exclusive: exclusive})
 		var mu sync.Mutex
 		var halted []string
 		var last HaltedJob
@@ -402,4 +408,68 @@ func (s *slowUpdates) Update(ctx context.Context, fn func(kv.Tx) error) error {
 		}
 		return fn(tx)
 	})
+}
+
+// TestLeaseCountsSuspendedTime: the monotonic clock (the queue's Now here)
+// stands still while the machine is suspended; the suspend-counting clock
+// (uptime) does not. Time passed on either clock counts against the
+// lease, so a holder resumed after a suspend longer than TTL/2 writes
+// nothing, though its monotonic clock says no time passed.
+func TestLeaseCountsSuspendedTime(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		monotonic, upFor time.Duration
+		valid            bool
+	}{
+		{"no time passed", 0, 0, true},
+		{"suspended just under TTL/2", 0, leaseTTL/2 - time.Millisecond, true},
+		{"suspended TTL/2", 0, leaseTTL / 2, false},
+		{"suspended an hour", 0, time.Hour, false},
+		{"running TTL/2, suspend clock standing", leaseTTL / 2, 0, false},
+		{"both clocks past TTL/2", leaseTTL, leaseTTL, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			backends(t, func(t *testing.T, s kv.Store) {
+				clock, up := newTestClock(), newTestClock()
+				q := newQueue(t, s, Options{Now: clock.Now})
+				q.uptime = func() time.Duration { return time.Duration(up.ns.Load()) }
+				l := grantManual(t, q, LeaseOptions{Node: "n1"})
+				mustAdd(t, q, "a", "A", time.Time{})
+				j := acceptUnder(t, q, l)
+				if err := l.renewOnce(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				clock.advance(tc.monotonic)
+				up.advance(tc.upFor)
+				err := l.Valid()
+				if tc.valid {
+					if err != nil {
+						t.Fatalf("valid: %v, want nil", err)
+					}
+					if err := q.Update(context.Background(), j, []byte("A2")); err != nil {
+						t.Fatalf("update under a valid lease: %v", err)
+					}
+					return
+				}
+				if !errors.Is(err, ErrLeaseLost) {
+					t.Fatalf("valid: %v, want ErrLeaseLost", err)
+				}
+				if err := q.Update(context.Background(), j, []byte("A2")); !errors.Is(err, ErrHalt) {
+					t.Fatalf("update after the pause: %v, want ErrHalt", err)
+				}
+				if err := l.renewOnce(context.Background()); !errors.Is(err, ErrLeaseLost) {
+					t.Fatalf("renewal after the pause: %v, want ErrLeaseLost", err)
+				}
+			})
+		})
+	}
+}
+
+// TestUptimeCountsOn: the default suspend-counting clock reads and moves.
+func TestUptimeCountsOn(t *testing.T) {
+	a := uptime()
+	time.Sleep(2 * time.Millisecond)
+	if b := uptime(); b <= a {
+		t.Fatalf("uptime did not move: %v then %v", a, b)
+	}
 }

@@ -60,7 +60,11 @@ func (q *Queue) RunMonitors(ctx context.Context) {
 		} else if err == nil {
 			leaseFailures.Recover(q.opts.Now())
 		}
-		ok, err := q.lease(ctx, holder)
+		ok, err := true, error(nil)
+		if !q.opts.Exclusive {
+			// An Exclusive queue's monitor has no rival to take turns with.
+			ok, err = q.lease(ctx, holder)
+		}
 		if err != nil && ctx.Err() == nil {
 			if log, n, lasted := monitorFailures.Fail(q.opts.Now()); log {
 				q.log.Warn("monitor lease failed; retrying", "error", err, "failures", n, "lasted", lasted.Round(time.Millisecond).String())
@@ -82,10 +86,14 @@ func (q *Queue) RunMonitors(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
-			q.releaseLease(holder)
+			if !q.opts.Exclusive {
+				q.releaseLease(holder)
+			}
 			return
 		case <-q.closed:
-			q.releaseLease(holder)
+			if !q.opts.Exclusive {
+				q.releaseLease(holder)
+			}
 			return
 		case <-tick.C:
 		}

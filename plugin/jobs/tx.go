@@ -146,9 +146,19 @@ func (tx *Tx) enqueue(typ, id string, r *row, stime int64, data []byte) error {
 	if err := tx.setPending(typ, id, r, stime, data); err != nil {
 		return err
 	}
-	tx.t.Add(tx.q.l.counter(typ), 1)
+	tx.wake(typ)
 	tx.logEvent(typ, id, Pending)
 	return nil
+}
+
+// wake changes typ's counter, which acceptors watch. Its value means
+// nothing: a blind write of a fresh one, not an Add, since an Add is a
+// read on etcd (which has none of its own) and made every two
+// transactions that enqueue a job of one type conflict, so that 4
+// writers of new jobs managed about 6 a second on a 3-member etcd.
+func (tx *Tx) wake(typ string) {
+	v := newLock()
+	tx.t.Set(tx.q.l.counter(typ), v[:8])
 }
 
 // stopRunning drops r's activity entry.

@@ -292,7 +292,9 @@ func openSealedQueue(ctx context.Context, stc storeConfig, keys keyring, uuid *s
 				return nil, nil, fmt.Errorf("cluster uuid: %w", err)
 			}
 		}
-		q, err := jobs.New(store, jobs.Options{Logger: log, Prefix: []byte(jobstore.QueuePrefix), Tag: jobdata.ShareTag})
+		// A bolt file is this process's alone (it holds the file lock):
+		// its queue renews leases in memory and writes nothing at rest.
+		q, err := jobs.New(store, jobs.Options{Logger: log, Prefix: []byte(jobstore.QueuePrefix), Tag: jobdata.ShareTag, Exclusive: stc.kind == "bolt"})
 		if err != nil {
 			store.Close()
 			return nil, nil, err

@@ -26,10 +26,15 @@ var errLeaseLost = errors.New("node lease lost")
 // leaseRetry bounds the wait between attempts to grant a lease.
 const leaseRetry = 2 * time.Second
 
-// holdLease keeps the server holding a lease until it stops.
-func (s *Server) holdLease() {
+// holdLease keeps the server holding a lease until it stops, starting
+// with first when it is not nil.
+func (s *Server) holdLease(first *jobs.Lease) {
 	for {
-		l := s.grantLease()
+		l := first
+		first = nil
+		if l == nil {
+			l = s.grantLease()
+		}
 		if l == nil {
 			return
 		}
@@ -53,21 +58,19 @@ func (s *Server) holdLease() {
 func (s *Server) grantLease() *jobs.Lease {
 	wait := 100 * time.Millisecond
 	for {
-		ctx, cancel := context.WithTimeout(s.ctx, s.config().NodeLease/2)
-		l, err := s.q.Grant(ctx, jobs.LeaseOptions{
-			Node:     s.opts.Node,
-			TTL:      s.config().NodeLease,
-			Replaces: s.opts.Replaces,
-			Halted:   s.halted,
-		})
-		cancel()
+		l, err := s.grantOnce(s.ctx)
 		if err == nil {
 			return l
 		}
 		if s.ctx.Err() != nil {
 			return nil
 		}
-		s.log.Warn("could not take a lease on the job queue; retrying", "error", err, "retry_in", wait.String())
+		if errors.Is(err, jobs.ErrNodeInUse) {
+			wait = leaseRetry
+			s.log.Error("another live process runs as this node; this one runs no job until it stops", "node", s.opts.Node, "error", err)
+		} else {
+			s.log.Warn("could not take a lease on the job queue; retrying", "error", err, "retry_in", wait.String())
+		}
 		select {
 		case <-s.ctx.Done():
 			return nil
@@ -75,6 +78,20 @@ func (s *Server) grantLease() *jobs.Lease {
 		}
 		wait = min(wait*2, leaseRetry)
 	}
+}
+
+// grantOnce grants a lease once. It may wait up to a lease TTL for the
+// node name to be free (jobs.Queue.Grant), and fails with
+// jobs.ErrNodeInUse when another live process holds it.
+func (s *Server) grantOnce(ctx context.Context) (*jobs.Lease, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*s.config().NodeLease)
+	defer cancel()
+	return s.q.Grant(ctx, jobs.LeaseOptions{
+		Node:     s.opts.Node,
+		TTL:      s.config().NodeLease,
+		Replaces: s.opts.Replaces,
+		Halted:   s.halted,
+	})
 }
 
 // loseLease stops the workers of a lost lease at once (they write nothing

@@ -2,6 +2,7 @@ package jobserver
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -69,5 +70,37 @@ func TestReleaseOrphans(t *testing.T) {
 	held, err := l.Held(ctx, jobdata.JobType)
 	if err != nil || len(held) != 1 || held[0] != "running" {
 		t.Fatalf("held: %v %v", held, err)
+	}
+}
+
+// TestStartRefusesANodeNameInUse (issue 39 item 6): a server whose node
+// name another live process holds (its lease renewed) refuses to start
+// with jobs.ErrNodeInUse, and leaves that lease alone.
+func TestStartRefusesANodeNameInUse(t *testing.T) {
+	ctx := context.Background()
+	store := kv.NewMemory()
+	defer store.Close()
+	open := func() *jobs.Queue {
+		q, err := jobs.New(store, jobs.Options{Prefix: []byte(jobstore.QueuePrefix)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { q.Close() })
+		return q
+	}
+	other, q := open(), open()
+	held, err := other.Grant(ctx, jobs.LeaseOptions{Node: "n1", Host: "elsewhere", PID: 1, TTL: 500 * time.Millisecond, Renew: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(Options{Queue: q, Node: "n1"}, DefaultConfig())
+	if err := s.Start(ctx, false); !errors.Is(err, jobs.ErrNodeInUse) {
+		if err == nil {
+			s.Stop(ctx)
+		}
+		t.Fatalf("start: %v, want jobs.ErrNodeInUse", err)
+	}
+	if err := held.Valid(); err != nil {
+		t.Fatalf("the other process's lease: %v", err)
 	}
 }

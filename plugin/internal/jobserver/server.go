@@ -213,6 +213,15 @@ func (s *Server) Start(ctx context.Context, reclaim bool) error {
 	} else if n > 0 {
 		s.log.Info("indexed pending jobs by fair-share key", "jobs", n)
 	}
+	// The first lease is granted now: a node whose name another live
+	// process holds refuses to start. Other failures are retried.
+	first, err := s.grantOnce(ctx)
+	if errors.Is(err, jobs.ErrNodeInUse) {
+		return err
+	}
+	if err != nil {
+		s.log.Warn("could not take a lease on the job queue; retrying", "error", err)
+	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.lastCycle = s.now()
 	s.wg.Add(2)
@@ -222,7 +231,7 @@ func (s *Server) Start(ctx context.Context, reclaim bool) error {
 	}()
 	go func() {
 		defer s.wg.Done()
-		s.holdLease()
+		s.holdLease(first)
 	}()
 	s.spawnAcceptors(0)
 	return nil
@@ -476,6 +485,10 @@ func (s *Server) accept(rotating bool) {
 			continue
 		}
 		s.awaitBalance(actx)
+		if s.adopt(actx, lease, rotating, cfg) {
+			cancel()
+			return
+		}
 		woken := false
 		job, err := s.q.Accept(actx, jobdata.JobType, jobs.AcceptOptions{Lease: lease, Choose: func(c []jobs.Candidate) int {
 			i := s.choose(c)
@@ -512,6 +525,38 @@ func (s *Server) accept(rotating bool) {
 		s.start(newWorker(s, job, lease), rotating, woken, cfg)
 		return
 	}
+}
+
+// adopt is an acceptor's first look: it takes, many per transaction, the
+// jobs a dead node's expired lease still holds, as they stand, up to the
+// free slots (jobs.Queue.Adopt), and runs them, so a failover moves its
+// jobs in a few transactions instead of a re-enqueue and an accept each.
+// It reports whether it took any (the acceptor then ends, as after an
+// accept).
+func (s *Server) adopt(ctx context.Context, lease *jobs.Lease, rotating bool, cfg Config) bool {
+	s.mu.Lock()
+	free := cfg.MaxJobs - s.active
+	s.mu.Unlock()
+	if free <= 0 || rotating {
+		return false
+	}
+	got, err := s.q.Adopt(ctx, jobdata.JobType, free, lease)
+	if err != nil {
+		if ctx.Err() == nil && !errors.Is(err, jobs.ErrLeaseLost) {
+			s.log.Debug("could not adopt the jobs of expired leases", "error", err)
+		}
+		return false
+	}
+	if len(got) == 0 {
+		return false
+	}
+	s.mu.Lock()
+	s.acceptors += len(got) - 1 // start ends one acceptor per job
+	s.mu.Unlock()
+	for _, job := range got {
+		s.start(newWorker(s, job, lease), false, false, cfg)
+	}
+	return true
 }
 
 // start is the end of an acceptor that took w's job: it runs w, or gives

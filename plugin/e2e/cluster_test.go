@@ -250,7 +250,7 @@ func (p *tcpProxy) Restore() {
 // runningNodes returns, per running job id, the node the frontend says
 // runs it.
 func runningNodes(c *couch) map[string]string {
-	_, body := c.req("GET", "/_scheduler/jobs", "")
+	_, body := c.req("GET", "/_scheduler/jobs?limit=1000000", "") // the default limit is 100
 	var list struct {
 		Jobs []struct {
 			ID   any `json:"id"`

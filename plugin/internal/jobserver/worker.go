@@ -450,7 +450,23 @@ func (w *worker) requeue(rec *jobdata.Record, cause error) {
 		rec.History = AppendHistory(rec.History, ev, cfg.MaxHistory)
 	}
 	rec.PID = ""
+	if w.handsOver() {
+		return
+	}
 	s.settled("re-enqueue stopped", w.job, s.q.Resubmit(context.Background(), w.job, at, rec.Encode(w.s.opts.Keys, w.job.ID)))
+}
+
+// handsOver reports whether a run stopped by the server's Stop leaves its
+// job held under the node's lease rather than re-enqueuing it on its own:
+// Stop revokes the lease once every run has written its final checkpoint,
+// which hands all its jobs on at once, many per transaction, and other
+// nodes take them as they stand (jobs.Queue.Adopt) instead of one
+// re-enqueue and one accept per job.
+func (w *worker) handsOver() bool {
+	w.s.mu.Lock()
+	stopping := w.s.stopping
+	w.s.mu.Unlock()
+	return stopping && errors.Is(w.stopCause(), errShutdown) && w.lease != nil && w.lease.Valid() == nil
 }
 
 // park puts a caught-up continuous job back in the queue as parked: never

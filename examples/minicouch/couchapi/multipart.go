@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"os"
+	"slices"
 	"strconv"
 
 	"github.com/couchepi/couchepi/examples/minicouch/store"
@@ -83,17 +84,13 @@ func readMultipartDoc(r *http.Request, boundary string) (*store.Doc, func(), *ho
 			}
 			idx = follows[next]
 		}
-		var buf bytes.Buffer
-		n, err := io.CopyN(&buf, part, spillThreshold+1)
-		if err != nil && err != io.EOF {
+		a := &doc.Attachments[idx]
+		data, err := readPartUpTo(part, declaredLength(a, part.Header), spillThreshold)
+		if err != nil {
 			return nil, cleanup, multipartErr(err)
 		}
-		a := &doc.Attachments[idx]
-		if n <= spillThreshold {
-			a.Data = buf.Bytes()
-			if a.Data == nil {
-				a.Data = []byte{}
-			}
+		if len(data) <= spillThreshold {
+			a.Data = data
 			continue
 		}
 		f, err := os.CreateTemp("", "minicouch-att-*")
@@ -101,7 +98,7 @@ func readMultipartDoc(r *http.Request, boundary string) (*store.Doc, func(), *ho
 			return nil, cleanup, asCouchError(err)
 		}
 		files = append(files, f)
-		if _, err := io.Copy(f, io.MultiReader(&buf, part)); err != nil {
+		if _, err := io.Copy(f, io.MultiReader(bytes.NewReader(data), part)); err != nil {
 			return nil, cleanup, multipartErr(err)
 		}
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
@@ -115,6 +112,49 @@ func readMultipartDoc(r *http.Request, boundary string) (*store.Doc, func(), *ho
 		}
 	}
 	return doc, cleanup, nil
+}
+
+// declaredLength is the length a part's data says it has: the
+// attachment's "length" ("encoded_length" when encoded), else the part's
+// Content-Length; -1 when neither says.
+func declaredLength(a *store.Attachment, h textproto.MIMEHeader) int64 {
+	switch {
+	case a.Encoding != "" && a.EncodedLength > 0:
+		return a.EncodedLength
+	case a.Encoding == "" && a.Length > 0:
+		return a.Length
+	}
+	if n, err := strconv.ParseInt(h.Get("Content-Length"), 10, 64); err == nil && n >= 0 {
+		return n
+	}
+	return -1
+}
+
+// readPartUpTo reads r to its end or to limit+1 bytes, into a buffer
+// sized by hint (the declared length, -1: unknown) so that data of the
+// declared length is read with one allocation and no copy; a wrong hint
+// only costs growth. The result is never nil.
+func readPartUpTo(r io.Reader, hint int64, limit int) ([]byte, error) {
+	size := 4 << 10
+	if hint >= 0 {
+		// One byte more than declared: EOF is seen without growing.
+		size = int(min(hint, int64(limit))) + 1
+	}
+	buf := make([]byte, 0, size)
+	for len(buf) <= limit {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, min(cap(buf), limit+1-len(buf)))
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return buf, nil
 }
 
 func multipartErr(err error) *hooks.Error {

@@ -15,9 +15,15 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// Attachment data lives in the blobs bucket as chunks keyed by blob id and
-// chunk index; the atts bucket maps a digest to its blob. A blob is written
-// once per digest per database.
+// Attachment data lives in the blobs bucket: each blob is a bucket of its
+// own, named by blob id, holding its chunks keyed by index; the atts
+// bucket maps a digest to its blob. A blob is written once per digest per
+// database. A bucket per blob keeps writing one from rewriting others:
+// chunks of all blobs side by side in one bucket share leaves (bbolt puts
+// at least two values in each), and every new blob rewrote the chunks of
+// its neighbours, about doubling the bytes written. Stores written before
+// keep their blobs' chunks in the blobs bucket itself, keyed by blob id
+// and chunk index (chunkKey); those are read and dropped as before.
 const (
 	chunkSize     = 256 << 10
 	chunksPerTx   = 8 // a streamed blob is written in transactions of up to 2 MiB
@@ -55,11 +61,47 @@ func decodeBlobRef(v []byte) (blobRef, error) {
 	return r, nil
 }
 
+// chunkKey is the key of chunk i of a blob of the older layout, in the
+// blobs bucket itself.
 func chunkKey(id [8]byte, i uint32) []byte {
 	k := make([]byte, 12)
 	copy(k, id[:])
 	binary.BigEndian.PutUint32(k[8:], i)
 	return k
+}
+
+// chunkIndex is the key of chunk i in a blob's bucket.
+func chunkIndex(i uint32) []byte {
+	return binary.BigEndian.AppendUint32(nil, i)
+}
+
+// getChunk returns chunk i of blob id (nil if missing), of either layout.
+func getChunk(bl *bolt.Bucket, id [8]byte, i uint32) []byte {
+	if b := bl.Bucket(id[:]); b != nil {
+		return b.Get(chunkIndex(i))
+	}
+	return bl.Get(chunkKey(id, i))
+}
+
+// putChunks writes chunks first, first+1, … of blob id from data, each
+// chunkSize long but the last.
+func putChunks(bl *bolt.Bucket, id [8]byte, first uint32, data []byte) (uint32, error) {
+	b, err := bl.CreateBucketIfNotExists(id[:])
+	if err != nil {
+		return 0, err
+	}
+	// Chunks are appended in key order: full leaves (bbolt splits at
+	// FillPercent of a page otherwise, which only matters for small ones).
+	b.FillPercent = 1
+	n := uint32(0)
+	for off := 0; off < len(data) || n == 0; off += chunkSize {
+		end := min(off+chunkSize, len(data))
+		if err := b.Put(chunkIndex(first+n), data[off:end]); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }
 
 func newBlobID() [8]byte {
@@ -177,14 +219,8 @@ func (w *blobWriter) flush() error {
 		if err != nil {
 			return err
 		}
-		bl := b.Bucket(bucketBlobs)
-		for i := uint32(0); i < n; i++ {
-			end := min(int(i+1)*chunkSize, w.filled)
-			if err := bl.Put(chunkKey(w.ref.id, first+i), w.buf[int(i)*chunkSize:end]); err != nil {
-				return err
-			}
-		}
-		return nil
+		_, err = putChunks(b.Bucket(bucketBlobs), w.ref.id, first, w.buf[:w.filled])
+		return err
 	})
 	// Chunks are counted even when the transaction failed: dropChunks
 	// then deletes whatever part of them exists.
@@ -279,6 +315,9 @@ func (db *DB) dropChunks(ref blobRef) {
 }
 
 func deleteChunks(bl *bolt.Bucket, ref blobRef) error {
+	if bl.Bucket(ref.id[:]) != nil {
+		return bl.DeleteBucket(ref.id[:])
+	}
 	for i := uint32(0); i < ref.chunks; i++ {
 		if err := bl.Delete(chunkKey(ref.id, i)); err != nil {
 			return err
@@ -301,13 +340,11 @@ func (sb *stagedBlob) link(b *bolt.Bucket) (int64, error) {
 	ref := sb.ref
 	if sb.data != nil {
 		ref = blobRef{id: newBlobID(), length: int64(len(sb.data))}
-		for off := 0; off < len(sb.data) || ref.chunks == 0; off += chunkSize {
-			end := min(off+chunkSize, len(sb.data))
-			if err := bl.Put(chunkKey(ref.id, ref.chunks), sb.data[off:end]); err != nil {
-				return 0, err
-			}
-			ref.chunks++
+		n, err := putChunks(bl, ref.id, 0, sb.data)
+		if err != nil {
+			return 0, err
 		}
+		ref.chunks = n
 	}
 	return sb.length, atts.Put([]byte(sb.digest), ref.encode())
 }
@@ -340,7 +377,7 @@ func (r *blobReader) Read(p []byte) (int, error) {
 // open while the data goes to a slow client).
 func (r *blobReader) load() error {
 	err := r.db.view(func(b *bolt.Bucket) error {
-		c := b.Bucket(bucketBlobs).Get(chunkKey(r.ref.id, r.next))
+		c := getChunk(b.Bucket(bucketBlobs), r.ref.id, r.next)
 		if c == nil {
 			return errors.New("store: attachment chunk missing")
 		}

@@ -1,0 +1,116 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// countChunks counts the attachment chunks of db, of both layouts.
+func countChunks(t *testing.T, db *DB) int {
+	t.Helper()
+	n := 0
+	err := db.view(func(b *bolt.Bucket) error {
+		bl := b.Bucket(bucketBlobs)
+		return bl.ForEach(func(k, v []byte) error {
+			if v == nil {
+				n += bl.Bucket(k).Stats().KeyN
+			} else {
+				n++
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// randomBytes is n seeded random (incompressible, distinct) bytes.
+func randomBytes(seed uint64, n int) []byte {
+	b := make([]byte, n)
+	r := rand.New(rand.NewPCG(seed, 1))
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+// TestBlobWriteLeavesOtherBlobs: writing an attachment writes about its
+// own size to the file, whatever the blobs already stored. With every
+// blob's chunks side by side in one bucket, each new blob landed in a
+// leaf with chunks of others, which the commit rewrote: about twice the
+// data written per attachment.
+func TestBlobWriteLeavesOtherBlobs(t *testing.T) {
+	for _, size := range []int{64 << 10, 1 << 20, 3*chunkSize + 100} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			s := openTest(t)
+			db := createTest(t, s, "d")
+			doc := func(i int) string {
+				data := base64.StdEncoding.EncodeToString(randomBytes(uint64(i)+1, size))
+				return fmt.Sprintf(`{"_id":"d%d","_attachments":{"a":{"content_type":"application/octet-stream","data":%q}}}`, i, data)
+			}
+			for i := range 12 {
+				put(t, db, doc(i))
+			}
+			pageAlloc := func() int64 {
+				st := s.cur.Load().Stats()
+				return st.TxStats.GetPageAlloc()
+			}
+			before := pageAlloc()
+			put(t, db, doc(100))
+			written := pageAlloc() - before
+			if limit := int64(size)*5/4 + 64<<10; written > limit {
+				t.Fatalf("writing a %d-byte attachment allocated %d bytes of pages, want at most %d", size, written, limit)
+			}
+		})
+	}
+}
+
+// TestBlobsOfOlderLayout: blobs a store wrote with every chunk in the
+// blobs bucket itself are read, and reclaimed by compaction, as before.
+func TestBlobsOfOlderLayout(t *testing.T) {
+	s := openTest(t)
+	db := createTest(t, s, "d")
+	data := randomBytes(7, 2*chunkSize+10)
+	digest := digestOf(data)
+	ref := blobRef{id: newBlobID(), length: int64(len(data)), chunks: 3}
+	err := s.update(func(tx *bolt.Tx) error {
+		b, err := db.bucket(tx)
+		if err != nil {
+			return err
+		}
+		for i := uint32(0); i < ref.chunks; i++ {
+			end := min(int(i+1)*chunkSize, len(data))
+			if err := b.Bucket(bucketBlobs).Put(chunkKey(ref.id, i), data[int(i)*chunkSize:end]); err != nil {
+				return err
+			}
+		}
+		return b.Bucket(bucketAtts).Put([]byte(digest), ref.encode())
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAtt(t, db, digest); !bytes.Equal(got, data) {
+		t.Fatalf("older blob read back as %d bytes, want its %d", len(got), len(data))
+	}
+	put(t, db, `{"_id":"keep","_attachments":{"a":{"data":"aGVsbG8="}}}`)
+	if n := countChunks(t, db); n != 4 {
+		t.Fatalf("%d chunks, want 4", n)
+	}
+	if err := db.Compact(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := countChunks(t, db); n != 1 {
+		t.Fatalf("%d chunks after compaction, want 1 (the older blob is referenced by no revision)", n)
+	}
+	if got := readAtt(t, db, digestOf([]byte("hello"))); string(got) != "hello" {
+		t.Fatalf("linked blob damaged: %q", got)
+	}
+}

@@ -10,7 +10,6 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/textproto"
-	"os"
 	"slices"
 	"strconv"
 
@@ -20,22 +19,24 @@ import (
 )
 
 // spillThreshold is the attachment size above which a multipart part is
-// buffered in a temp file instead of memory.
+// streamed into the store as it is read (store.DB.StageAttachment)
+// instead of held in memory until the document's write.
 const spillThreshold = 1 << 20
 
 // readMultipartDoc reads a `multipart/related` doc body as the CouchDB
 // replicator and PouchDB send it: the JSON doc first, then one part per
-// attachment marked "follows" (matched by filename, else in order).
-// cleanup removes temp files and must be called after the write.
-func readMultipartDoc(r *http.Request, boundary string) (*store.Doc, func(), *hooks.Error) {
+// attachment marked "follows" (matched by filename, else in order). Parts
+// up to spillThreshold are read into memory, larger ones into db's store
+// as they come. cleanup releases what was staged and must be called after
+// the write.
+func readMultipartDoc(r *http.Request, boundary string, db *store.DB) (*store.Doc, func(), *hooks.Error) {
 	if boundary == "" {
 		return nil, nil, badRequest("multipart/related without a boundary")
 	}
-	var files []*os.File
+	var staged []*store.Attachment
 	cleanup := func() {
-		for _, f := range files {
-			f.Close()
-			os.Remove(f.Name())
+		for _, a := range staged {
+			db.ReleaseStaged(a)
 		}
 	}
 	mr := multipart.NewReader(r.Body, boundary)
@@ -85,26 +86,29 @@ func readMultipartDoc(r *http.Request, boundary string) (*store.Doc, func(), *ho
 			idx = follows[next]
 		}
 		a := &doc.Attachments[idx]
-		data, err := readPartUpTo(part, declaredLength(a, part.Header), spillThreshold)
-		if err != nil {
+		var data io.Reader = part
+		if n := declaredLength(a, part.Header); n < 0 || n <= spillThreshold {
+			b, err := readPartUpTo(part, n, spillThreshold)
+			if err != nil {
+				return nil, cleanup, multipartErr(err)
+			}
+			if len(b) <= spillThreshold {
+				a.Data = b
+				continue
+			}
+			data = io.MultiReader(bytes.NewReader(b), part)
+		}
+		staged = append(staged, a)
+		if err := db.StageAttachment(r.Context(), a, data); err != nil {
+			var se *store.Error
+			if errors.As(err, &se) {
+				return nil, cleanup, asCouchError(err)
+			}
 			return nil, cleanup, multipartErr(err)
 		}
-		if len(data) <= spillThreshold {
-			a.Data = data
-			continue
-		}
-		f, err := os.CreateTemp("", "minicouch-att-*")
-		if err != nil {
-			return nil, cleanup, asCouchError(err)
-		}
-		files = append(files, f)
-		if _, err := io.Copy(f, io.MultiReader(bytes.NewReader(data), part)); err != nil {
-			return nil, cleanup, multipartErr(err)
-		}
-		if _, err := f.Seek(0, io.SeekStart); err != nil {
-			return nil, cleanup, asCouchError(err)
-		}
-		a.Reader = f
+		// Staged: no Data or Reader; marked so the matching above
+		// treats it as filled.
+		a.Reader = stagedData{}
 	}
 	for _, i := range follows {
 		if doc.Attachments[i].Data == nil && doc.Attachments[i].Reader == nil {
@@ -113,6 +117,12 @@ func readMultipartDoc(r *http.Request, boundary string) (*store.Doc, func(), *ho
 	}
 	return doc, cleanup, nil
 }
+
+// stagedData stands for data store.DB.StageAttachment already read: the
+// store takes the staged data and never reads it.
+type stagedData struct{}
+
+func (stagedData) Read([]byte) (int, error) { return 0, io.EOF }
 
 // declaredLength is the length a part's data says it has: the
 // attachment's "length" ("encoded_length" when encoded), else the part's

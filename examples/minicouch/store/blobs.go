@@ -127,6 +127,28 @@ type stagedBlob struct {
 	// they arrived.
 	encoding    string
 	identityLen int64
+	// held: staged by StageAttachment, whose caller drops it unless
+	// linked, a write that committed it to a revision, says otherwise.
+	held, linked bool
+}
+
+// holdBlob counts a blob staged ahead of its write in (d 1) or out (-1).
+func (s *Store) holdBlob(id [8]byte, d int) {
+	s.stagedMu.Lock()
+	defer s.stagedMu.Unlock()
+	if s.staged == nil {
+		s.staged = map[[8]byte]int{}
+	}
+	if s.staged[id] += d; s.staged[id] <= 0 {
+		delete(s.staged, id)
+	}
+}
+
+// isHeld reports whether a blob is staged ahead of its write.
+func (s *Store) isHeld(id [8]byte) bool {
+	s.stagedMu.Lock()
+	defer s.stagedMu.Unlock()
+	return s.staged[id] > 0
 }
 
 // digestMatches reports whether a client-given digest agrees with the
@@ -260,7 +282,7 @@ func (db *DB) stageStream(ctx context.Context, r io.Reader, want string, level i
 		if err := ctx.Err(); err != nil {
 			return fail(err)
 		}
-		n, err := io.ReadFull(r, in)
+		n, err := fill(r, in)
 		if n > 0 {
 			read += int64(n)
 			if max >= 0 && read > max {
@@ -273,7 +295,7 @@ func (db *DB) stageStream(ctx context.Context, r io.Reader, want string, level i
 				return fail(werr)
 			}
 		}
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		if err == io.EOF {
 			break
 		}
 		if err != nil {
@@ -300,6 +322,21 @@ func (db *DB) stageStream(ctx context.Context, r io.Reader, want string, level i
 		return fail(err)
 	}
 	return sb, nil
+}
+
+// fill reads r into p until p is full or r ends; io.EOF only when r said
+// so. (io.ReadFull answers io.ErrUnexpectedEOF for a short last read,
+// which hid a reader's own: a body cut short was stored as if whole.)
+func fill(r io.Reader, p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		k, err := r.Read(p[n:])
+		n += k
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // dropChunks deletes a staged blob's chunks (best effort; Compact reclaims

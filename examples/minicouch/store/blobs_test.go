@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"testing"
 
@@ -112,5 +114,79 @@ func TestBlobsOfOlderLayout(t *testing.T) {
 	}
 	if got := readAtt(t, db, digestOf([]byte("hello"))); string(got) != "hello" {
 		t.Fatalf("linked blob damaged: %q", got)
+	}
+}
+
+// cutShort yields data, then fails as a body cut short does.
+type cutShort struct{ r io.Reader }
+
+func (c *cutShort) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return n, err
+}
+
+// TestStageStreamCutShort: a stream that ends with an error other than
+// io.EOF (a request body shorter than its Content-Length) is refused, not
+// stored as if whole.
+func TestStageStreamCutShort(t *testing.T) {
+	s := openTest(t)
+	db := createTest(t, s, "d")
+	for _, n := range []int{10, chunkSize + 10} {
+		_, err := db.stageStream(context.Background(), &cutShort{bytes.NewReader(randomBytes(3, n))}, "", 0, -1, "a")
+		if !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Fatalf("%d bytes cut short: %v, want unexpected EOF", n, err)
+		}
+	}
+	if n := countChunks(t, db); n != 0 {
+		t.Fatalf("%d chunks left", n)
+	}
+}
+
+// TestStageAttachment: data staged ahead of its document's write
+// survives a compaction in between, is what the write stores, and is
+// dropped when the write fails or never comes.
+func TestStageAttachment(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	db := createTest(t, s, "d")
+	data := randomBytes(5, 3*chunkSize+7)
+	stage := func(id string) *Doc {
+		t.Helper()
+		d := mustParse(t, fmt.Sprintf(`{"_id":%q,"_attachments":{"a":{"content_type":"application/octet-stream","follows":true}}}`, id))
+		if err := db.StageAttachment(ctx, &d.Attachments[0], bytes.NewReader(data)); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	d := stage("x")
+	if err := db.Compact(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Put(ctx, d, true); err != nil {
+		t.Fatal(err)
+	}
+	db.ReleaseStaged(&d.Attachments[0])
+	if err := db.Compact(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := readAtt(t, db, digestOf(data)); !bytes.Equal(got, data) {
+		t.Fatalf("read back %d bytes, want the %d staged", len(got), len(data))
+	}
+	if n := countChunks(t, db); n != 4 {
+		t.Fatalf("%d chunks, want 4", n)
+	}
+	// A write that fails (a conflict), and one that never comes.
+	d = stage("x")
+	if res, err := db.BulkDocs(ctx, []*Doc{d}, true); err != nil || res[0].Err == nil {
+		t.Fatalf("conflicting write: %v %+v", err, res)
+	}
+	db.ReleaseStaged(&d.Attachments[0])
+	d = stage("y")
+	db.ReleaseStaged(&d.Attachments[0])
+	if n := countChunks(t, db); n != 4 {
+		t.Fatalf("%d chunks after abandoned writes, want the 4 stored", n)
 	}
 }

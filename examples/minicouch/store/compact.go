@@ -111,7 +111,8 @@ func (db *DB) compact(ctx context.Context) error {
 			var id [8]byte
 			copy(id[:], k)
 			switch {
-			case live[id]:
+			case live[id] || db.s.isHeld(id):
+				// Referenced, or staged for a write to come.
 			case v == nil:
 				deadBuckets = append(deadBuckets, append([]byte(nil), k...))
 			default:

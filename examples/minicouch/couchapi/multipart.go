@@ -1,6 +1,7 @@
 package couchapi
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
@@ -23,6 +24,9 @@ import (
 // instead of held in memory until the document's write.
 const spillThreshold = 1 << 20
 
+// partBufSize is the buffer a multipart body is read through.
+const partBufSize = 64 << 10
+
 // readMultipartDoc reads a `multipart/related` doc body as the CouchDB
 // replicator and PouchDB send it: the JSON doc first, then one part per
 // attachment marked "follows" (matched by filename, else in order). Parts
@@ -39,7 +43,9 @@ func readMultipartDoc(r *http.Request, boundary string, db *store.DB) (*store.Do
 			db.ReleaseStaged(a)
 		}
 	}
-	mr := multipart.NewReader(r.Body, boundary)
+	// multipart reads through a 4 KiB buffer unless given a larger one:
+	// attachment data then came in 4 KiB reads of the connection.
+	mr := multipart.NewReader(bufio.NewReaderSize(r.Body, partBufSize), boundary)
 	part, err := mr.NextPart()
 	if err != nil {
 		return nil, cleanup, multipartErr(err)

@@ -77,3 +77,38 @@ func TestMultipartLargePartStreamed(t *testing.T) {
 	}
 	_ = srv
 }
+
+// TestReadPartUpTo: a part is read into one buffer of its declared size
+// plus one byte, never grown (a bytes.Buffer grown by doubling allocated
+// and copied about twice the data); a wrong or missing declaration still
+// reads it all, and more than the limit comes back as limit+1 bytes or
+// more, for the caller to stream.
+func TestReadPartUpTo(t *testing.T) {
+	data := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
+	for _, c := range []struct {
+		name    string
+		n, hint int
+		limit   int
+		wantLen int
+		wantCap int // 0: any
+	}{
+		{"declared", len(data), len(data), len(data), len(data), len(data) + 1},
+		{"undeclared", len(data), -1, len(data), len(data), 0},
+		{"declared short", len(data), 1000, len(data), len(data), 0},
+		{"over the limit", len(data), len(data), 1000, 1001, 1001},
+		{"empty", 0, 0, 1000, 0, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := readPartUpTo(bytes.NewReader(data[:c.n]), int64(c.hint), c.limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got == nil || len(got) != c.wantLen || !bytes.Equal(got, data[:len(got)]) {
+				t.Fatalf("read %d bytes, want %d", len(got), c.wantLen)
+			}
+			if c.wantCap > 0 && cap(got) != c.wantCap {
+				t.Fatalf("buffer of %d bytes, want %d (one allocation of the declared size)", cap(got), c.wantCap)
+			}
+		})
+	}
+}

@@ -190,3 +190,31 @@ func TestStageAttachment(t *testing.T) {
 		t.Fatalf("%d chunks after abandoned writes, want the 4 stored", n)
 	}
 }
+
+// writeSizes records the size of every write.
+type writeSizes struct{ sizes []int }
+
+func (w *writeSizes) Write(p []byte) (int, error) {
+	w.sizes = append(w.sizes, len(p))
+	return len(p), nil
+}
+
+// TestBlobReaderWholeChunks: io.Copy of stored data writes it a chunk at
+// a time (an HTTP answer sends each write as one chunk, a syscall or
+// more each), not in io.Copy's 32 KiB pieces.
+func TestBlobReaderWholeChunks(t *testing.T) {
+	s := openTest(t)
+	db := createTest(t, s, "d")
+	data := randomBytes(9, 2*chunkSize+5)
+	sb, err := db.stageStream(context.Background(), bytes.NewReader(data), "", 0, -1, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w writeSizes
+	if _, err := io.Copy(&w, &blobReader{db: db, ref: sb.ref}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{chunkSize, chunkSize, 5}; fmt.Sprint(w.sizes) != fmt.Sprint(want) {
+		t.Fatalf("writes of %v bytes, want %v", w.sizes, want)
+	}
+}

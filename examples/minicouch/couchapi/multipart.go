@@ -13,6 +13,7 @@ import (
 	"net/textproto"
 	"slices"
 	"strconv"
+	"sync"
 
 	"github.com/couchepi/couchepi/examples/minicouch/store"
 	"github.com/couchepi/couchepi/hooks"
@@ -38,9 +39,13 @@ func readMultipartDoc(r *http.Request, boundary string, db *store.DB) (*store.Do
 		return nil, nil, badRequest("multipart/related without a boundary")
 	}
 	var staged []*store.Attachment
+	var bufs []*[]byte
 	cleanup := func() {
 		for _, a := range staged {
 			db.ReleaseStaged(a)
+		}
+		for _, b := range bufs {
+			partBufs.Put(b)
 		}
 	}
 	// multipart reads through a 4 KiB buffer unless given a larger one:
@@ -94,9 +99,14 @@ func readMultipartDoc(r *http.Request, boundary string, db *store.DB) (*store.Do
 		a := &doc.Attachments[idx]
 		var data io.Reader = part
 		if n := declaredLength(a, part.Header); n < 0 || n <= spillThreshold {
-			b, err := readPartUpTo(part, n, spillThreshold)
+			b, pooled, err := readPart(part, n, spillThreshold)
 			if err != nil {
 				return nil, cleanup, multipartErr(err)
+			}
+			if pooled != nil {
+				// Back to the pool once the write is done: nothing
+				// keeps attachment data past it.
+				bufs = append(bufs, pooled)
 			}
 			if len(b) <= spillThreshold {
 				a.Data = b
@@ -151,26 +161,51 @@ func declaredLength(a *store.Attachment, h textproto.MIMEHeader) int64 {
 // declared length is read with one allocation and no copy; a wrong hint
 // only costs growth. The result is never nil.
 func readPartUpTo(r io.Reader, hint int64, limit int) ([]byte, error) {
+	buf, _, err := readPart(r, hint, limit)
+	return buf, err
+}
+
+// partBufs recycles the buffers of large parts (above pooledPart): the
+// server's largest garbage, and zeroed at every allocation.
+var partBufs = sync.Pool{New: func() any { b := make([]byte, 0, spillThreshold+1); return &b }}
+
+const pooledPart = 256 << 10
+
+// readPart is readPartUpTo, its buffer from partBufs when it is large;
+// pooled, when not nil, goes back to partBufs once the data is written.
+func readPart(r io.Reader, hint int64, limit int) (data []byte, pooled *[]byte, err error) {
 	size := 4 << 10
 	if hint >= 0 {
 		// One byte more than declared: EOF is seen without growing.
 		size = int(min(hint, int64(limit))) + 1
 	}
-	buf := make([]byte, 0, size)
+	var buf []byte
+	if size > pooledPart && size <= spillThreshold+1 {
+		pooled = partBufs.Get().(*[]byte)
+		buf = (*pooled)[:0]
+	} else {
+		buf = make([]byte, 0, size)
+	}
+	defer func() {
+		if err != nil && pooled != nil {
+			partBufs.Put(pooled)
+			pooled = nil
+		}
+	}()
 	for len(buf) <= limit {
 		if len(buf) == cap(buf) {
 			buf = slices.Grow(buf, min(cap(buf), limit+1-len(buf)))
 		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
+		n, rerr := r.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			return buf, nil
+		if rerr == io.EOF {
+			return buf, pooled, nil
 		}
-		if err != nil {
-			return nil, err
+		if rerr != nil {
+			return nil, pooled, rerr
 		}
 	}
-	return buf, nil
+	return buf, pooled, nil
 }
 
 func multipartErr(err error) *hooks.Error {

@@ -10,6 +10,7 @@ import (
 	"hash"
 	"io"
 	"strings"
+	"sync"
 
 	"github.com/couchepi/couchepi/examples/minicouch/couchgzip"
 	bolt "go.etcd.io/bbolt"
@@ -392,7 +393,8 @@ type blobReader struct {
 	db   *DB
 	ref  blobRef
 	next uint32
-	cur  []byte
+	cur  []byte  // what is left of the chunk loaded last
+	buf  *[]byte // the chunk buffer, from chunkBufs
 }
 
 // Read implements io.Reader.
@@ -418,7 +420,11 @@ func (r *blobReader) load() error {
 		if c == nil {
 			return errors.New("store: attachment chunk missing")
 		}
-		r.cur = append(r.cur[:0], c...)
+		if r.buf == nil {
+			r.buf = chunkBufs.Get().(*[]byte)
+		}
+		*r.buf = append((*r.buf)[:0], c...)
+		r.cur = *r.buf
 		return nil
 	})
 	if err == nil {
@@ -449,8 +455,19 @@ func (r *blobReader) WriteTo(w io.Writer) (int64, error) {
 	}
 }
 
-// Close implements io.Closer.
-func (r *blobReader) Close() error { return nil }
+// chunkBufs recycles blob readers' chunk buffers: a buffer per
+// attachment read was the server's largest garbage.
+var chunkBufs = sync.Pool{New: func() any { b := make([]byte, 0, chunkSize); return &b }}
+
+// Close implements io.Closer; the reader's buffer goes back to the pool.
+func (r *blobReader) Close() error {
+	if r.buf != nil {
+		*r.buf = (*r.buf)[:0]
+		chunkBufs.Put(r.buf)
+		r.buf, r.cur = nil, nil
+	}
+	return nil
+}
 
 func (db *DB) openAttachment(ctx context.Context, digest string) (io.ReadCloser, int64, error) {
 	var ref blobRef

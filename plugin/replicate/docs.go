@@ -214,7 +214,7 @@ func (r *run) readMultipart(ctx context.Context, id, rev string, body io.Reader,
 		var o fetchOutcome
 		if pmt == "multipart/related" {
 			r.stats.docsRead.Add(1)
-			o, err = r.putDoc(ctx, id, rev, ct, fullReader{part}, -1)
+			o, err = r.putDoc(ctx, id, rev, ct, fullReader{r: part}, -1)
 		} else {
 			var doc []byte
 			doc, err = io.ReadAll(part)
@@ -251,14 +251,25 @@ func (r *run) readMultipart(ctx context.Context, id, rev string, body io.Reader,
 const streamBufSize = 128 << 10
 
 // fullReader fills each read buffer as far as its reader allows: a
-// multipart part returns what its buffer holds, often a few KiB, and
-// each read becomes one chunk of the chunked PUT to the target.
+// multipart part returns what one read of the source brought, and each
+// read becomes one chunk of the chunked PUT to the target (a write per
+// chunk). It stops filling after fullReadWait, so that a source sending
+// slowly still shows progress to the PUT's inactivity timer, which each
+// read resets.
 type fullReader struct{ r io.Reader }
 
+const fullReadWait = time.Second
+
 func (f fullReader) Read(p []byte) (int, error) {
-	n, err := io.ReadFull(f.r, p)
-	if err == io.ErrUnexpectedEOF {
-		err = io.EOF
+	n, err := f.r.Read(p)
+	start := time.Now()
+	for err == nil && n < len(p) && time.Since(start) < fullReadWait {
+		var k int
+		k, err = f.r.Read(p[n:])
+		n += k
+	}
+	if n > 0 && err == io.EOF {
+		err = nil // the next read says EOF
 	}
 	return n, err
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/md5"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"runtime"
@@ -129,5 +130,64 @@ func TestLargeAttachmentStreamed(t *testing.T) {
 	t.Logf("heap growth during replication: %d KiB for a %d KiB attachment", growth>>10, size>>10)
 	if growth > size/3 {
 		t.Fatalf("heap grew %d bytes while replicating a %d-byte attachment: not streamed", growth, size)
+	}
+}
+
+// pieces yields data a few bytes per read, then EOF with the last piece
+// when eofWithData.
+type pieces struct {
+	data        []byte
+	size        int
+	eofWithData bool
+}
+
+func (p *pieces) Read(b []byte) (int, error) {
+	if len(p.data) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(b, p.data[:min(p.size, len(p.data))])
+	p.data = p.data[n:]
+	if len(p.data) == 0 && p.eofWithData {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// TestFullReader: a streamed attachment reaches the target's PUT in reads
+// as full as the source allows (a multipart part gives what one read of
+// the connection brought, and each read is one chunk of the PUT), and
+// ends with io.EOF once, after the last data.
+func TestFullReader(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		n, piece    int
+		eofWithData bool
+		want        []int
+	}{
+		{"fills", 25, 3, false, []int{10, 10, 5}},
+		{"eof with data", 25, 3, true, []int{10, 10, 5}},
+		{"exact", 20, 5, true, []int{10, 10}},
+		{"empty", 0, 5, false, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := fullReader{r: &pieces{data: make([]byte, c.n), size: c.piece, eofWithData: c.eofWithData}}
+			var got []int
+			buf := make([]byte, 10)
+			for {
+				n, err := r.Read(buf)
+				if n > 0 {
+					got = append(got, n)
+				}
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(c.want) {
+				t.Fatalf("reads of %v bytes, want %v", got, c.want)
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package replicate
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -195,7 +196,10 @@ func (r *run) readFailure(ctx context.Context, id, rev string, err error) error 
 // readMultipart handles an open_revs multipart/mixed response: JSON parts are
 // docs without attachment bodies, multipart/related parts are streamed to the target as they are read.
 func (r *run) readMultipart(ctx context.Context, id, rev string, body io.Reader, boundary string, w *bulkWriter) (fetchOutcome, error) {
-	mr := multipart.NewReader(body, boundary)
+	// A multipart.Reader reads through a 4 KiB buffer unless given a
+	// larger one: attachment data then crossed in 4 KiB reads, each
+	// sent on as one chunk of the PUT (a write syscall per 4 KiB).
+	mr := multipart.NewReader(bufio.NewReaderSize(body, streamBufSize), boundary)
 	out := fetchDone
 	for {
 		part, err := mr.NextRawPart()
@@ -210,7 +214,7 @@ func (r *run) readMultipart(ctx context.Context, id, rev string, body io.Reader,
 		var o fetchOutcome
 		if pmt == "multipart/related" {
 			r.stats.docsRead.Add(1)
-			o, err = r.putDoc(ctx, id, rev, ct, part, -1)
+			o, err = r.putDoc(ctx, id, rev, ct, fullReader{r: part}, -1)
 		} else {
 			var doc []byte
 			doc, err = io.ReadAll(part)
@@ -240,6 +244,34 @@ func (r *run) readMultipart(ctx context.Context, id, rev string, body io.Reader,
 			out = o
 		}
 	}
+}
+
+// streamBufSize is the buffer an attachment streamed from the source to
+// the target crosses the replicator in.
+const streamBufSize = 128 << 10
+
+// fullReader fills each read buffer as far as its reader allows: a
+// multipart part returns what one read of the source brought, and each
+// read becomes one chunk of the chunked PUT to the target (a write per
+// chunk). It stops filling after fullReadWait, so that a source sending
+// slowly still shows progress to the PUT's inactivity timer, which each
+// read resets.
+type fullReader struct{ r io.Reader }
+
+const fullReadWait = time.Second
+
+func (f fullReader) Read(p []byte) (int, error) {
+	n, err := f.r.Read(p)
+	start := time.Now()
+	for err == nil && n < len(p) && time.Since(start) < fullReadWait {
+		var k int
+		k, err = f.r.Read(p[n:])
+		n += k
+	}
+	if n > 0 && err == io.EOF {
+		err = nil // the next read says EOF
+	}
+	return n, err
 }
 
 // writeJSONDoc writes a doc fetched as JSON: design docs and docs with

@@ -165,7 +165,7 @@ func (s *Server) putDoc(d *dbReq, id string) {
 	var cleanup func()
 	if mt == "multipart/related" {
 		var herr *hooks.Error
-		doc, cleanup, herr = readMultipartDoc(d.r, params["boundary"])
+		doc, cleanup, herr = readMultipartDoc(d.r, params["boundary"], d.db)
 		if cleanup != nil {
 			defer cleanup()
 		}

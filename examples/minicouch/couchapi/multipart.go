@@ -1,6 +1,7 @@
 package couchapi
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
@@ -10,8 +11,9 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/textproto"
-	"os"
+	"slices"
 	"strconv"
+	"sync"
 
 	"github.com/couchepi/couchepi/examples/minicouch/store"
 	"github.com/couchepi/couchepi/hooks"
@@ -19,25 +21,36 @@ import (
 )
 
 // spillThreshold is the attachment size above which a multipart part is
-// buffered in a temp file instead of memory.
+// streamed into the store as it is read (store.DB.StageAttachment)
+// instead of held in memory until the document's write.
 const spillThreshold = 1 << 20
+
+// partBufSize is the buffer a multipart body is read through.
+const partBufSize = 64 << 10
 
 // readMultipartDoc reads a `multipart/related` doc body as the CouchDB
 // replicator and PouchDB send it: the JSON doc first, then one part per
-// attachment marked "follows" (matched by filename, else in order).
-// cleanup removes temp files and must be called after the write.
-func readMultipartDoc(r *http.Request, boundary string) (*store.Doc, func(), *hooks.Error) {
+// attachment marked "follows" (matched by filename, else in order). Parts
+// up to spillThreshold are read into memory, larger ones into db's store
+// as they come. cleanup releases what was staged and must be called after
+// the write.
+func readMultipartDoc(r *http.Request, boundary string, db *store.DB) (*store.Doc, func(), *hooks.Error) {
 	if boundary == "" {
 		return nil, nil, badRequest("multipart/related without a boundary")
 	}
-	var files []*os.File
+	var staged []*store.Attachment
+	var bufs []*[]byte
 	cleanup := func() {
-		for _, f := range files {
-			f.Close()
-			os.Remove(f.Name())
+		for _, a := range staged {
+			db.ReleaseStaged(a)
+		}
+		for _, b := range bufs {
+			partBufs.Put(b)
 		}
 	}
-	mr := multipart.NewReader(r.Body, boundary)
+	// multipart reads through a 4 KiB buffer unless given a larger one:
+	// attachment data then came in 4 KiB reads of the connection.
+	mr := multipart.NewReader(bufio.NewReaderSize(r.Body, partBufSize), boundary)
 	part, err := mr.NextPart()
 	if err != nil {
 		return nil, cleanup, multipartErr(err)
@@ -83,31 +96,35 @@ func readMultipartDoc(r *http.Request, boundary string) (*store.Doc, func(), *ho
 			}
 			idx = follows[next]
 		}
-		var buf bytes.Buffer
-		n, err := io.CopyN(&buf, part, spillThreshold+1)
-		if err != nil && err != io.EOF {
-			return nil, cleanup, multipartErr(err)
-		}
 		a := &doc.Attachments[idx]
-		if n <= spillThreshold {
-			a.Data = buf.Bytes()
-			if a.Data == nil {
-				a.Data = []byte{}
+		var data io.Reader = part
+		if n := declaredLength(a, part.Header); n < 0 || n <= spillThreshold {
+			b, pooled, err := readPart(part, n, spillThreshold)
+			if err != nil {
+				return nil, cleanup, multipartErr(err)
 			}
-			continue
+			if pooled != nil {
+				// Back to the pool once the write is done: nothing
+				// keeps attachment data past it.
+				bufs = append(bufs, pooled)
+			}
+			if len(b) <= spillThreshold {
+				a.Data = b
+				continue
+			}
+			data = io.MultiReader(bytes.NewReader(b), part)
 		}
-		f, err := os.CreateTemp("", "minicouch-att-*")
-		if err != nil {
-			return nil, cleanup, asCouchError(err)
-		}
-		files = append(files, f)
-		if _, err := io.Copy(f, io.MultiReader(&buf, part)); err != nil {
+		staged = append(staged, a)
+		if err := db.StageAttachment(r.Context(), a, data); err != nil {
+			var se *store.Error
+			if errors.As(err, &se) {
+				return nil, cleanup, asCouchError(err)
+			}
 			return nil, cleanup, multipartErr(err)
 		}
-		if _, err := f.Seek(0, io.SeekStart); err != nil {
-			return nil, cleanup, asCouchError(err)
-		}
-		a.Reader = f
+		// Staged: no Data or Reader; marked so the matching above
+		// treats it as filled.
+		a.Reader = stagedData{}
 	}
 	for _, i := range follows {
 		if doc.Attachments[i].Data == nil && doc.Attachments[i].Reader == nil {
@@ -115,6 +132,80 @@ func readMultipartDoc(r *http.Request, boundary string) (*store.Doc, func(), *ho
 		}
 	}
 	return doc, cleanup, nil
+}
+
+// stagedData stands for data store.DB.StageAttachment already read: the
+// store takes the staged data and never reads it.
+type stagedData struct{}
+
+func (stagedData) Read([]byte) (int, error) { return 0, io.EOF }
+
+// declaredLength is the length a part's data says it has: the
+// attachment's "length" ("encoded_length" when encoded), else the part's
+// Content-Length; -1 when neither says.
+func declaredLength(a *store.Attachment, h textproto.MIMEHeader) int64 {
+	switch {
+	case a.Encoding != "" && a.EncodedLength > 0:
+		return a.EncodedLength
+	case a.Encoding == "" && a.Length > 0:
+		return a.Length
+	}
+	if n, err := strconv.ParseInt(h.Get("Content-Length"), 10, 64); err == nil && n >= 0 {
+		return n
+	}
+	return -1
+}
+
+// readPartUpTo reads r to its end or to limit+1 bytes, into a buffer
+// sized by hint (the declared length, -1: unknown) so that data of the
+// declared length is read with one allocation and no copy; a wrong hint
+// only costs growth. The result is never nil.
+func readPartUpTo(r io.Reader, hint int64, limit int) ([]byte, error) {
+	buf, _, err := readPart(r, hint, limit)
+	return buf, err
+}
+
+// partBufs recycles the buffers of large parts (above pooledPart): the
+// server's largest garbage, and zeroed at every allocation.
+var partBufs = sync.Pool{New: func() any { b := make([]byte, 0, spillThreshold+1); return &b }}
+
+const pooledPart = 256 << 10
+
+// readPart is readPartUpTo, its buffer from partBufs when it is large;
+// pooled, when not nil, goes back to partBufs once the data is written.
+func readPart(r io.Reader, hint int64, limit int) (data []byte, pooled *[]byte, err error) {
+	size := 4 << 10
+	if hint >= 0 {
+		// One byte more than declared: EOF is seen without growing.
+		size = int(min(hint, int64(limit))) + 1
+	}
+	var buf []byte
+	if size > pooledPart && size <= spillThreshold+1 {
+		pooled = partBufs.Get().(*[]byte)
+		buf = (*pooled)[:0]
+	} else {
+		buf = make([]byte, 0, size)
+	}
+	defer func() {
+		if err != nil && pooled != nil {
+			partBufs.Put(pooled)
+			pooled = nil
+		}
+	}()
+	for len(buf) <= limit {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, min(cap(buf), limit+1-len(buf)))
+		}
+		n, rerr := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if rerr == io.EOF {
+			return buf, pooled, nil
+		}
+		if rerr != nil {
+			return nil, pooled, rerr
+		}
+	}
+	return buf, pooled, nil
 }
 
 func multipartErr(err error) *hooks.Error {

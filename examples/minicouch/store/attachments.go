@@ -69,3 +69,42 @@ func (db *DB) DeleteAttachment(ctx context.Context, id, rev, name string) (strin
 	}
 	return newRev, err
 }
+
+// StageAttachment reads a's data from r into the store now, ahead of the
+// document's write: the parts of a multipart body come one after the
+// other, and a large one is streamed into the store rather than held in
+// memory or copied to a temporary file. It is stored as the write would
+// store it (gzipped per the AttachmentPolicy, a.Digest checked, the size
+// bound enforced, with those errors returned here), and the document's
+// write (Put, BulkDocs) then takes it as the data of a. The caller must
+// call ReleaseStaged(a) once the write is done or abandoned: until then
+// compaction keeps the data, which no revision may reference yet.
+func (db *DB) StageAttachment(ctx context.Context, a *Attachment, r io.Reader) error {
+	db.s.attMu.RLock()
+	defer db.s.attMu.RUnlock()
+	level, max := db.s.attLimits(a.ContentType, a.Encoding != "" || a.AsStored)
+	sb, err := db.stageStream(ctx, r, a.Digest, level, max, a.Name)
+	if err != nil {
+		return err
+	}
+	sb.held = true
+	db.s.holdBlob(sb.ref.id, 1)
+	a.staged = sb
+	return nil
+}
+
+// ReleaseStaged ends what StageAttachment began: data of a that no
+// write linked to a revision is dropped.
+func (db *DB) ReleaseStaged(a *Attachment) {
+	sb := a.staged
+	if sb == nil {
+		return
+	}
+	a.staged = nil
+	db.s.attMu.RLock()
+	defer db.s.attMu.RUnlock()
+	if !sb.linked && sb.data == nil {
+		db.dropChunks(sb.ref)
+	}
+	db.s.holdBlob(sb.ref.id, -1)
+}

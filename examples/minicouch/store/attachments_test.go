@@ -6,7 +6,6 @@ import (
 	"crypto/md5"
 	"encoding/base64"
 	"encoding/json"
-	bolt "go.etcd.io/bbolt"
 	"io"
 	"runtime"
 	"runtime/debug"
@@ -255,21 +254,13 @@ func TestCompactReclaimsOrphanChunks(t *testing.T) {
 	if _, err := db.stageStream(ctx, &patternReader{n: 3*chunkSize + 5}, "", 0, -1, "p"); err != nil {
 		t.Fatal(err)
 	}
-	countChunks := func() int {
-		n := 0
-		db.view(func(b *bolt.Bucket) error {
-			n = b.Bucket(bucketBlobs).Stats().KeyN
-			return nil
-		})
-		return n
-	}
-	if n := countChunks(); n != 1+4 {
+	if n := countChunks(t, db); n != 1+4 {
 		t.Fatalf("%d chunks before compaction, want 5", n)
 	}
 	if err := db.Compact(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := countChunks(); n != 1 {
+	if n := countChunks(t, db); n != 1 {
 		t.Fatalf("%d chunks after compaction, want 1", n)
 	}
 	if got := readAtt(t, db, digestOf([]byte("hello"))); string(got) != "hello" {

@@ -10,14 +10,21 @@ import (
 	"hash"
 	"io"
 	"strings"
+	"sync"
 
 	"github.com/couchepi/couchepi/examples/minicouch/couchgzip"
 	bolt "go.etcd.io/bbolt"
 )
 
-// Attachment data lives in the blobs bucket as chunks keyed by blob id and
-// chunk index; the atts bucket maps a digest to its blob. A blob is written
-// once per digest per database.
+// Attachment data lives in the blobs bucket: each blob is a bucket of its
+// own, named by blob id, holding its chunks keyed by index; the atts
+// bucket maps a digest to its blob. A blob is written once per digest per
+// database. A bucket per blob keeps writing one from rewriting others:
+// chunks of all blobs side by side in one bucket share leaves (bbolt puts
+// at least two values in each), and every new blob rewrote the chunks of
+// its neighbours, about doubling the bytes written. Stores written before
+// keep their blobs' chunks in the blobs bucket itself, keyed by blob id
+// and chunk index (chunkKey); those are read and dropped as before.
 const (
 	chunkSize     = 256 << 10
 	chunksPerTx   = 8 // a streamed blob is written in transactions of up to 2 MiB
@@ -55,11 +62,47 @@ func decodeBlobRef(v []byte) (blobRef, error) {
 	return r, nil
 }
 
+// chunkKey is the key of chunk i of a blob of the older layout, in the
+// blobs bucket itself.
 func chunkKey(id [8]byte, i uint32) []byte {
 	k := make([]byte, 12)
 	copy(k, id[:])
 	binary.BigEndian.PutUint32(k[8:], i)
 	return k
+}
+
+// chunkIndex is the key of chunk i in a blob's bucket.
+func chunkIndex(i uint32) []byte {
+	return binary.BigEndian.AppendUint32(nil, i)
+}
+
+// getChunk returns chunk i of blob id (nil if missing), of either layout.
+func getChunk(bl *bolt.Bucket, id [8]byte, i uint32) []byte {
+	if b := bl.Bucket(id[:]); b != nil {
+		return b.Get(chunkIndex(i))
+	}
+	return bl.Get(chunkKey(id, i))
+}
+
+// putChunks writes chunks first, first+1, … of blob id from data, each
+// chunkSize long but the last.
+func putChunks(bl *bolt.Bucket, id [8]byte, first uint32, data []byte) (uint32, error) {
+	b, err := bl.CreateBucketIfNotExists(id[:])
+	if err != nil {
+		return 0, err
+	}
+	// Chunks are appended in key order: full leaves (bbolt splits at
+	// FillPercent of a page otherwise, which only matters for small ones).
+	b.FillPercent = 1
+	n := uint32(0)
+	for off := 0; off < len(data) || n == 0; off += chunkSize {
+		end := min(off+chunkSize, len(data))
+		if err := b.Put(chunkIndex(first+n), data[off:end]); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }
 
 func newBlobID() [8]byte {
@@ -85,6 +128,28 @@ type stagedBlob struct {
 	// they arrived.
 	encoding    string
 	identityLen int64
+	// held: staged by StageAttachment, whose caller drops it unless
+	// linked, a write that committed it to a revision, says otherwise.
+	held, linked bool
+}
+
+// holdBlob counts a blob staged ahead of its write in (d 1) or out (-1).
+func (s *Store) holdBlob(id [8]byte, d int) {
+	s.stagedMu.Lock()
+	defer s.stagedMu.Unlock()
+	if s.staged == nil {
+		s.staged = map[[8]byte]int{}
+	}
+	if s.staged[id] += d; s.staged[id] <= 0 {
+		delete(s.staged, id)
+	}
+}
+
+// isHeld reports whether a blob is staged ahead of its write.
+func (s *Store) isHeld(id [8]byte) bool {
+	s.stagedMu.Lock()
+	defer s.stagedMu.Unlock()
+	return s.staged[id] > 0
 }
 
 // digestMatches reports whether a client-given digest agrees with the
@@ -177,14 +242,8 @@ func (w *blobWriter) flush() error {
 		if err != nil {
 			return err
 		}
-		bl := b.Bucket(bucketBlobs)
-		for i := uint32(0); i < n; i++ {
-			end := min(int(i+1)*chunkSize, w.filled)
-			if err := bl.Put(chunkKey(w.ref.id, first+i), w.buf[int(i)*chunkSize:end]); err != nil {
-				return err
-			}
-		}
-		return nil
+		_, err = putChunks(b.Bucket(bucketBlobs), w.ref.id, first, w.buf[:w.filled])
+		return err
 	})
 	// Chunks are counted even when the transaction failed: dropChunks
 	// then deletes whatever part of them exists.
@@ -224,7 +283,7 @@ func (db *DB) stageStream(ctx context.Context, r io.Reader, want string, level i
 		if err := ctx.Err(); err != nil {
 			return fail(err)
 		}
-		n, err := io.ReadFull(r, in)
+		n, err := fill(r, in)
 		if n > 0 {
 			read += int64(n)
 			if max >= 0 && read > max {
@@ -237,7 +296,7 @@ func (db *DB) stageStream(ctx context.Context, r io.Reader, want string, level i
 				return fail(werr)
 			}
 		}
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		if err == io.EOF {
 			break
 		}
 		if err != nil {
@@ -266,6 +325,21 @@ func (db *DB) stageStream(ctx context.Context, r io.Reader, want string, level i
 	return sb, nil
 }
 
+// fill reads r into p until p is full or r ends; io.EOF only when r said
+// so. (io.ReadFull answers io.ErrUnexpectedEOF for a short last read,
+// which hid a reader's own: a body cut short was stored as if whole.)
+func fill(r io.Reader, p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		k, err := r.Read(p[n:])
+		n += k
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
 // dropChunks deletes a staged blob's chunks (best effort; Compact reclaims
 // what is left).
 func (db *DB) dropChunks(ref blobRef) {
@@ -279,6 +353,9 @@ func (db *DB) dropChunks(ref blobRef) {
 }
 
 func deleteChunks(bl *bolt.Bucket, ref blobRef) error {
+	if bl.Bucket(ref.id[:]) != nil {
+		return bl.DeleteBucket(ref.id[:])
+	}
 	for i := uint32(0); i < ref.chunks; i++ {
 		if err := bl.Delete(chunkKey(ref.id, i)); err != nil {
 			return err
@@ -301,13 +378,11 @@ func (sb *stagedBlob) link(b *bolt.Bucket) (int64, error) {
 	ref := sb.ref
 	if sb.data != nil {
 		ref = blobRef{id: newBlobID(), length: int64(len(sb.data))}
-		for off := 0; off < len(sb.data) || ref.chunks == 0; off += chunkSize {
-			end := min(off+chunkSize, len(sb.data))
-			if err := bl.Put(chunkKey(ref.id, ref.chunks), sb.data[off:end]); err != nil {
-				return 0, err
-			}
-			ref.chunks++
+		n, err := putChunks(bl, ref.id, 0, sb.data)
+		if err != nil {
+			return 0, err
 		}
+		ref.chunks = n
 	}
 	return sb.length, atts.Put([]byte(sb.digest), ref.encode())
 }
@@ -318,7 +393,8 @@ type blobReader struct {
 	db   *DB
 	ref  blobRef
 	next uint32
-	cur  []byte
+	cur  []byte  // what is left of the chunk loaded last
+	buf  *[]byte // the chunk buffer, from chunkBufs
 }
 
 // Read implements io.Reader.
@@ -327,26 +403,71 @@ func (r *blobReader) Read(p []byte) (int, error) {
 		if r.next >= r.ref.chunks {
 			return 0, io.EOF
 		}
-		err := r.db.view(func(b *bolt.Bucket) error {
-			c := b.Bucket(bucketBlobs).Get(chunkKey(r.ref.id, r.next))
-			if c == nil {
-				return errors.New("store: attachment chunk missing")
-			}
-			r.cur = append(r.cur[:0], c...)
-			return nil
-		})
-		if err != nil {
+		if err := r.load(); err != nil {
 			return 0, err
 		}
-		r.next++
 	}
 	n := copy(p, r.cur)
 	r.cur = r.cur[n:]
 	return n, nil
 }
 
-// Close implements io.Closer.
-func (r *blobReader) Close() error { return nil }
+// load copies the next chunk out of the file (no read transaction stays
+// open while the data goes to a slow client).
+func (r *blobReader) load() error {
+	err := r.db.view(func(b *bolt.Bucket) error {
+		c := getChunk(b.Bucket(bucketBlobs), r.ref.id, r.next)
+		if c == nil {
+			return errors.New("store: attachment chunk missing")
+		}
+		if r.buf == nil {
+			r.buf = chunkBufs.Get().(*[]byte)
+		}
+		*r.buf = append((*r.buf)[:0], c...)
+		r.cur = *r.buf
+		return nil
+	})
+	if err == nil {
+		r.next++
+	}
+	return err
+}
+
+// WriteTo implements io.WriterTo: each chunk goes to w in one write (an
+// HTTP answer sends it as one chunk) instead of io.Copy's 32 KiB ones.
+func (r *blobReader) WriteTo(w io.Writer) (int64, error) {
+	var total int64
+	for {
+		if len(r.cur) > 0 {
+			n, err := w.Write(r.cur)
+			total += int64(n)
+			r.cur = r.cur[n:]
+			if err != nil {
+				return total, err
+			}
+		}
+		if r.next >= r.ref.chunks {
+			return total, nil
+		}
+		if err := r.load(); err != nil {
+			return total, err
+		}
+	}
+}
+
+// chunkBufs recycles blob readers' chunk buffers: a buffer per
+// attachment read was the server's largest garbage.
+var chunkBufs = sync.Pool{New: func() any { b := make([]byte, 0, chunkSize); return &b }}
+
+// Close implements io.Closer; the reader's buffer goes back to the pool.
+func (r *blobReader) Close() error {
+	if r.buf != nil {
+		*r.buf = (*r.buf)[:0]
+		chunkBufs.Put(r.buf)
+		r.buf, r.cur = nil, nil
+	}
+	return nil
+}
 
 func (db *DB) openAttachment(ctx context.Context, digest string) (io.ReadCloser, int64, error) {
 	var ref blobRef

@@ -105,11 +105,17 @@ func (db *DB) compact(ctx context.Context) error {
 				return err
 			}
 		}
-		var deadChunks [][]byte
-		if err := blobs.ForEach(func(k, _ []byte) error {
+		// A blob's bucket (value nil), or a chunk of the older layout.
+		var deadChunks, deadBuckets [][]byte
+		if err := blobs.ForEach(func(k, v []byte) error {
 			var id [8]byte
 			copy(id[:], k)
-			if !live[id] {
+			switch {
+			case live[id] || db.s.isHeld(id):
+				// Referenced, or staged for a write to come.
+			case v == nil:
+				deadBuckets = append(deadBuckets, append([]byte(nil), k...))
+			default:
 				deadChunks = append(deadChunks, append([]byte(nil), k...))
 			}
 			return nil
@@ -118,6 +124,11 @@ func (db *DB) compact(ctx context.Context) error {
 		}
 		for _, k := range deadChunks {
 			if err := blobs.Delete(k); err != nil {
+				return err
+			}
+		}
+		for _, k := range deadBuckets {
+			if err := blobs.DeleteBucket(k); err != nil {
 				return err
 			}
 		}

@@ -58,6 +58,8 @@ func (db *DB) stage(ctx context.Context, docs []*Doc, newEdits bool) []pendingDo
 			var err error
 			level, max := db.s.attLimits(a.ContentType, a.Encoding != "" || a.AsStored)
 			switch {
+			case a.staged != nil:
+				sb = a.staged
 			case a.Data != nil && max >= 0 && int64(len(a.Data)) > max:
 				err = AttachmentTooLarge(a.Name)
 			case a.Data != nil:
@@ -88,11 +90,13 @@ func (db *DB) stage(ctx context.Context, docs []*Doc, newEdits bool) []pendingDo
 // release drops streamed chunks that no committed revision references.
 func (db *DB) release(prep []pendingDoc) {
 	for i := range prep {
-		if prep[i].linked {
-			continue
-		}
 		for _, sb := range prep[i].staged {
-			if sb != nil && sb.data == nil {
+			if sb != nil && sb.held {
+				// StageAttachment's caller releases it.
+				sb.linked = sb.linked || prep[i].linked
+				continue
+			}
+			if !prep[i].linked && sb != nil && sb.data == nil {
 				db.dropChunks(sb.ref)
 			}
 		}

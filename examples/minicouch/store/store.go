@@ -91,6 +91,11 @@ type Store struct {
 	counters counters
 	updates  dbUpdatesFeed
 	policy   policyPointer // how new attachment data is stored
+
+	// staged holds the blobs DB.StageAttachment wrote that no revision
+	// may reference yet: compaction leaves them.
+	stagedMu sync.Mutex
+	staged   map[[8]byte]int
 }
 
 var bucketDBs = []byte("dbs")

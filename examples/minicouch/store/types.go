@@ -67,6 +67,8 @@ type Attachment struct {
 	// Encoding ("" = identity), and is kept exactly so, never compressed
 	// (COPY: CouchDB copies the stored data, its encoding and digest).
 	AsStored bool
+	// staged is the data DB.StageAttachment already put in the store.
+	staged *stagedBlob
 }
 
 // DocRev is one stored revision of a document as read.

@@ -369,6 +369,14 @@ func (p *replicator) docOptions(ctx context.Context) (parse.Options, error) {
 		return o, nil
 	}
 	if host == nil {
+		if !o.Hosts.Active() {
+			// Only the default denials, which name no local address:
+			// docs are checked without the server's URL, as before a
+			// policy existed, and every connection is checked again
+			// when it is dialled. Refusing here would refuse every
+			// replicator write during a version swap, before Start.
+			return o, nil
+		}
 		return o, &hooks.Error{Status: 503, Err: "service_unavailable", Reason: "replicator starting; retry"}
 	}
 	info, err := host.ServerInfo(ctx)

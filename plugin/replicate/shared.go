@@ -47,6 +47,50 @@ type changeWindows struct {
 	mu      sync.Mutex
 	windows map[string]*window
 	rows    int // in all windows
+	// reads are the reads of changes under way, by key and since: the
+	// runs signalled by one write ask at once, and those armed with the
+	// same signal wait for the first one's read instead of each sending
+	// their own (see join).
+	reads map[string]*windowRead
+}
+
+// windowRead is a read of changes made with changed armed; done is closed
+// once its rows are in the window (or it failed).
+type windowRead struct {
+	changed <-chan struct{}
+	done    chan struct{}
+}
+
+// join returns the read of key's changes after since under way with the
+// same signal armed, to wait for (wait non-nil); or, when none is, makes
+// the caller's read the one others wait for (finish non-nil: call it once
+// the read's rows are put). Both are nil when a read from since under
+// another signal is under way (the caller reads alone) or the signal
+// already fired.
+func (cw *changeWindows) join(key string, since json.RawMessage, changed <-chan struct{}) (wait <-chan struct{}, finish func()) {
+	if isClosed(changed) {
+		return nil, nil
+	}
+	k := key + "\x00" + string(since)
+	cw.mu.Lock()
+	defer cw.mu.Unlock()
+	if f := cw.reads[k]; f != nil {
+		if f.changed == changed {
+			return f.done, nil
+		}
+		return nil, nil
+	}
+	if cw.reads == nil {
+		cw.reads = map[string]*windowRead{}
+	}
+	f := &windowRead{changed: changed, done: make(chan struct{})}
+	cw.reads[k] = f
+	return nil, func() {
+		cw.mu.Lock()
+		delete(cw.reads, k)
+		cw.mu.Unlock()
+		close(f.done)
+	}
 }
 
 // sharedKey names what the reader reads, for sharing: the source endpoint

@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/couchepi/couchepi/plugin/couchclient"
+	"github.com/hashicorp/go-hclog"
 )
 
 // TestSharedWindow: a source's window of recent changes serves any run
@@ -185,4 +188,62 @@ func TestSharedUpdateSeq(t *testing.T) {
 func seqNumber(seq json.RawMessage) string {
 	n, _, _ := strings.Cut(seqString(seq), "-")
 	return n
+}
+
+// TestSharedRoundReadOnce (issue 40): the runs of a fan-out signalled by
+// one write read their round at once; the first one's read of the source
+// serves all of those armed with the same signal, instead of one
+// _changes request per run. The first request is held up so that the
+// others ask while it is under way.
+func TestSharedRoundReadOnce(t *testing.T) {
+	_, p, rep, _, _ := continuousThroughProxy(t, 5)
+	p.slow = 300 * time.Millisecond
+	first := true
+	p.setFaults(func(n int, r *http.Request, body []byte) fault {
+		if strings.HasSuffix(r.URL.Path, "/_changes") && first {
+			first = false
+			return slowResponse
+		}
+		return passThrough
+	})
+	pool := couchclient.NewPool(couchclient.PoolOptions{})
+	t.Cleanup(func() { pool.Close() })
+	group := new(Group)
+	changed := make(chan struct{}) // one write's signal, armed by every run
+	const runs = 20
+	got := make([]int, runs)
+	var wg sync.WaitGroup
+	for i := range runs {
+		out := make(chan change, 16)
+		r := &changesReader{src: pool.Endpoint(rep.Source, rep), rep: rep, log: hclog.NewNullLogger(), out: out,
+			group: group, srcKey: endpointKey(rep)}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			done := make(chan struct{})
+			go func() {
+				for range out {
+					got[i]++
+				}
+				close(done)
+			}()
+			if _, _, err := r.readRound(context.Background(), json.RawMessage("0"), changed); err != nil {
+				t.Errorf("run %d: %v", i, err)
+			}
+			close(out)
+			<-done
+		}()
+	}
+	wg.Wait()
+	for i, n := range got {
+		if n != 5 {
+			t.Errorf("run %d read %d changes, want 5", i, n)
+		}
+	}
+	p.mu.Lock()
+	n := p.counts["GET _changes"] + p.counts["POST _changes"]
+	p.mu.Unlock()
+	if n != 1 {
+		t.Errorf("%d runs armed with one signal sent %d _changes requests, want 1", runs, n)
+	}
 }

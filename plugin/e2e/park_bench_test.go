@@ -32,6 +32,8 @@ import (
 // ratios.
 //
 //	COUCHEPI_PARK_DBS=10000 COUCHEPI_PARK_SECONDS=60 go test ./plugin/e2e -run '^$' -bench 'Park' -benchtime 1x -timeout 120m
+//
+// COUCHEPI_PARK_CONFIG adds [replicator] settings ("max_batches_per_host = 256;idle_park_sec = 10").
 
 // parkScale reads the benchmark's size from the environment.
 func parkScale(defDBs int) (dbs int, phase time.Duration) {
@@ -79,6 +81,13 @@ func startMinicouchPeerWith(b *testing.B, extra string) *peer {
 	data := b.TempDir()
 	if v, err := strconv.Atoi(os.Getenv("COUCHEPI_PARK_MAX_JOBS")); err == nil && v >= 0 {
 		extra = fmt.Sprintf("max_jobs = %d\n", v)
+	}
+	// COUCHEPI_PARK_CONFIG: more [replicator] settings, ";"-separated
+	// (a setting's effect on these benchmarks).
+	for _, kv := range strings.Split(os.Getenv("COUCHEPI_PARK_CONFIG"), ";") {
+		if strings.TrimSpace(kv) != "" {
+			extra += strings.TrimSpace(kv) + "\n"
+		}
 	}
 	s := minicouchtest.Start(b, minicouchtest.Options{Data: data, StopTimeout: time.Minute,
 		Config:  "[replicator]\njobs_store = " + filepath.Join(data, "replicator.db") + "\n" + extra + "[log]\nlevel = warn\n",

@@ -87,6 +87,7 @@ type Waker struct {
 	queued   map[string]bool
 	wakeRuns int            // goroutines committing wakes
 	wakeWG   sync.WaitGroup // of those goroutines
+	wakeOff  bool           // set by Stop: no more of them
 
 	mu       sync.Mutex
 	jobs     map[string]*entry
@@ -141,6 +142,9 @@ func New(opts Options) *Waker {
 // and keeps refreshing (see Options.Refresh) until Stop.
 func (w *Waker) Start(ctx context.Context) error {
 	w.ctx, w.cancel = context.WithCancel(context.Background())
+	w.wakeMu.Lock()
+	w.wakeOff = false
+	w.wakeMu.Unlock()
 	for range checkers {
 		w.wg.Add(1)
 		go func() {
@@ -167,6 +171,9 @@ func (w *Waker) Stop() {
 	}
 	w.cancel()
 	w.wg.Wait()
+	w.wakeMu.Lock()
+	w.wakeOff = true
+	w.wakeMu.Unlock()
 	w.wakeWG.Wait() // no wake reaches the queue once it is closed
 }
 
@@ -327,7 +334,7 @@ func (w *Waker) wakeAsync(ids ...string) {
 			w.toWake = append(w.toWake, id)
 		}
 	}
-	for w.wakeRuns < wakers && w.wakeRuns*wakeBatch < len(w.toWake) {
+	for !w.wakeOff && w.wakeRuns < wakers && w.wakeRuns*wakeBatch < len(w.toWake) {
 		w.wakeRuns++
 		w.wakeWG.Add(1)
 		go w.drainWakes()

@@ -5,8 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
+	"maps"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -28,6 +32,8 @@ import (
 // ratios.
 //
 //	COUCHEPI_PARK_DBS=10000 COUCHEPI_PARK_SECONDS=60 go test ./plugin/e2e -run '^$' -bench 'Park' -benchtime 1x -timeout 120m
+//
+// COUCHEPI_PARK_CONFIG adds [replicator] settings ("max_batches_per_host = 256;idle_park_sec = 10").
 
 // parkScale reads the benchmark's size from the environment.
 func parkScale(defDBs int) (dbs int, phase time.Duration) {
@@ -59,6 +65,9 @@ type peer struct {
 	// counters reads the replicator's Prometheus counters (nil: none).
 	counters func() map[string]float64
 	stop     func()
+	// sourceBase, when set, is the server URL replication docs name their
+	// sources under (a counting proxy, see sourceProxy).
+	sourceBase *url.URL
 }
 
 // startMinicouchPeer runs minicouch with the replicator at CouchDB's
@@ -72,6 +81,13 @@ func startMinicouchPeerWith(b *testing.B, extra string) *peer {
 	data := b.TempDir()
 	if v, err := strconv.Atoi(os.Getenv("COUCHEPI_PARK_MAX_JOBS")); err == nil && v >= 0 {
 		extra = fmt.Sprintf("max_jobs = %d\n", v)
+	}
+	// COUCHEPI_PARK_CONFIG: more [replicator] settings, ";"-separated
+	// (a setting's effect on these benchmarks).
+	for _, kv := range strings.Split(os.Getenv("COUCHEPI_PARK_CONFIG"), ";") {
+		if strings.TrimSpace(kv) != "" {
+			extra += strings.TrimSpace(kv) + "\n"
+		}
 	}
 	s := minicouchtest.Start(b, minicouchtest.Options{Data: data, StopTimeout: time.Minute,
 		Config:  "[replicator]\njobs_store = " + filepath.Join(data, "replicator.db") + "\n" + extra + "[log]\nlevel = warn\n",
@@ -192,7 +208,11 @@ func (p *peer) must(method, path, body string, want int) string {
 func (p *peer) endpoint(db string) string { return p.base.String() + url.PathEscape(db) }
 
 func (p *peer) repDoc(id, src, tgt, extra string) string {
-	return fmt.Sprintf(`{"_id":%q,"source":%q,"target":%q,"continuous":true%s}`, id, p.endpoint(src), p.endpoint(tgt), extra)
+	srcURL := p.endpoint(src)
+	if p.sourceBase != nil {
+		srcURL = p.sourceBase.String() + url.PathEscape(src)
+	}
+	return fmt.Sprintf(`{"_id":%q,"source":%q,"target":%q,"continuous":true%s}`, id, srcURL, p.endpoint(tgt), extra)
 }
 
 func (p *peer) docCount(db string) int {
@@ -693,6 +713,10 @@ func BenchmarkParkFanOut(b *testing.B) {
 		rate = v
 	}
 	runPeers(b, func(b *testing.B, p *peer) parkResult {
+		var proxy *sourceProxy
+		if os.Getenv("COUCHEPI_FANOUT_SOURCE_PROXY") != "" {
+			proxy = startSourceProxy(b, p)
+		}
 		source, tgts := p.fanOut(n)
 		time.Sleep(70 * time.Second)
 		rest := p.idlePhase(n, phase)
@@ -706,13 +730,97 @@ func BenchmarkParkFanOut(b *testing.B) {
 			feeds[t] = f
 			mu.Unlock()
 		})
+		var before map[string]int64
+		if proxy != nil {
+			before = proxy.counts()
+		}
 		lat := p.writePhase([]string{source}, func(string) []string { return tgts }, feeds, rate, phase)
 		for _, f := range feeds {
 			f.resp.Body.Close()
 		}
+		if proxy != nil {
+			proxy.report(before, lat.writes)
+			proxy.close()
+		}
 		return parkResult{p.name, rest, lat}
 	})
 }
+
+// sourceProxy forwards requests to a peer and counts them by kind: the
+// fan-out benchmark's sources are named through it
+// (COUCHEPI_FANOUT_SOURCE_PROXY=1), to count the requests the source
+// receives per write. The source is then another server's to the
+// replicator: watched through _db_updates (through the proxy too), not
+// the host's db_updated.
+type sourceProxy struct {
+	b   *testing.B
+	srv *httptest.Server
+	mu  sync.Mutex
+	n   map[string]int64
+}
+
+func startSourceProxy(b *testing.B, p *peer) *sourceProxy {
+	target := *p.base
+	target.User = nil
+	rp := httputil.NewSingleHostReverseProxy(&target)
+	rp.FlushInterval = -1                    // feeds stream
+	rp.ErrorLog = log.New(io.Discard, "", 0) // feeds the replicator ends
+	sp := &sourceProxy{b: b, n: map[string]int64{}}
+	sp.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sp.mu.Lock()
+		sp.n[requestKind(r)]++
+		sp.mu.Unlock()
+		rp.ServeHTTP(w, r)
+	}))
+	base, _ := url.Parse(sp.srv.URL + "/")
+	base.User = p.base.User
+	p.sourceBase = base
+	return sp
+}
+
+// requestKind names a request to a db by its method and the path after
+// the db's name (`GET _changes`, `PUT _local`, `GET db`).
+func requestKind(r *http.Request) string {
+	segs := strings.Split(strings.Trim(r.URL.EscapedPath(), "/"), "/")
+	switch {
+	case len(segs) == 1 && strings.HasPrefix(segs[0], "_"):
+		return r.Method + " " + segs[0]
+	case len(segs) == 1:
+		return r.Method + " db"
+	case strings.HasPrefix(segs[1], "_"):
+		return r.Method + " " + segs[1]
+	}
+	return r.Method + " doc"
+}
+
+func (sp *sourceProxy) counts() map[string]int64 {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	return maps.Clone(sp.n)
+}
+
+// report logs the requests the source received since before, per write.
+func (sp *sourceProxy) report(before map[string]int64, writes int) {
+	now := sp.counts()
+	var kinds []string
+	total := int64(0)
+	for k, v := range now {
+		if v > before[k] {
+			kinds = append(kinds, k)
+			total += v - before[k]
+		}
+	}
+	slices.Sort(kinds)
+	var parts []string
+	for _, k := range kinds {
+		parts = append(parts, fmt.Sprintf("%s %.2f", k, float64(now[k]-before[k])/float64(max(writes, 1))))
+	}
+	sp.b.ReportMetric(float64(total)/float64(max(writes, 1)), "source_requests/write")
+	sp.b.ReportMetric(float64(now["GET _changes"]+now["POST _changes"]-before["GET _changes"]-before["POST _changes"])/float64(max(writes, 1)), "source_changes_requests/write")
+	sp.b.Logf("source requests per write (%d writes, through the proxy): %.2f in all: %s", writes, float64(total)/float64(max(writes, 1)), strings.Join(parts, ", "))
+}
+
+func (sp *sourceProxy) close() { sp.srv.CloseClientConnections(); sp.srv.Close() }
 
 // BenchmarkParkWakeBurst (issue 15): one source replicated continuously
 // into N targets (1,000 at full size), every job parked; one write to the
@@ -728,11 +836,19 @@ func BenchmarkParkWakeBurst(b *testing.B) {
 	defer p.stop()
 	source, _ := p.fanOut(n)
 	written := func() float64 { return p.counters()["couchepi_replicator_docs_written_total"] }
+	// The jobs not parked (a parked job is listed in _active_tasks too,
+	// with its parked_since).
 	running := func() int {
-		var tasks []json.RawMessage
+		var tasks []map[string]any
 		_, body := p.req("GET", "/_active_tasks", "")
 		json.Unmarshal([]byte(body), &tasks)
-		return len(tasks)
+		n := 0
+		for _, t := range tasks {
+			if _, parked := t["parked_since"]; !parked {
+				n++
+			}
+		}
+		return n
 	}
 	var bursts []time.Duration
 	b.ResetTimer()

@@ -252,38 +252,71 @@ func (r *changesReader) interruptible(ctx context.Context, off bool) (context.Co
 
 // readRound reads the changes after since, at most roundRows of them:
 // first from the window of recent changes that runs of the same source
-// share (shared.go), then from the source, extending the window.
+// share (shared.go), then from the source, extending the window. A run
+// that finds another run reading on from the window's end with the same
+// signal armed waits for that read instead of making its own.
 func (r *changesReader) readRound(ctx context.Context, since json.RawMessage, changed <-chan struct{}) (bool, json.RawMessage, error) {
 	key := r.sharedKey()
 	if key == "" {
 		return r.request(ctx, since, r.roundRows())
 	}
 	limit := r.roundRows()
-	rows, atEnd, ok := r.group.changes.get(key, since, changed, limit)
 	var last json.RawMessage
-	if ok {
-		r.group.totals.sharedReads.Add(1)
-		for _, c := range rows {
-			if err := r.emit(ctx, c); err != nil {
-				return last != nil, last, err
+	served, shared, waited := 0, false, false
+	for {
+		rows, atEnd, ok := r.group.changes.get(key, since, changed, limit-served)
+		if ok {
+			shared = true
+			for _, c := range rows {
+				if err := r.emit(ctx, c); err != nil {
+					r.countShared(shared)
+					return last != nil, last, err
+				}
+				last, since = c.Seq, c.Seq
 			}
-			last, since = c.Seq, c.Seq
+			served += len(rows)
+			if atEnd || served >= limit {
+				r.countShared(shared)
+				return last != nil, last, nil
+			}
 		}
-		if atEnd || len(rows) >= limit {
-			return last != nil, last, nil
+		if waited {
+			break
+		}
+		wait, finish := r.group.changes.join(key, since, changed)
+		if finish != nil {
+			defer finish()
+		}
+		if wait == nil {
+			break
+		}
+		waited = true
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			r.countShared(shared)
+			return last != nil, last, ctx.Err()
 		}
 	}
+	r.countShared(shared)
 	var read []change
 	r.record = &read
-	progressed, l, err := r.request(ctx, since, limit-len(rows))
+	progressed, l, err := r.request(ctx, since, limit-served)
 	r.record = nil
 	if l != nil {
 		last = l
 	}
-	if err == nil && len(read) < limit-len(rows) {
+	if err == nil && len(read) < limit-served {
 		r.group.changes.put(key, since, read, changed)
 	}
-	return progressed || len(rows) > 0, last, err
+	return progressed || served > 0, last, err
+}
+
+// countShared counts a round served from the shared window.
+func (r *changesReader) countShared(shared bool) {
+	if shared {
+		r.group.totals.sharedReads.Add(1)
+	}
 }
 
 // pass ends a round once everything read is replicated. If the slot is

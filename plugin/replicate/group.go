@@ -11,6 +11,7 @@ type Group struct {
 	changes changeWindows
 	revs    sharedRevs
 	seqs    updateSeqs
+	pending pendingProbes
 	totals  totals
 }
 

@@ -27,6 +27,11 @@ type Resume struct {
 	seq              json.RawMessage // source_last_seq of the checkpoint the stopped run left
 	srcRev, tgtRev   string          // the checkpoint docs' revisions
 	srcInfo, tgtInfo dbInfo          // what the endpoints' instance_start_time was
+	// The adaptive choices of the stopped run (whether _revs_diff and
+	// _bulk_get are worth asking), which CouchDB's job keeps while it
+	// runs: a woken fan-out job would otherwise ask _revs_diff of its
+	// target for its first half a dozen batches again.
+	revsDiff, bulkGet adaptiveState
 }
 
 // Seq is the checkpointed source seq a resumed run starts from.
@@ -46,7 +51,7 @@ func (r *run) resume() *Resume {
 		return nil
 	}
 	return &Resume{repID: r.repID, seq: bytes.Clone(r.committed), srcRev: r.srcRev, tgtRev: r.tgtRev,
-		srcInfo: r.srcInfo, tgtInfo: r.tgtInfo}
+		srcInfo: r.srcInfo, tgtInfo: r.tgtInfo, revsDiff: r.revsDiffEMA.state(), bulkGet: r.bulkGetEMA.state()}
 }
 
 // startResumed takes the endpoints' info and the checkpoint revisions from
@@ -71,5 +76,7 @@ func (r *run) startResumed(ctx context.Context) (ok bool, src *localDoc, read bo
 	r.srcInfo, r.tgtInfo = h.srcInfo, h.tgtInfo
 	r.srcRev, r.tgtRev = h.srcRev, h.tgtRev
 	r.existing = src.Body
+	r.revsDiffEMA.set(h.revsDiff)
+	r.bulkGetEMA.set(h.bulkGet)
 	return true, src, true, nil
 }

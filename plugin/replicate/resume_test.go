@@ -172,3 +172,40 @@ func TestWokenReadsRounds(t *testing.T) {
 		})
 	}
 }
+
+// TestResumeKeepsAdaptive (issue 40): a run resumed from a parked run's
+// hint goes on with that run's adaptive choices: it skips _revs_diff, as
+// the parked run had learnt to (every revision was missing), instead of
+// asking it again for its first batches as a new run does.
+func TestResumeKeepsAdaptive(t *testing.T) {
+	const uuid = "0123456789abcdef0123456789abcdef"
+	s, p, rep, src, tgt := continuousThroughProxy(t, 30)
+	rep.WorkerBatchSize = 1 // a batch, and a _revs_diff, per doc
+	id, err := ComputeRepID(context.Background(), rep, uuid, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(o Options) error {
+		o.ServerUUID, o.RepID = uuid, &id
+		_, err := Run(context.Background(), rep, o)
+		return err
+	}
+	var hint *Resume
+	if err := run(Options{IdleAfter: 500 * time.Millisecond, OnResume: func(h *Resume) { hint = h }}); !errors.Is(err, ErrIdle) {
+		t.Fatalf("first run: %v, want ErrIdle", err)
+	}
+	if hint == nil {
+		t.Fatal("no Resume left")
+	}
+	addDocs(t, s, src, 30, 40)
+	p.resetCounts()
+	if err := run(Options{IdleAfter: 500 * time.Millisecond, Resume: hint}); !errors.Is(err, ErrIdle) {
+		t.Fatalf("resumed run: %v, want ErrIdle", err)
+	}
+	waitDocCount(t, s, tgt, 40)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n := p.counts["POST _revs_diff"]; n > 1 {
+		t.Errorf("the resumed run sent %d _revs_diff for 10 batches, want at most 1 (requests %v)", n, p.counts)
+	}
+}

@@ -575,7 +575,8 @@ func (r *run) snapshot() Stats {
 }
 
 // updatePending sets changes_pending: update_seq difference for numeric seqs,
-// else `_changes?since=…&limit=0`'s pending; when that fails, the
+// else what the runs of the source share (sharedPending), else
+// `_changes?since=…&limit=0`'s pending; when that fails, the
 // difference of the numbers CouchDB's "N-…" seqs start with (seqPrefix),
 // else null. Each request has its own deadline (probeTimeout).
 func (r *run) updatePending(ctx context.Context) {
@@ -594,6 +595,10 @@ func (r *run) updatePending(ctx context.Context) {
 				return
 			}
 		}
+	}
+	if p, ok := r.sharedPending(ctx, source, timeout); ok {
+		r.stats.setPending(p)
+		return
 	}
 	if p, ok := r.probePending(ctx, source, timeout); ok {
 		r.stats.setPending(p)

@@ -47,6 +47,50 @@ type changeWindows struct {
 	mu      sync.Mutex
 	windows map[string]*window
 	rows    int // in all windows
+	// reads are the reads of changes under way, by key and since: the
+	// runs signalled by one write ask at once, and those armed with the
+	// same signal wait for the first one's read instead of each sending
+	// their own (see join).
+	reads map[string]*windowRead
+}
+
+// windowRead is a read of changes made with changed armed; done is closed
+// once its rows are in the window (or it failed).
+type windowRead struct {
+	changed <-chan struct{}
+	done    chan struct{}
+}
+
+// join returns the read of key's changes after since under way with the
+// same signal armed, to wait for (wait non-nil); or, when none is, makes
+// the caller's read the one others wait for (finish non-nil: call it once
+// the read's rows are put). Both are nil when a read from since under
+// another signal is under way (the caller reads alone) or the signal
+// already fired.
+func (cw *changeWindows) join(key string, since json.RawMessage, changed <-chan struct{}) (wait <-chan struct{}, finish func()) {
+	if isClosed(changed) {
+		return nil, nil
+	}
+	k := key + "\x00" + string(since)
+	cw.mu.Lock()
+	defer cw.mu.Unlock()
+	if f := cw.reads[k]; f != nil {
+		if f.changed == changed {
+			return f.done, nil
+		}
+		return nil, nil
+	}
+	if cw.reads == nil {
+		cw.reads = map[string]*windowRead{}
+	}
+	f := &windowRead{changed: changed, done: make(chan struct{})}
+	cw.reads[k] = f
+	return nil, func() {
+		cw.mu.Lock()
+		delete(cw.reads, k)
+		cw.mu.Unlock()
+		close(f.done)
+	}
 }
 
 // sharedKey names what the reader reads, for sharing: the source endpoint
@@ -54,14 +98,22 @@ type changeWindows struct {
 // not share) and the feed style. "" when the reader's reads are not
 // shareable (filtered ones).
 func (r *changesReader) sharedKey() string {
-	rep := r.rep
-	if r.clientFilter || rep.DocIDs != nil || len(rep.Selector) > 0 || rep.Filter != "" || r.srcKey == "" {
+	if r.clientFilter {
+		return ""
+	}
+	return sharedKeyOf(r.rep, r.srcKey)
+}
+
+// sharedKeyOf is the sharedKey of the changes of rep's source, srcKey its
+// endpointKey.
+func sharedKeyOf(rep *parse.Rep, srcKey string) string {
+	if rep.DocIDs != nil || len(rep.Selector) > 0 || rep.Filter != "" || srcKey == "" {
 		return ""
 	}
 	if rep.WinningRevsOnly {
-		return r.srcKey + "\x00main_only"
+		return srcKey + "\x00main_only"
 	}
-	return r.srcKey + "\x00all_docs"
+	return srcKey + "\x00all_docs"
 }
 
 // endpointKey names a replication's source endpoint, credentials
@@ -94,6 +146,32 @@ func (cw *changeWindows) get(key string, since json.RawMessage, changed <-chan s
 		return rows[:limit], false, true
 	}
 	return rows, w.endChanged == changed && !isClosed(changed), true
+}
+
+// after returns how many docs have changes after since in key's window,
+// the window's last seq, and whether that is the source's end (no change
+// signalled since the read that reached it); ok is false when since is
+// not in the window.
+func (cw *changeWindows) after(key string, since json.RawMessage) (docs int64, end json.RawMessage, atEnd, ok bool) {
+	cw.mu.Lock()
+	defer cw.mu.Unlock()
+	w := cw.windows[key]
+	if w == nil {
+		return 0, nil, false, false
+	}
+	i := w.find(since)
+	if i < 0 {
+		return 0, nil, false, false
+	}
+	ids := make(map[string]bool, len(w.rows)-i)
+	for _, c := range w.rows[i:] {
+		ids[c.ID] = true
+	}
+	end = w.since
+	if len(w.rows) > 0 {
+		end = w.rows[len(w.rows)-1].Seq
+	}
+	return int64(len(ids)), end, !isClosed(w.endChanged), true
 }
 
 // find returns the index of the first row after since, -1 when since is
@@ -292,4 +370,70 @@ func (r *run) sourceUpdateSeq(ctx context.Context) (json.RawMessage, error) {
 		s.mu.Unlock()
 	}
 	return info.UpdateSeq, nil
+}
+
+// Runs of one source share what they learn of its pending changes too.
+// Where the source's seqs are opaque, changes_pending is the `pending`
+// of `_changes?since=…&limit=0`, and each run of a fan-out asked it every
+// pendingInterval (the thousand of them, 200 times a second). A run whose
+// seq is in the shared window of recent changes counts the docs in the
+// window after it, plus what the source has after the window's end: none
+// while no change was signalled since the read that reached it, else
+// that end's pending, asked once per source per updateSeqShare.
+
+// pendingProbes are the pending counts a Group's runs asked for, by
+// sharedKey and seq.
+type pendingProbes struct {
+	mu sync.Mutex
+	m  map[string]pendingProbe
+}
+
+type pendingProbe struct {
+	pending int64
+	at      time.Time // when the request was sent
+}
+
+// sharedPending returns changes_pending for a run at source from the
+// shared window (and one shared probe of its end); false when the window
+// does not hold source or the probe failed.
+func (r *run) sharedPending(ctx context.Context, source json.RawMessage, timeout time.Duration) (*int64, bool) {
+	key := sharedKeyOf(r.rep, r.srcKey)
+	if key == "" {
+		return nil, false
+	}
+	n, end, atEnd, ok := r.group.changes.after(key, source)
+	if !ok {
+		return nil, false
+	}
+	if atEnd {
+		return &n, true
+	}
+	pp := &r.group.pending
+	k := key + "\x00" + string(end)
+	now := time.Now()
+	pp.mu.Lock()
+	e, hit := pp.m[k]
+	pp.mu.Unlock()
+	if !hit || now.Sub(e.at) >= updateSeqShare {
+		p, ok := r.probePending(ctx, end, timeout)
+		if !ok || p == nil {
+			return nil, false
+		}
+		e = pendingProbe{*p, now}
+		pp.mu.Lock()
+		if pp.m == nil {
+			pp.m = map[string]pendingProbe{}
+		}
+		if len(pp.m) >= sharedUpdateSeqsSweep {
+			for k, old := range pp.m {
+				if now.Sub(old.at) >= updateSeqShare {
+					delete(pp.m, k)
+				}
+			}
+		}
+		pp.m[k] = e
+		pp.mu.Unlock()
+	}
+	n += e.pending
+	return &n, true
 }

@@ -4,11 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/couchepi/couchepi/plugin/couchclient"
+	"github.com/hashicorp/go-hclog"
 )
 
 // TestSharedWindow: a source's window of recent changes serves any run
@@ -185,4 +189,132 @@ func TestSharedUpdateSeq(t *testing.T) {
 func seqNumber(seq json.RawMessage) string {
 	n, _, _ := strings.Cut(seqString(seq), "-")
 	return n
+}
+
+// TestSharedRoundReadOnce (issue 40): the runs of a fan-out signalled by
+// one write read their round at once; the first one's read of the source
+// serves all of those armed with the same signal, instead of one
+// _changes request per run. The first request is held up so that the
+// others ask while it is under way.
+func TestSharedRoundReadOnce(t *testing.T) {
+	_, p, rep, _, _ := continuousThroughProxy(t, 5)
+	p.slow = 300 * time.Millisecond
+	first := true
+	p.setFaults(func(n int, r *http.Request, body []byte) fault {
+		if strings.HasSuffix(r.URL.Path, "/_changes") && first {
+			first = false
+			return slowResponse
+		}
+		return passThrough
+	})
+	pool := couchclient.NewPool(couchclient.PoolOptions{})
+	t.Cleanup(func() { pool.Close() })
+	group := new(Group)
+	changed := make(chan struct{}) // one write's signal, armed by every run
+	const runs = 20
+	got := make([]int, runs)
+	var wg sync.WaitGroup
+	for i := range runs {
+		out := make(chan change, 16)
+		r := &changesReader{src: pool.Endpoint(rep.Source, rep), rep: rep, log: hclog.NewNullLogger(), out: out,
+			group: group, srcKey: endpointKey(rep)}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			done := make(chan struct{})
+			go func() {
+				for range out {
+					got[i]++
+				}
+				close(done)
+			}()
+			if _, _, err := r.readRound(context.Background(), json.RawMessage("0"), changed); err != nil {
+				t.Errorf("run %d: %v", i, err)
+			}
+			close(out)
+			<-done
+		}()
+	}
+	wg.Wait()
+	for i, n := range got {
+		if n != 5 {
+			t.Errorf("run %d read %d changes, want 5", i, n)
+		}
+	}
+	p.mu.Lock()
+	n := p.counts["GET _changes"] + p.counts["POST _changes"]
+	p.mu.Unlock()
+	if n != 1 {
+		t.Errorf("%d runs armed with one signal sent %d _changes requests, want 1", runs, n)
+	}
+}
+
+// TestSharedPending (issue 40): runs of one source whose seqs are opaque
+// take changes_pending from the shared window of recent changes: the docs
+// in it after their seq, and nothing more while no change was signalled
+// since the window's read; after a signal, what the source has after the
+// window's end, asked once for all of them, instead of each run asking
+// `_changes?limit=0` every pendingInterval.
+func TestSharedPending(t *testing.T) {
+	s, p, rep, src, _ := continuousThroughProxy(t, 5)
+	pool := couchclient.NewPool(couchclient.PoolOptions{})
+	t.Cleanup(func() { pool.Close() })
+	group := new(Group)
+	changed := make(chan struct{})
+	out := make(chan change, 16)
+	reader := &changesReader{src: pool.Endpoint(rep.Source, rep), rep: rep, log: hclog.NewNullLogger(), out: out,
+		group: group, srcKey: endpointKey(rep)}
+	if _, _, err := reader.readRound(context.Background(), json.RawMessage("0"), changed); err != nil {
+		t.Fatal(err)
+	}
+	close(out)
+	var seqs []json.RawMessage
+	for c := range out {
+		seqs = append(seqs, c.Seq)
+	}
+	if len(seqs) != 5 {
+		t.Fatalf("read %d changes, want 5", len(seqs))
+	}
+	if _, err := strconv.Atoi(string(seqs[0])); err == nil {
+		t.Skip("the test server's seqs are numbers: pending comes from update_seq")
+	}
+	pending := func(at json.RawMessage) int64 {
+		r := &run{rep: rep, src: pool.Endpoint(rep.Source, rep), srcKey: endpointKey(rep), group: group, tracker: newThroughTracker(at)}
+		r.updatePending(context.Background())
+		got := r.stats.pendingCount()
+		if got == nil {
+			t.Fatalf("pending at %s: null", at)
+		}
+		return *got
+	}
+	probes := func() int {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.counts["GET _changes"]
+	}
+	p.resetCounts()
+	for _, c := range []struct {
+		at   int
+		want int64
+	}{{1, 3}, {4, 0}} {
+		if got := pending(seqs[c.at]); got != c.want {
+			t.Errorf("window at the source's end: pending after change %d = %d, want %d", c.at+1, got, c.want)
+		}
+	}
+	if n := probes(); n != 0 {
+		t.Errorf("window at the source's end: %d _changes probes, want 0", n)
+	}
+	addDocs(t, s, src, 5, 7)
+	close(changed)
+	for _, c := range []struct {
+		at   int
+		want int64
+	}{{1, 5}, {3, 3}, {4, 2}} {
+		if got := pending(seqs[c.at]); got != c.want {
+			t.Errorf("after a signal: pending after change %d = %d, want %d", c.at+1, got, c.want)
+		}
+	}
+	if n := probes(); n != 1 {
+		t.Errorf("after a signal: %d _changes probes for three runs, want 1", n)
+	}
 }

@@ -47,6 +47,24 @@ func (a *adaptive) value() (float64, time.Time) {
 	return a.ratio, a.last
 }
 
+// adaptiveState is an adaptive's value, carried from a run to the next
+// (Resume).
+type adaptiveState struct {
+	ratio float64
+	last  time.Time
+}
+
+func (a *adaptive) state() adaptiveState {
+	ratio, last := a.value()
+	return adaptiveState{ratio, last}
+}
+
+func (a *adaptive) set(st adaptiveState) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.ratio, a.last = st.ratio, st.last
+}
+
 func (a *adaptive) update(alpha, sample float64, now time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -79,8 +79,15 @@ type Waker struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	checks chan string   // job ids to check
-	waking chan struct{} // one token per running wakeAsync
 	wakes  atomic.Uint64 // see Stats
+
+	// Wakes waiting for their commit (see wakeAsync).
+	wakeMu   sync.Mutex
+	toWake   []string
+	queued   map[string]bool
+	wakeRuns int            // goroutines committing wakes
+	wakeWG   sync.WaitGroup // of those goroutines
+	wakeOff  bool           // set by Stop: no more of them
 
 	mu       sync.Mutex
 	jobs     map[string]*entry
@@ -121,7 +128,7 @@ func New(opts Options) *Waker {
 		log:      opts.Logger.Named("park"),
 		local:    localRoot(opts.LocalURL),
 		checks:   make(chan string, 1024),
-		waking:   make(chan struct{}, wakers),
+		queued:   map[string]bool{},
 		jobs:     map[string]*entry{},
 		bySource: map[source]map[string]*entry{},
 		feeds:    map[string]*feed{},
@@ -135,6 +142,9 @@ func New(opts Options) *Waker {
 // and keeps refreshing (see Options.Refresh) until Stop.
 func (w *Waker) Start(ctx context.Context) error {
 	w.ctx, w.cancel = context.WithCancel(context.Background())
+	w.wakeMu.Lock()
+	w.wakeOff = false
+	w.wakeMu.Unlock()
 	for range checkers {
 		w.wg.Add(1)
 		go func() {
@@ -161,12 +171,10 @@ func (w *Waker) Stop() {
 	}
 	w.cancel()
 	w.wg.Wait()
-	for range wakers { // wait for running wakes: holding every token
-		w.waking <- struct{}{}
-	}
-	for range wakers {
-		<-w.waking
-	}
+	w.wakeMu.Lock()
+	w.wakeOff = true
+	w.wakeMu.Unlock()
+	w.wakeWG.Wait() // no wake reaches the queue once it is closed
 }
 
 // Watchable reports whether a job reading ep can be parked: its source is
@@ -295,34 +303,70 @@ func (w *Waker) wakeSource(src source) {
 		ids = append(ids, id)
 	}
 	w.mu.Unlock()
-	for _, id := range ids {
-		w.wakeAsync(id)
-	}
+	w.wakeAsync(ids...)
 }
 
 // wakeServer wakes every job parked on a server.
 func (w *Waker) wakeServer(server string) {
-	for _, id := range w.serverJobs(server) {
-		w.wakeAsync(id)
+	w.wakeAsync(w.serverJobs(server)...)
+}
+
+// wakers bounds the goroutines committing wakes, wakeBatch the jobs one
+// of them wakes in one queue transaction.
+const (
+	wakers    = 8
+	wakeBatch = 32
+)
+
+// wakeAsync queues ids to be woken and returns at once: the host delivers
+// db_updated events one at a time, and a caller waiting for the commits
+// of a fan-out's thousand wakes held up every later event, and with them
+// the signals of the quiet jobs (seconds). Up to wakers goroutines commit
+// the queued wakes, wakeBatch jobs per queue transaction. Stop waits for
+// them; wakes still queued when the Waker stops are dropped (the jobs stay
+// parked, and a starting Waker checks every parked job).
+func (w *Waker) wakeAsync(ids ...string) {
+	w.wakeMu.Lock()
+	defer w.wakeMu.Unlock()
+	for _, id := range ids {
+		if !w.queued[id] {
+			w.queued[id] = true
+			w.toWake = append(w.toWake, id)
+		}
+	}
+	for !w.wakeOff && w.wakeRuns < wakers && w.wakeRuns*wakeBatch < len(w.toWake) {
+		w.wakeRuns++
+		w.wakeWG.Add(1)
+		go w.drainWakes()
 	}
 }
 
-// wakers bounds how many wakes run at once.
-const wakers = 64
-
-// wakeAsync wakes id without waiting for its commit, so that the wakes of
-// many events (delivered one at a time) share the queue's commits; when
-// wakers are already running, it waits for one to finish. Every wake goes
-// through here, so Stop waits for all of them (it takes every token)
-// before the queue closes. Nothing is lost if the process dies first: a
-// starting Waker checks every parked job.
-func (w *Waker) wakeAsync(id string) {
-	w.waking <- struct{}{}
-	go func() {
-		defer func() { <-w.waking }()
-		w.wake(id)
-	}()
+// drainWakes commits queued wakes until none is left or the Waker stops.
+func (w *Waker) drainWakes() {
+	defer w.wakeWG.Done()
+	for {
+		w.wakeMu.Lock()
+		n := min(len(w.toWake), wakeBatch)
+		if n == 0 || w.stopped() {
+			w.wakeRuns--
+			w.wakeMu.Unlock()
+			return
+		}
+		ids := append([]string(nil), w.toWake[:n]...)
+		w.toWake = w.toWake[n:]
+		if len(w.toWake) == 0 {
+			w.toWake = nil // let the backing array go
+		}
+		for _, id := range ids {
+			delete(w.queued, id)
+		}
+		w.wakeMu.Unlock()
+		w.wakeAll(ids)
+	}
 }
+
+// stopped reports whether Stop was called.
+func (w *Waker) stopped() bool { return w.ctx != nil && w.ctx.Err() != nil }
 
 // serverJobs lists the jobs parked on server.
 func (w *Waker) serverJobs(server string) []string {
@@ -342,35 +386,56 @@ func (w *Waker) serverJobs(server string) []string {
 // wake re-enqueues a parked job at the front of the queue and forgets it.
 // A job no longer parked (woken elsewhere, removed, changed) is only
 // forgotten.
-func (w *Waker) wake(id string) {
+func (w *Waker) wake(id string) { w.wakeAll([]string{id}) }
+
+// wakeAll wakes ids as wake does, in one queue transaction; when that
+// fails, each in a transaction of its own, so that one job that cannot be
+// woken does not hold the others up.
+func (w *Waker) wakeAll(ids []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	woke := false
+	var woke int
 	err := w.opts.Queue.Transact(ctx, func(tx *jobs.Tx) error {
-		woke = false
-		rec, err := jobstore.Get(tx, w.opts.Keys, id)
-		if err != nil {
-			return err
+		woke = 0
+		for _, id := range ids {
+			rec, err := jobstore.Get(tx, w.opts.Keys, id)
+			if errors.Is(err, jobs.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if rec.Parked == nil || rec.State != jobdata.Pending {
+				continue
+			}
+			rec.Parked = nil
+			if err := tx.Add(jobdata.JobType, id, rec.Encode(w.opts.Keys, id), jobstore.WokenTime()); err != nil {
+				return err
+			}
+			woke++
 		}
-		if rec.Parked == nil || rec.State != jobdata.Pending {
-			return nil
-		}
-		rec.Parked = nil
-		woke = true
-		return tx.Add(jobdata.JobType, id, rec.Encode(w.opts.Keys, id), jobstore.WokenTime())
+		return nil
 	})
-	if err != nil && !errors.Is(err, jobs.ErrNotFound) {
-		// Left registered: the next refresh or signal tries again.
-		w.log.Warn("could not wake parked job", "job", id, "error", err)
+	if err != nil && len(ids) > 1 {
+		for _, id := range ids {
+			w.wakeAll([]string{id})
+		}
 		return
 	}
-	if woke {
-		w.wakes.Add(1)
-		w.log.Debug("woke parked job", "job", id)
+	if err != nil {
+		// Left registered: the next refresh or signal tries again.
+		w.log.Warn("could not wake parked job", "job", ids[0], "error", err)
+		return
+	}
+	w.wakes.Add(uint64(woke))
+	if woke > 0 {
+		w.log.Debug("woke parked jobs", "jobs", woke)
 	}
 	w.mu.Lock()
-	if e := w.jobs[id]; e != nil {
-		w.unregisterLocked(e)
+	for _, id := range ids {
+		if e := w.jobs[id]; e != nil {
+			w.unregisterLocked(e)
+		}
 	}
 	w.mu.Unlock()
 }

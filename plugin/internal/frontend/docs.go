@@ -250,8 +250,12 @@ func (f *Frontend) failAlone(ctx context.Context, db string, at jobstore.DBSeq, 
 		if err == nil {
 			continue
 		}
-		if ctx.Err() != nil || p.fresh == nil {
-			return err // a deleted doc's job that cannot be removed: the store's trouble
+		if ctx.Err() != nil || p.fresh == nil || errors.Is(err, jobs.ErrNoTypeTimeout) {
+			// A deleted doc's job that cannot be removed, or a queue no
+			// replication node has set up yet (a frontend started
+			// first): the store's trouble, not the doc's; the host
+			// retries the db's catch-up.
+			return err
 		}
 		reason := "The job of this replication could not be stored: " + err.Error()
 		failed := jobdata.NewFailed(db, p.uuid, p.docID, reason, f.cfg.Now())

@@ -3,6 +3,7 @@ package frontend
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -229,6 +230,36 @@ func TestDocEvents(t *testing.T) {
 	fx.write("_replicator", "r1", "")
 	if js := fx.jobs(); js[job] != nil {
 		t.Fatalf("deleted doc kept its job")
+	}
+}
+
+// TestDocBeforeQueueSetUp: a doc written to an api_frontend before any
+// replication node set the queue's job type up is not failed: the write
+// event fails (the host catches the db up later) and the doc becomes a job
+// once the type exists. (In a cluster whose replication node set the type
+// up between two attempts, the doc was failed for good with "its job
+// cannot be stored: jobs: no_type_timeout": TestE2EClusterParkedJobsWake.)
+func TestDocBeforeQueueSetUp(t *testing.T) {
+	fx := newFixture(t)
+	if err := fx.q.ClearTypeTimeout(fx.ctx, jobdata.JobType); err != nil {
+		t.Fatal(err)
+	}
+	ev := fx.svc.put("_replicator", "early", []byte(doc("early", "t1", "")))
+	if err := fx.f.AfterDocWrite(fx.ctx, ev); !errors.Is(err, jobs.ErrNoTypeTimeout) {
+		t.Fatalf("write before the queue is set up: %v", err)
+	}
+	if js := fx.jobs(); len(js) != 0 {
+		t.Fatalf("jobs before the queue is set up: %v", js)
+	}
+	if err := fx.q.SetTypeTimeout(fx.ctx, jobdata.JobType, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := fx.f.CatchUp(fx.ctx, "_replicator"); err != nil {
+		t.Fatal(err)
+	}
+	j := fx.jobs()[parse.PersistentJobID("uuid1", "early")]
+	if j == nil || j.State != jobdata.Pending {
+		t.Fatalf("after the catch-up: %+v", j)
 	}
 }
 

@@ -49,52 +49,62 @@ const pickBatch = 1024
 // blocks until one is, woken by a watch on the type's pending counter (and a
 // timer for the next scheduled job), or until ctx ends (ctx.Err()).
 func (q *Queue) Accept(ctx context.Context, typ string, opt AcceptOptions) (*Job, error) {
+	var job *Job
+	err := q.waitDue(ctx, typ, opt, func(tx *Tx, maxS int64) (bool, int64, error) {
+		var next int64
+		var err error
+		job, next, err = tx.accept(typ, maxS, opt)
+		return job != nil, next, err
+	})
+	return job, err
+}
+
+// waitDue runs try in a transaction until it finds what it looks for
+// (Accept's and AcceptMany's loop): when nothing is due it waits for an
+// enqueue (the type's counter, watched before looking, so an enqueue
+// between the look and the wait is not missed), the earliest pending job's
+// time (next, -1 when none), ctx or the queue's close. With opt.NoWait it
+// returns ErrNotFound at once.
+func (q *Queue) waitDue(ctx context.Context, typ string, opt AcceptOptions, try func(tx *Tx, maxS int64) (found bool, next int64, err error)) error {
 	for {
 		select {
 		case <-q.closed:
-			return nil, ErrClosed
+			return ErrClosed
 		default:
 		}
 		wctx, cancel := context.WithCancel(ctx)
-		// The watch is set before looking, so an enqueue between the look
-		// and the wait is not missed; NoWait never waits.
 		var watch <-chan struct{}
 		if !opt.NoWait {
 			var err error
 			if watch, err = q.store.Watch(wctx, q.l.counter(typ)); err != nil {
 				cancel()
-				return nil, err
+				return err
 			}
 		}
 		maxS := ms(opt.MaxSchedTime)
 		if opt.MaxSchedTime.IsZero() {
 			maxS = q.opts.Now().UnixMilli()
 		}
-		var job *Job
+		found := false
 		next := int64(-1)
 		err := q.Transact(ctx, func(tx *Tx) error {
-			job, next = nil, -1
 			var err error
-			job, next, err = tx.accept(typ, maxS, opt)
+			found, next, err = try(tx, maxS)
 			return err
 		})
-		if err != nil || job != nil || opt.NoWait {
+		if err != nil || found || opt.NoWait {
 			cancel()
-			if err == nil && job == nil {
+			if err == nil && !found {
 				err = ErrNotFound
 			}
-			return job, err
+			return err
 		}
 		var timer <-chan time.Time
 		var t *time.Timer
 		// Only a "now"-bounded scheduled accept can be satisfied by time
 		// passing; NoSchedule takes stime-0 jobs only, which are always due.
 		if next >= 0 && opt.MaxSchedTime.IsZero() && !opt.NoSchedule {
-			d := time.UnixMilli(next).Sub(q.opts.Now())
-			if d < time.Millisecond {
-				d = time.Millisecond
-			}
-			t = time.NewTimer(d)
+			t = time.NewTimer(max(time.UnixMilli(next).Sub(q.opts.Now()), time.Millisecond))
 			timer = t.C
 		}
 		select {
@@ -110,7 +120,7 @@ func (q *Queue) Accept(ctx context.Context, typ string, opt AcceptOptions) (*Job
 			t.Stop()
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	mrand "math/rand/v2"
-	"time"
 
 	"github.com/couchepi/couchepi/plugin/kv"
 )
@@ -41,71 +40,14 @@ func (q *Queue) AcceptMany(ctx context.Context, typ string, max int, opt AcceptO
 	if max <= 0 {
 		return nil, nil
 	}
-	for {
-		select {
-		case <-q.closed:
-			return nil, ErrClosed
-		default:
-		}
-		wctx, cancel := context.WithCancel(ctx)
-		var watch <-chan struct{}
-		if !opt.NoWait {
-			var err error
-			if watch, err = q.store.Watch(wctx, q.l.counter(typ)); err != nil {
-				cancel()
-				return nil, err
-			}
-		}
-		maxS := ms(opt.MaxSchedTime)
-		if opt.MaxSchedTime.IsZero() {
-			maxS = q.opts.Now().UnixMilli()
-		}
-		var got []*Job
-		next := int64(-1)
-		err := q.Transact(ctx, func(tx *Tx) error {
-			var err error
-			got, next, err = tx.acceptMany(typ, maxS, max, opt.Lease)
-			return err
-		})
-		if err != nil || len(got) > 0 || opt.NoWait {
-			cancel()
-			if err == nil && len(got) == 0 {
-				err = ErrNotFound
-			}
-			return got, err
-		}
-		// Nothing due: wait for an enqueue, the next scheduled job, or a
-		// lease watcher's expiry (which re-enqueues, bumping the counter).
-		var timer <-chan time.Time
-		var t *time.Timer
-		if next >= 0 && opt.MaxSchedTime.IsZero() {
-			d := max64(time.UnixMilli(next).Sub(q.opts.Now()), time.Millisecond)
-			t = time.NewTimer(d)
-			timer = t.C
-		}
-		select {
-		case <-watch:
-		case <-timer:
-		case <-ctx.Done():
-			err = ctx.Err()
-		case <-q.closed:
-			err = ErrClosed
-		}
-		cancel()
-		if t != nil {
-			t.Stop()
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-}
-
-func max64(a, b time.Duration) time.Duration {
-	if a > b {
-		return a
-	}
-	return b
+	var got []*Job
+	err := q.waitDue(ctx, typ, opt, func(tx *Tx, maxS int64) (bool, int64, error) {
+		var next int64
+		var err error
+		got, next, err = tx.acceptMany(typ, maxS, max, opt.Lease)
+		return len(got) > 0, next, err
+	})
+	return got, err
 }
 
 // acceptMany is one AcceptMany attempt: the jobs it took, or none and the

@@ -15,7 +15,7 @@ DEMO_DATA ?= .demo/data
 DEMO_USER ?= admin
 DEMO_PASS ?= pass
 
-.PHONY: all build zlib-deps test test-modules test-short test-browser test-faults interop-deps browser-deps bench bench-cluster proto lint fuzz demo demo-cluster clean
+.PHONY: all build zlib-deps test test-modules test-short test-browser test-faults interop-deps browser-deps bench bench-cluster bench-cluster-queue proto lint fuzz demo demo-cluster clean
 
 all: build
 
@@ -95,10 +95,19 @@ fuzz:
 bench: build interop-deps
 	$(GO) test -run '^$$' -bench . -timeout 60m ./... | tee bench.out
 
-# The job queue of a cluster on a real 3-member etcd (issue 39): seconds to
-# start 1,000 jobs, failover of 500 and 5,000 jobs on kill -9, handover of
-# 1,000 on a clean stop. Queue level: no job server or frontend. Minutes.
+# A real cluster end to end (issue 39): a 3-member etcd, a frontend and
+# two (then three) replication minicouch. Prints seconds to start 1,000 and
+# 10,000 jobs from _replicator docs, failover of 500 and 5,000 jobs on
+# kill -9, handover of 1,000 on SIGTERM, the spread over 3 nodes and etcd's
+# requests/s at rest. COUCHEPI_BENCH_BIN=dir runs the binaries of another
+# build (before/after); COUCHEPI_BENCH_START, _FAILOVER, _HANDOVER set the
+# sizes. See docs/testing.md. About 20 minutes.
 bench-cluster:
+	COUCHEPI_BENCH_CLUSTER=1 $(GO) test -run '^$$' -bench '^BenchmarkCluster$$' -benchtime 1x -timeout 180m ./plugin/e2e/ | grep -E '^(bench-cluster|  |Benchmark|ok|FAIL|---|panic)'
+
+# The job queue alone on a real 3-member etcd (no job server, frontend or
+# replications): the queue's share of bench-cluster's figures. Minutes.
+bench-cluster-queue:
 	COUCHEPI_BENCH_CLUSTER=1 $(GO) test -run '^$$' -bench '^BenchmarkClusterEtcd$$' -benchtime 1x -timeout 60m -v ./plugin/jobs/ | grep -E '^(Benchmark|    bench_cluster_test|ok|FAIL|---)'
 
 PROTOC_GEN_GO_VERSION      := v1.36.12

@@ -1,0 +1,509 @@
+//go:build unix
+
+package e2e
+
+import (
+	"bufio"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/couchepi/couchepi/examples/minicouch/minicouchtest"
+	"github.com/couchepi/couchepi/plugin/kv/etcd/etcdtest"
+)
+
+// BenchmarkCluster (issue 39; make bench-cluster) measures a real cluster
+// end to end, as an operator would: a 3-member etcd (each member a
+// process of its own), one api_frontend-only minicouch holding every
+// database and two replication-only minicouch with the replicator plugin,
+// default settings but `idle_park_sec = 0` and `max_jobs` large enough.
+// Each row runs on fresh nodes under a fresh etcd prefix and prints:
+//
+//   - start N: 4 writers PUT N continuous `_replicator` docs (20 sources,
+//     a target each) one by one through the frontend; seconds until
+//     `_scheduler/jobs` lists all N as running, from the first and from
+//     the last write; the running jobs per node; then etcd's requests/s
+//     at rest (COUCHEPI_BENCH_REST_SEC, 30 s). After the last start row a
+//     third replication node joins: seconds until it holds 90 % of its
+//     share, the spread over 3 nodes and etcd at rest again.
+//   - failover N: one node runs N jobs, the other has max_jobs 0 until it
+//     is raised just before the first is killed with SIGKILL; seconds
+//     until all N run on the survivor, and until a doc written to every
+//     source at the kill is on every target.
+//   - handover N: the same with SIGTERM (a rolling restart).
+//
+// The binaries are built from this tree, or taken from
+// COUCHEPI_BENCH_BIN (a directory with minicouch and replicator, e.g. the
+// bin/ of `make build` in a worktree of an older commit), so one harness
+// measures before and after. Sizes: COUCHEPI_BENCH_START (1000,10000),
+// COUCHEPI_BENCH_FAILOVER (500,5000), COUCHEPI_BENCH_HANDOVER (1000); an
+// empty list skips the rows, COUCHEPI_BENCH_JOIN=0 skips the join.
+// COUCHEPI_BENCH_LIMIT (600 s) bounds every wait: a row that does not get
+// there says so with the count it reached.
+func BenchmarkCluster(b *testing.B) {
+	if os.Getenv("COUCHEPI_BENCH_CLUSTER") == "" {
+		b.Skip("set COUCHEPI_BENCH_CLUSTER=1 (make bench-cluster): takes minutes")
+	}
+	bc := newBenchCluster(b)
+	for _, n := range benchSizes("COUCHEPI_BENCH_START", "1000,10000") {
+		bc.start(n)
+	}
+	for _, n := range benchSizes("COUCHEPI_BENCH_FAILOVER", "500,5000") {
+		bc.move(n, false)
+	}
+	for _, n := range benchSizes("COUCHEPI_BENCH_HANDOVER", "1000") {
+		bc.move(n, true)
+	}
+	bc.report()
+}
+
+// benchSources is how many source dbs the jobs of a row share.
+const benchSources = 20
+
+type benchCluster struct {
+	b          *testing.B
+	etcd       *etcdtest.Cluster
+	minicouch  string
+	replicator string
+	limit      time.Duration
+	rest       time.Duration
+	join       bool
+	rows       []string
+	row        int
+	began      time.Time
+}
+
+func newBenchCluster(b *testing.B) *benchCluster {
+	bc := &benchCluster{b: b, limit: benchSeconds("COUCHEPI_BENCH_LIMIT", 600), rest: benchSeconds("COUCHEPI_BENCH_REST_SEC", 30),
+		join: os.Getenv("COUCHEPI_BENCH_JOIN") != "0", began: time.Now()}
+	if dir := os.Getenv("COUCHEPI_BENCH_BIN"); dir != "" {
+		bc.minicouch, bc.replicator = filepath.Join(dir, "minicouch"), filepath.Join(dir, "replicator")
+		for _, p := range []string{bc.minicouch, bc.replicator} {
+			if _, err := os.Stat(p); err != nil {
+				b.Fatalf("COUCHEPI_BENCH_BIN: %v", err)
+			}
+		}
+	} else {
+		bc.minicouch, bc.replicator = minicouchtest.Minicouch(b), minicouchtest.Replicator(b, "")
+	}
+	bc.etcd = etcdtest.StartProcessCluster(b, 3)
+	bc.printf("binaries: %s, %s; etcd %s", bc.minicouch, bc.replicator, strings.Join(bc.etcd.Endpoints(), ","))
+	return bc
+}
+
+func benchSizes(env, def string) []int {
+	v, ok := os.LookupEnv(env)
+	if !ok {
+		v = def
+	}
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		if n, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && n > 0 {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func benchSeconds(env string, def int) time.Duration {
+	if n, err := strconv.Atoi(os.Getenv(env)); err == nil && n > 0 {
+		return time.Duration(n) * time.Second
+	}
+	return time.Duration(def) * time.Second
+}
+
+// printf prints a progress line at once (the figures are long in coming).
+func (bc *benchCluster) printf(format string, args ...any) {
+	fmt.Printf("bench-cluster %6.1fs  %s\n", time.Since(bc.began).Seconds(), fmt.Sprintf(format, args...))
+}
+
+// result records one line of the final table.
+func (bc *benchCluster) result(format string, args ...any) {
+	line := fmt.Sprintf(format, args...)
+	bc.rows = append(bc.rows, line)
+	bc.printf("RESULT %s", line)
+}
+
+func (bc *benchCluster) report() {
+	fmt.Printf("\nbench-cluster results (%s, %s, total %s):\n", bc.minicouch, bc.replicator, time.Since(bc.began).Round(time.Second))
+	for _, r := range bc.rows {
+		fmt.Println("  " + r)
+	}
+}
+
+// benchNode is one minicouch of a row.
+type benchNode struct {
+	*couch
+	name string // as _scheduler/jobs names it
+}
+
+// node starts a minicouch of the row under prefix.
+func (bc *benchCluster) node(prefix string, frontend, replication bool, maxJobs int) *benchNode {
+	cfg := "[replicator]\njob_store = etcd\nidle_park_sec = 0\n" + fmt.Sprintf("max_jobs = %d\n", maxJobs) +
+		"[etcd]\nendpoints = " + strings.Join(bc.etcd.Endpoints(), ",") + "\nprefix = " + prefix + "\n" +
+		"[chttpd_auth]\nsecret = " + clusterSecret(prefix) + "\n" +
+		fmt.Sprintf("[node_types]\napi_frontend = %v\nreplication = %v\n", frontend, replication)
+	s := minicouchtest.Start(bc.b, minicouchtest.Options{Bin: bc.minicouch, Data: bc.b.TempDir(), Config: cfg,
+		Plugins: []string{bc.replicator}, StopTimeout: 2 * time.Minute})
+	c := &couch{t: bc.b, s: s, addr: s.Addr}
+	if frontend {
+		c.waitUp()
+	} else {
+		c.waitPlugin()
+	}
+	return &benchNode{couch: c, name: "minicouch@" + s.Addr}
+}
+
+// benchRow is one row's cluster: a frontend holding the dbs and its
+// replication nodes.
+type benchRow struct {
+	bc     *benchCluster
+	prefix string
+	front  *benchNode
+	nodes  []*benchNode
+	client *http.Client
+}
+
+func (bc *benchCluster) newRow(name string) *benchRow {
+	bc.row++
+	r := &benchRow{bc: bc, prefix: fmt.Sprintf("bench-%d-%d-%s/", time.Now().UnixNano(), bc.row, name),
+		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32}, Timeout: 2 * time.Minute}}
+	r.front = bc.node(r.prefix, true, false, 0)
+	for i := 0; i < benchSources; i++ {
+		r.front.must("PUT", fmt.Sprintf("/src%02d", i), "", 201)
+		r.front.putDocs(fmt.Sprintf("src%02d", i), 0, 5)
+	}
+	return r
+}
+
+// close kills the row's nodes: their jobs are under a prefix no one reads.
+func (r *benchRow) close() {
+	for _, n := range append([]*benchNode{r.front}, r.nodes...) {
+		n.s.Kill()
+	}
+	r.client.CloseIdleConnections()
+}
+
+func (r *benchRow) doc(i int) string {
+	return fmt.Sprintf(`{"source":%q,"target":%q,"continuous":true,"create_target":true}`,
+		r.front.endpoint(fmt.Sprintf("src%02d", i%benchSources)), r.front.endpoint(fmt.Sprintf("t%05d", i)))
+}
+
+// do sends one request to the frontend as the admin.
+func (r *benchRow) do(method, path, body string) (int, error) {
+	req, err := http.NewRequest(method, r.front.s.URL+strings.TrimPrefix(path, "/"), strings.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.SetBasicAuth("admin", "pass")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	_, err = bufio.NewReader(resp.Body).WriteTo(discard{})
+	return resp.StatusCode, err
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// parallel runs fn(i) for i in [0, n) on workers goroutines.
+func parallel(n, workers int, fn func(i int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				fn(i)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// running polls the frontend's _scheduler/jobs: running jobs per node.
+func (r *benchRow) running() (int, map[string]int) {
+	per := map[string]int{}
+	total := 0
+	for _, node := range runningNodes(r.front.couch) {
+		per[node]++
+		total++
+	}
+	return total, per
+}
+
+// waitRunning polls until cond holds of the running jobs, no more often
+// than every half second and never more than a third of the time (the poll
+// of 10,000 jobs is work for the frontend and etcd); false after limit.
+func (r *benchRow) waitRunning(limit time.Duration, cond func(total int, per map[string]int) bool) (int, map[string]int, bool) {
+	deadline := time.Now().Add(limit)
+	for {
+		polled := time.Now()
+		total, per := r.running()
+		if cond(total, per) {
+			return total, per, true
+		}
+		if time.Now().After(deadline) {
+			return total, per, false
+		}
+		time.Sleep(max(500*time.Millisecond, 2*time.Since(polled)))
+	}
+}
+
+// spread says how many jobs run on each node and the largest deviation
+// from an even share.
+func (r *benchRow) spread(per map[string]int) string {
+	var counts []string
+	total, worst := 0, 0.0
+	for _, n := range r.nodes {
+		total += per[n.name]
+	}
+	for _, n := range r.nodes {
+		counts = append(counts, strconv.Itoa(per[n.name]))
+		if total > 0 {
+			share := float64(total) / float64(len(r.nodes))
+			worst = max(worst, 100*abs(float64(per[n.name])-share)/share)
+		}
+	}
+	return fmt.Sprintf("%s (±%.1f %%)", strings.Join(counts, "/"), worst)
+}
+
+func abs(f float64) float64 {
+	if f < 0 {
+		return -f
+	}
+	return f
+}
+
+func secs(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }
+
+// start writes n docs with 4 writers and waits until all n jobs run on
+// the row's 2 replication nodes; on the last start row a third joins.
+func (bc *benchCluster) start(n int) {
+	r := bc.newRow(fmt.Sprint("start", n))
+	defer r.close()
+	r.nodes = []*benchNode{bc.node(r.prefix, false, true, n), bc.node(r.prefix, false, true, n)}
+	bc.printf("start %d: writing docs", n)
+	var failed atomic.Int64
+	first := time.Now()
+	parallel(n, 4, func(i int) {
+		if code, err := r.do("PUT", fmt.Sprintf("/_replicator/r%05d", i), r.doc(i)); err != nil || code != 201 {
+			if failed.Add(1) == 1 {
+				bc.printf("start %d: doc %d: %d %v", n, i, code, err)
+			}
+		}
+	})
+	last := time.Now()
+	bc.printf("start %d: %d docs written in %s (%d failed); waiting for the jobs", n, n, secs(last.Sub(first)), failed.Load())
+	total, per, ok := r.waitRunning(bc.limit, func(total int, _ map[string]int) bool { return total >= n })
+	if !ok {
+		bc.result("start %5d jobs, 2 nodes: writes %s; NOT all running %s after the last write: %d of %d, %s",
+			n, secs(last.Sub(first)), secs(bc.limit), total, n, r.spread(per))
+		return
+	}
+	done := time.Now()
+	bc.result("start %5d jobs, 2 nodes: writes %s; all running %s after the first write, %s after the last; spread %s",
+		n, secs(last.Sub(first)), secs(done.Sub(first)), secs(done.Sub(last)), r.spread(per))
+	bc.atRest(r, fmt.Sprintf("%d jobs, 2 nodes", n))
+	if !bc.join || n != slices.Max(benchSizes("COUCHEPI_BENCH_START", "1000,10000")) {
+		return
+	}
+	r.nodes = append(r.nodes, bc.node(r.prefix, false, true, n))
+	joined := time.Now()
+	third := r.nodes[2].name
+	share := n / 3
+	_, per, ok = r.waitRunning(bc.limit, func(_ int, per map[string]int) bool { return per[third] >= share*9/10 })
+	if ok {
+		bc.result("join  %5d jobs, 3rd node: 90 %% of its share after %s; spread %s", n, secs(time.Since(joined)), r.spread(per))
+	} else {
+		bc.result("join  %5d jobs, 3rd node: NOT 90 %% of its share after %s; spread %s", n, secs(bc.limit), r.spread(per))
+	}
+	time.Sleep(30 * time.Second)
+	_, per = r.running()
+	bc.result("      %5d jobs, 3 nodes, 30 s later: spread %s", n, r.spread(per))
+	bc.atRest(r, fmt.Sprintf("%d jobs, 3 nodes", n))
+}
+
+// move runs n jobs on one replication node, then kills it (or stops it
+// cleanly) and waits until all run on the other and a doc written to
+// every source at the stop reaches every target.
+func (bc *benchCluster) move(n int, clean bool) {
+	what := "failover"
+	if clean {
+		what = "handover"
+	}
+	r := bc.newRow(fmt.Sprint(what, n))
+	defer r.close()
+	survivor := bc.node(r.prefix, false, true, 0)
+	victim := bc.node(r.prefix, false, true, n+10)
+	r.nodes = []*benchNode{victim, survivor}
+	setup := time.Now()
+	for k := 0; k < n; k += 500 {
+		var docs []string
+		for i := k; i < min(k+500, n); i++ {
+			docs = append(docs, fmt.Sprintf(`{"_id":"r%05d",`, i)+strings.TrimPrefix(r.doc(i), "{"))
+		}
+		r.front.must("POST", "/_replicator/_bulk_docs", `{"docs":[`+strings.Join(docs, ",")+`]}`, 201)
+	}
+	total, _, ok := r.waitRunning(bc.limit, func(total int, _ map[string]int) bool { return total >= n })
+	if !ok {
+		bc.result("%s %5d jobs: setup: only %d of %d running after %s", what, n, total, n, secs(bc.limit))
+		return
+	}
+	replicated := func(i int) bool { return r.front.docCount(fmt.Sprintf("t%05d", i)) >= 5 }
+	if missing := r.waitTargets(n, bc.limit, replicated); missing > 0 {
+		bc.result("%s %5d jobs: setup: %d targets not replicated after %s", what, n, missing, secs(bc.limit))
+		return
+	}
+	bc.printf("%s %d: setup took %s", what, n, secs(time.Since(setup)))
+	survivor.must("PUT", "/_node/_local/_config/replicator/max_jobs", fmt.Sprintf(`"%d"`, n+10), 200)
+	_, per := r.running()
+	moved := per[victim.name]
+	stopped := time.Now()
+	if clean {
+		victim.s.Signal(syscall.SIGTERM)
+	} else {
+		victim.s.Kill()
+	}
+	parallel(benchSources, 4, func(i int) {
+		r.front.must("PUT", fmt.Sprintf("/src%02d/after", i), `{"at":"stop"}`, 201)
+	})
+	total, per, ok = r.waitRunning(bc.limit, func(total int, per map[string]int) bool { return per[survivor.name] >= n })
+	if !ok {
+		bc.result("%s %5d jobs (%d on the stopped node): NOT all running on the other after %s: %d of %d", what, n, moved, secs(bc.limit), per[survivor.name], n)
+		return
+	}
+	running := time.Since(stopped)
+	missing := r.waitTargets(n, bc.limit, func(i int) bool {
+		code, err := r.do("GET", fmt.Sprintf("/t%05d/after", i), "")
+		return err == nil && code == 200
+	})
+	written := time.Since(stopped)
+	if missing > 0 {
+		bc.result("%s %5d jobs (%d on the stopped node): all running on the other %s after the stop; the write at the stop NOT on %d targets after %s",
+			what, n, moved, secs(running), missing, secs(written))
+		return
+	}
+	bc.result("%s %5d jobs (%d on the stopped node): all running on the other %s after the stop; the write at the stop on every target after %s",
+		what, n, moved, secs(running), secs(written))
+}
+
+// waitTargets waits until done(i) holds for every target i in [0, n)
+// and returns for how many it did not within limit.
+func (r *benchRow) waitTargets(n int, limit time.Duration, done func(i int) bool) int {
+	left := make([]int, n)
+	for i := range left {
+		left[i] = i
+	}
+	deadline := time.Now().Add(limit)
+	for len(left) > 0 && time.Now().Before(deadline) {
+		var mu sync.Mutex
+		var still []int
+		parallel(len(left), 8, func(k int) {
+			if !done(left[k]) {
+				mu.Lock()
+				still = append(still, left[k])
+				mu.Unlock()
+			}
+		})
+		left = still
+		if len(left) > 0 {
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	return len(left)
+}
+
+// atRest measures what the etcd members serve while the row's cluster is
+// at rest: requests/s (gRPC messages received, summed over the members)
+// by method, and proposals committed/s (the writes).
+func (bc *benchCluster) atRest(r *benchRow, what string) {
+	time.Sleep(5 * time.Second)
+	before := bc.etcdMetrics()
+	time.Sleep(bc.rest)
+	after := bc.etcdMetrics()
+	per := map[string]float64{}
+	var reqs float64
+	for k, v := range after {
+		if method, ok := strings.CutPrefix(k, "msg:"); ok {
+			d := (v - before[k]) / bc.rest.Seconds()
+			if d > 0 {
+				per[method] += d
+				reqs += d
+			}
+		}
+	}
+	methods := make([]string, 0, len(per))
+	for m := range per {
+		methods = append(methods, m)
+	}
+	sort.Slice(methods, func(i, j int) bool { return per[methods[i]] > per[methods[j]] })
+	var parts []string
+	for _, m := range methods {
+		parts = append(parts, fmt.Sprintf("%s %.1f", m, per[m]))
+	}
+	proposals := (after["proposals"] - before["proposals"]) / bc.rest.Seconds()
+	bc.result("rest  %s: etcd %.1f requests/s (%s), %.1f proposals committed/s, over %s",
+		what, reqs, strings.Join(parts, ", "), proposals, secs(bc.rest))
+}
+
+// etcdMetrics reads the members' /metrics: "msg:<method>" is
+// grpc_server_msg_received_total summed over the members (each request
+// reaches one member), "proposals" etcd_server_proposals_committed_total
+// of the first member (every member commits every proposal).
+func (bc *benchCluster) etcdMetrics() map[string]float64 {
+	out := map[string]float64{}
+	for i, ep := range bc.etcd.Endpoints() {
+		resp, err := http.Get(ep + "/metrics")
+		if err != nil {
+			bc.b.Fatalf("etcd metrics: %v", err)
+		}
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			name, rest, _ := strings.Cut(line, " ")
+			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			if err != nil {
+				continue
+			}
+			switch {
+			case strings.HasPrefix(name, "grpc_server_msg_received_total{"):
+				out["msg:"+label(name, "grpc_method")] += v
+			case name == "etcd_server_proposals_committed_total" && i == 0:
+				out["proposals"] = v
+			}
+		}
+		resp.Body.Close()
+	}
+	return out
+}
+
+// label returns the value of label key in a Prometheus series name.
+func label(series, key string) string {
+	_, after, ok := strings.Cut(series, key+`="`)
+	if !ok {
+		return ""
+	}
+	v, _, _ := strings.Cut(after, `"`)
+	return v
+}

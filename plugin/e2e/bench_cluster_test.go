@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -81,6 +82,7 @@ type benchCluster struct {
 	rows       []string
 	row        int
 	began      time.Time
+	etcdPIDs   []int
 }
 
 func newBenchCluster(b *testing.B) *benchCluster {
@@ -97,6 +99,10 @@ func newBenchCluster(b *testing.B) *benchCluster {
 		bc.minicouch, bc.replicator = minicouchtest.Minicouch(b), minicouchtest.Replicator(b, "")
 	}
 	bc.etcd = etcdtest.StartProcessCluster(b, 3)
+	for _, ep := range bc.etcd.Endpoints() {
+		port, _ := strconv.Atoi(ep[strings.LastIndexByte(ep, ':')+1:])
+		bc.etcdPIDs = append(bc.etcdPIDs, listenerPID(port))
+	}
 	bc.printf("binaries: %s, %s; etcd %s", bc.minicouch, bc.replicator, strings.Join(bc.etcd.Endpoints(), ","))
 	return bc
 }
@@ -130,6 +136,9 @@ func (bc *benchCluster) printf(format string, args ...any) {
 // result records one line of the final table.
 func (bc *benchCluster) result(format string, args ...any) {
 	line := fmt.Sprintf(format, args...)
+	if avg, err := os.ReadFile("/proc/loadavg"); err == nil {
+		line += fmt.Sprintf(" [load %s]", strings.Join(strings.Fields(string(avg))[:3], " "))
+	}
 	bc.rows = append(bc.rows, line)
 	bc.printf("RESULT %s", line)
 }
@@ -164,6 +173,38 @@ func (bc *benchCluster) node(prefix string, frontend, replication bool, maxJobs 
 	return &benchNode{couch: c, name: "minicouch@" + s.Addr}
 }
 
+// cpuTimes is the CPU time used so far by the row's frontend, its
+// replication nodes (minicouch and plugin processes) and the etcd members.
+type cpuTimes struct{ front, nodes, etcd time.Duration }
+
+func (r *benchRow) cpu() cpuTimes {
+	var c cpuTimes
+	proc := func(n *benchNode) time.Duration {
+		d := readProc(n.s.PID()).cpu
+		if pid, err := n.s.PluginPID("replicator"); err == nil {
+			d += readProc(pid).cpu
+		}
+		return d
+	}
+	c.front = proc(r.front)
+	for _, n := range r.nodes {
+		c.nodes += proc(n)
+	}
+	for _, pid := range r.bc.etcdPIDs {
+		c.etcd += readProc(pid).cpu
+	}
+	return c
+}
+
+// since says the CPU used since c, per job.
+func (r *benchRow) cpuSince(c cpuTimes, jobs int) string {
+	now := r.cpu()
+	front, nodes, etcd := now.front-c.front, now.nodes-c.nodes, now.etcd-c.etcd
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) / float64(max(jobs, 1)) }
+	return fmt.Sprintf("CPU frontend %s, replication nodes %s, etcd %s (%.1f ms per job)",
+		secs(front), secs(nodes), secs(etcd), ms(front+nodes+etcd))
+}
+
 // benchRow is one row's cluster: a frontend holding the dbs and its
 // replication nodes.
 type benchRow struct {
@@ -172,6 +213,7 @@ type benchRow struct {
 	front  *benchNode
 	nodes  []*benchNode
 	client *http.Client
+	listed int // jobs _scheduler/jobs listed at the last poll
 }
 
 func (bc *benchCluster) newRow(name string) *benchRow {
@@ -240,14 +282,27 @@ func parallel(n, workers int, fn func(i int)) {
 	wg.Wait()
 }
 
-// running polls the frontend's _scheduler/jobs: running jobs per node.
+// running polls the frontend's _scheduler/jobs: running jobs per node,
+// and how many jobs it lists in all.
 func (r *benchRow) running() (int, map[string]int) {
+	_, body := r.front.req("GET", "/_scheduler/jobs?limit=1000000", "") // the default limit is 100
+	var list struct {
+		Jobs []struct {
+			Node any `json:"node"`
+			PID  any `json:"pid"`
+		} `json:"jobs"`
+	}
+	json.Unmarshal([]byte(body), &list)
 	per := map[string]int{}
 	total := 0
-	for _, node := range runningNodes(r.front.couch) {
-		per[node]++
-		total++
+	for _, j := range list.Jobs {
+		if j.PID != nil {
+			n, _ := j.Node.(string)
+			per[n]++
+			total++
+		}
 	}
+	r.listed = len(list.Jobs)
 	return total, per
 }
 
@@ -255,12 +310,18 @@ func (r *benchRow) running() (int, map[string]int) {
 // than every half second and never more than a third of the time (the poll
 // of 10,000 jobs is work for the frontend and etcd); false after limit.
 func (r *benchRow) waitRunning(limit time.Duration, cond func(total int, per map[string]int) bool) (int, map[string]int, bool) {
-	deadline := time.Now().Add(limit)
+	began := time.Now()
+	deadline := began.Add(limit)
+	var said time.Time
 	for {
 		polled := time.Now()
 		total, per := r.running()
 		if cond(total, per) {
 			return total, per, true
+		}
+		if time.Since(said) >= 5*time.Second {
+			r.bc.printf("  after %s: %d running, %d jobs listed (poll took %s)", secs(time.Since(began)), total, r.listed, time.Since(polled).Round(time.Millisecond))
+			said = time.Now()
 		}
 		if time.Now().After(deadline) {
 			return total, per, false
@@ -304,6 +365,7 @@ func (bc *benchCluster) start(n int) {
 	r.nodes = []*benchNode{bc.node(r.prefix, false, true, n), bc.node(r.prefix, false, true, n)}
 	bc.printf("start %d: writing docs", n)
 	var failed atomic.Int64
+	cpu := r.cpu()
 	first := time.Now()
 	parallel(n, 4, func(i int) {
 		if code, err := r.do("PUT", fmt.Sprintf("/_replicator/r%05d", i), r.doc(i)); err != nil || code != 201 {
@@ -321,8 +383,8 @@ func (bc *benchCluster) start(n int) {
 		return
 	}
 	done := time.Now()
-	bc.result("start %5d jobs, 2 nodes: writes %s; all running %s after the first write, %s after the last; spread %s",
-		n, secs(last.Sub(first)), secs(done.Sub(first)), secs(done.Sub(last)), r.spread(per))
+	bc.result("start %5d jobs, 2 nodes: writes %s; all running %s after the first write, %s after the last; spread %s; %s",
+		n, secs(last.Sub(first)), secs(done.Sub(first)), secs(done.Sub(last)), r.spread(per), r.cpuSince(cpu, n))
 	bc.atRest(r, fmt.Sprintf("%d jobs, 2 nodes", n))
 	if !bc.join || n != slices.Max(benchSizes("COUCHEPI_BENCH_START", "1000,10000")) {
 		return
@@ -378,6 +440,9 @@ func (bc *benchCluster) move(n int, clean bool) {
 	survivor.must("PUT", "/_node/_local/_config/replicator/max_jobs", fmt.Sprintf(`"%d"`, n+10), 200)
 	_, per := r.running()
 	moved := per[victim.name]
+	r.nodes = []*benchNode{survivor} // the CPU counted from here on
+	defer victim.s.Kill()
+	cpu := r.cpu()
 	stopped := time.Now()
 	if clean {
 		victim.s.Signal(syscall.SIGTERM)
@@ -403,8 +468,8 @@ func (bc *benchCluster) move(n int, clean bool) {
 			what, n, moved, secs(running), missing, secs(written))
 		return
 	}
-	bc.result("%s %5d jobs (%d on the stopped node): all running on the other %s after the stop; the write at the stop on every target after %s",
-		what, n, moved, secs(running), secs(written))
+	bc.result("%s %5d jobs (%d on the stopped node): all running on the other %s after the stop; the write at the stop on every target after %s; %s",
+		what, n, moved, secs(running), secs(written), r.cpuSince(cpu, n))
 }
 
 // waitTargets waits until done(i) holds for every target i in [0, n)

@@ -220,6 +220,18 @@ func splitPlans(plans []planned, budget int) [][]planned {
 // applyGroup makes the jobs of plans match them and, unless at.Seq is "",
 // records at as db's position, inside tx.
 func (f *Frontend) applyGroup(tx *jobs.Tx, db string, at jobstore.DBSeq, plans []planned) error {
+	// One read of all their jobs instead of a round trip per doc (on
+	// etcd, under acceptors' load, 1,000 new docs took the frontend
+	// over a minute to make jobs of, #39).
+	ids := make([]string, 0, len(plans))
+	for _, p := range plans {
+		if !p.skip {
+			ids = append(ids, p.jobID)
+		}
+	}
+	if err := tx.PrefetchJobs(jobdata.JobType, ids...); err != nil {
+		return err
+	}
 	for _, p := range plans {
 		if err := f.applyOne(tx, p); err != nil {
 			return err

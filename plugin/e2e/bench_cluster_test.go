@@ -213,13 +213,47 @@ type benchRow struct {
 	front  *benchNode
 	nodes  []*benchNode
 	client *http.Client
-	listed int // jobs _scheduler/jobs listed at the last poll
+	listed int    // jobs _scheduler/jobs listed at the last poll
+	pprof  string // the frontend plugin's profile address (COUCHEPI_BENCH_PPROF)
+}
+
+// saveGoroutines saves the frontend plugin's goroutines under
+// COUCHEPI_BENCH_PPROF, to see where the time goes.
+func (r *benchRow) saveGoroutines(tag string) {
+	if r.pprof == "" {
+		return
+	}
+	resp, err := http.Get("http://" + r.pprof + "/debug/pprof/goroutine?debug=1")
+	if err != nil {
+		r.bc.printf("pprof: %v", err)
+		return
+	}
+	defer resp.Body.Close()
+	f, err := os.Create(filepath.Join(os.Getenv("COUCHEPI_BENCH_PPROF"), fmt.Sprintf("front-%s-%s.txt", strings.TrimSuffix(r.prefix, "/"), tag)))
+	if err != nil {
+		r.bc.printf("pprof: %v", err)
+		return
+	}
+	defer f.Close()
+	bufio.NewReader(resp.Body).WriteTo(f)
 }
 
 func (bc *benchCluster) newRow(name string) *benchRow {
 	bc.row++
 	r := &benchRow{bc: bc, prefix: fmt.Sprintf("bench-%d-%d-%s/", time.Now().UnixNano(), bc.row, name),
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32}, Timeout: 2 * time.Minute}}
+	if dir := os.Getenv("COUCHEPI_BENCH_PPROF"); dir != "" {
+		// The frontend's plugin serves Go's profiles (it inherits the
+		// environment through minicouch); progress lines save its
+		// goroutines there.
+		addr, err := minicouchtest.FreeAddr()
+		if err != nil {
+			bc.b.Fatal(err)
+		}
+		r.pprof = addr
+		os.Setenv("COUCHEPI_REPLICATOR_PPROF", addr)
+		defer os.Unsetenv("COUCHEPI_REPLICATOR_PPROF")
+	}
 	r.front = bc.node(r.prefix, true, false, 0)
 	for i := 0; i < benchSources; i++ {
 		r.front.must("PUT", fmt.Sprintf("/src%02d", i), "", 201)
@@ -321,6 +355,7 @@ func (r *benchRow) waitRunning(limit time.Duration, cond func(total int, per map
 		}
 		if time.Since(said) >= 5*time.Second {
 			r.bc.printf("  after %s: %d running, %d jobs listed (poll took %s)", secs(time.Since(began)), total, r.listed, time.Since(polled).Round(time.Millisecond))
+			r.saveGoroutines(fmt.Sprintf("%03.0fs", time.Since(began).Seconds()))
 			said = time.Now()
 		}
 		if time.Now().After(deadline) {
@@ -367,6 +402,17 @@ func (bc *benchCluster) start(n int) {
 	var failed atomic.Int64
 	cpu := r.cpu()
 	first := time.Now()
+	writing := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-writing:
+				return
+			case <-time.After(5 * time.Second):
+				r.saveGoroutines(fmt.Sprintf("write-%03.0fs", time.Since(first).Seconds()))
+			}
+		}
+	}()
 	parallel(n, 4, func(i int) {
 		if code, err := r.do("PUT", fmt.Sprintf("/_replicator/r%05d", i), r.doc(i)); err != nil || code != 201 {
 			if failed.Add(1) == 1 {
@@ -375,6 +421,7 @@ func (bc *benchCluster) start(n int) {
 		}
 	})
 	last := time.Now()
+	close(writing)
 	bc.printf("start %d: %d docs written in %s (%d failed); waiting for the jobs", n, n, secs(last.Sub(first)), failed.Load())
 	total, per, ok := r.waitRunning(bc.limit, func(total int, _ map[string]int) bool { return total >= n })
 	if !ok {

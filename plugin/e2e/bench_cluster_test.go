@@ -316,19 +316,20 @@ func parallel(n, workers int, fn func(i int)) {
 	wg.Wait()
 }
 
-// running polls the frontend's _scheduler/jobs: running jobs per node,
-// and how many jobs it lists in all.
-func (r *benchRow) running() (int, map[string]int) {
-	_, body := r.front.req("GET", "/_scheduler/jobs?limit=1000000", "") // the default limit is 100
+// running reads the frontend's _scheduler/jobs: the running jobs per node
+// (and how many jobs it lists in all). ok is false when the read failed.
+func (r *benchRow) running() (total int, per map[string]int, ok bool) {
+	code, body := r.front.req("GET", "/_scheduler/jobs?limit=1000000", "") // the default limit is 100
 	var list struct {
 		Jobs []struct {
 			Node any `json:"node"`
 			PID  any `json:"pid"`
 		} `json:"jobs"`
 	}
-	json.Unmarshal([]byte(body), &list)
-	per := map[string]int{}
-	total := 0
+	if code != 200 || json.Unmarshal([]byte(body), &list) != nil {
+		return 0, nil, false
+	}
+	per = map[string]int{}
 	for _, j := range list.Jobs {
 		if j.PID != nil {
 			n, _ := j.Node.(string)
@@ -337,31 +338,78 @@ func (r *benchRow) running() (int, map[string]int) {
 		}
 	}
 	r.listed = len(list.Jobs)
-	return total, per
+	return total, per, true
+}
+
+// count reads how many jobs _scheduler/jobs lists as running, and in all,
+// without their records (a cheaper read than running's); ok is false when
+// a read failed.
+func (r *benchRow) count() (running int, ok bool) {
+	rows := func(query string) (int, bool) {
+		code, body := r.front.req("GET", "/_scheduler/jobs?limit=0"+query, "")
+		var list struct {
+			TotalRows *int `json:"total_rows"`
+		}
+		if code != 200 || json.Unmarshal([]byte(body), &list) != nil || list.TotalRows == nil {
+			return 0, false
+		}
+		return *list.TotalRows, true
+	}
+	running, ok = rows("&states=running")
+	if listed, lok := rows(""); ok && lok {
+		r.listed = listed
+	}
+	return running, ok
 }
 
 // waitRunning polls until cond holds of the running jobs, no more often
-// than every half second and never more than a third of the time (the poll
+// than every half second and never more than a third of the time (a read
 // of 10,000 jobs is work for the frontend and etcd); false after limit.
-func (r *benchRow) waitRunning(limit time.Duration, cond func(total int, per map[string]int) bool) (int, map[string]int, bool) {
+// With perNode it reads every running job's node (running), else only
+// the count (count; per is then nil). A failed read counts for nothing.
+func (r *benchRow) waitRunning(limit time.Duration, perNode bool, cond func(total int, per map[string]int) bool) (int, map[string]int, bool) {
 	began := time.Now()
 	deadline := began.Add(limit)
 	var said time.Time
+	total, per, failed := 0, map[string]int{}, 0
 	for {
 		polled := time.Now()
-		total, per := r.running()
-		if cond(total, per) {
-			return total, per, true
+		var t int
+		var p map[string]int
+		ok := false
+		if perNode {
+			t, p, ok = r.running()
+		} else {
+			t, ok = r.count()
 		}
-		if time.Since(said) >= 5*time.Second {
-			r.bc.printf("  after %s: %d running, %d jobs listed (poll took %s)", secs(time.Since(began)), total, r.listed, time.Since(polled).Round(time.Millisecond))
-			r.saveGoroutines(fmt.Sprintf("%03.0fs", time.Since(began).Seconds()))
-			said = time.Now()
+		if ok {
+			total, per = t, p
+			if cond(total, per) {
+				return total, per, true
+			}
+		} else {
+			failed++
 		}
 		if time.Now().After(deadline) {
 			return total, per, false
 		}
+		if time.Since(said) >= 5*time.Second {
+			r.bc.printf("  after %s: %d running, %d jobs listed (read took %s; %d reads failed)", secs(time.Since(began)), total, r.listed, time.Since(polled).Round(time.Millisecond), failed)
+			r.saveGoroutines(fmt.Sprintf("%03.0fs", time.Since(began).Seconds()))
+			said = time.Now()
+		}
 		time.Sleep(max(500*time.Millisecond, 2*time.Since(polled)))
+	}
+}
+
+// spreadNow reads the running jobs per node, retrying a failed read.
+func (r *benchRow) spreadNow() map[string]int {
+	for i := 0; ; i++ {
+		_, per, ok := r.running()
+		if ok || i == 5 {
+			return per
+		}
+		time.Sleep(time.Second)
 	}
 }
 
@@ -423,15 +471,16 @@ func (bc *benchCluster) start(n int) {
 	last := time.Now()
 	close(writing)
 	bc.printf("start %d: %d docs written in %s (%d failed); waiting for the jobs", n, n, secs(last.Sub(first)), failed.Load())
-	total, per, ok := r.waitRunning(bc.limit, func(total int, _ map[string]int) bool { return total >= n })
+	total, _, ok := r.waitRunning(bc.limit, false, func(total int, _ map[string]int) bool { return total >= n })
 	if !ok {
-		bc.result("start %5d jobs, 2 nodes: writes %s; NOT all running %s after the last write: %d of %d, %s",
-			n, secs(last.Sub(first)), secs(bc.limit), total, n, r.spread(per))
+		bc.result("start %5d jobs, 2 nodes: writes %s; NOT all running %s after the last write: %d of %d (%d jobs listed), spread %s; %s",
+			n, secs(last.Sub(first)), secs(bc.limit), total, n, r.listed, r.spread(r.spreadNow()), r.cpuSince(cpu, n))
 		return
 	}
 	done := time.Now()
+	cpuUsed := r.cpuSince(cpu, n)
 	bc.result("start %5d jobs, 2 nodes: writes %s; all running %s after the first write, %s after the last; spread %s; %s",
-		n, secs(last.Sub(first)), secs(done.Sub(first)), secs(done.Sub(last)), r.spread(per), r.cpuSince(cpu, n))
+		n, secs(last.Sub(first)), secs(done.Sub(first)), secs(done.Sub(last)), r.spread(r.spreadNow()), cpuUsed)
 	bc.atRest(r, fmt.Sprintf("%d jobs, 2 nodes", n))
 	if !bc.join || n != slices.Max(benchSizes("COUCHEPI_BENCH_START", "1000,10000")) {
 		return
@@ -440,14 +489,14 @@ func (bc *benchCluster) start(n int) {
 	joined := time.Now()
 	third := r.nodes[2].name
 	share := n / 3
-	_, per, ok = r.waitRunning(bc.limit, func(_ int, per map[string]int) bool { return per[third] >= share*9/10 })
+	_, per, ok := r.waitRunning(bc.limit, true, func(_ int, per map[string]int) bool { return per[third] >= share*9/10 })
 	if ok {
 		bc.result("join  %5d jobs, 3rd node: 90 %% of its share after %s; spread %s", n, secs(time.Since(joined)), r.spread(per))
 	} else {
 		bc.result("join  %5d jobs, 3rd node: NOT 90 %% of its share after %s; spread %s", n, secs(bc.limit), r.spread(per))
 	}
 	time.Sleep(30 * time.Second)
-	_, per = r.running()
+	per = r.spreadNow()
 	bc.result("      %5d jobs, 3 nodes, 30 s later: spread %s", n, r.spread(per))
 	bc.atRest(r, fmt.Sprintf("%d jobs, 3 nodes", n))
 }
@@ -473,7 +522,7 @@ func (bc *benchCluster) move(n int, clean bool) {
 		}
 		r.front.must("POST", "/_replicator/_bulk_docs", `{"docs":[`+strings.Join(docs, ",")+`]}`, 201)
 	}
-	total, _, ok := r.waitRunning(bc.limit, func(total int, _ map[string]int) bool { return total >= n })
+	total, _, ok := r.waitRunning(bc.limit, false, func(total int, _ map[string]int) bool { return total >= n })
 	if !ok {
 		bc.result("%s %5d jobs: setup: only %d of %d running after %s", what, n, total, n, secs(bc.limit))
 		return
@@ -485,8 +534,7 @@ func (bc *benchCluster) move(n int, clean bool) {
 	}
 	bc.printf("%s %d: setup took %s", what, n, secs(time.Since(setup)))
 	survivor.must("PUT", "/_node/_local/_config/replicator/max_jobs", fmt.Sprintf(`"%d"`, n+10), 200)
-	_, per := r.running()
-	moved := per[victim.name]
+	moved := r.spreadNow()[victim.name]
 	r.nodes = []*benchNode{survivor} // the CPU counted from here on
 	defer victim.s.Kill()
 	cpu := r.cpu()
@@ -499,7 +547,7 @@ func (bc *benchCluster) move(n int, clean bool) {
 	parallel(benchSources, 4, func(i int) {
 		r.front.must("PUT", fmt.Sprintf("/src%02d/after", i), `{"at":"stop"}`, 201)
 	})
-	total, per, ok = r.waitRunning(bc.limit, func(total int, per map[string]int) bool { return per[survivor.name] >= n })
+	_, per, ok := r.waitRunning(bc.limit, true, func(_ int, per map[string]int) bool { return per[survivor.name] >= n })
 	if !ok {
 		bc.result("%s %5d jobs (%d on the stopped node): NOT all running on the other after %s: %d of %d", what, n, moved, secs(bc.limit), per[survivor.name], n)
 		return

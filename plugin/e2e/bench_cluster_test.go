@@ -215,46 +215,56 @@ type benchRow struct {
 	client *http.Client
 	listed int    // jobs _scheduler/jobs listed at the last poll
 	pprof  string // the frontend plugin's profile address (COUCHEPI_BENCH_PPROF)
+	// pprofNode is the first replication node's.
+	pprofNode string
 }
 
-// saveGoroutines saves the frontend plugin's goroutines under
-// COUCHEPI_BENCH_PPROF, to see where the time goes.
+// saveGoroutines saves the goroutines of the frontend's plugin and of the
+// first replication node's under COUCHEPI_BENCH_PPROF, to see where the
+// time goes.
 func (r *benchRow) saveGoroutines(tag string) {
-	if r.pprof == "" {
-		return
+	for name, addr := range map[string]string{"front": r.pprof, "node": r.pprofNode} {
+		if addr == "" {
+			continue
+		}
+		resp, err := http.Get("http://" + addr + "/debug/pprof/goroutine?debug=1")
+		if err != nil {
+			r.bc.printf("pprof: %v", err)
+			continue
+		}
+		f, err := os.Create(filepath.Join(os.Getenv("COUCHEPI_BENCH_PPROF"), fmt.Sprintf("%s-%s-%s.txt", name, strings.TrimSuffix(r.prefix, "/"), tag)))
+		if err == nil {
+			bufio.NewReader(resp.Body).WriteTo(f)
+			f.Close()
+		}
+		resp.Body.Close()
 	}
-	resp, err := http.Get("http://" + r.pprof + "/debug/pprof/goroutine?debug=1")
+}
+
+// profiled runs start, which starts nodes, with COUCHEPI_BENCH_PPROF set:
+// their plugins serve Go's profiles on a free address, which it returns
+// ("" without the variable).
+func profiled(b *testing.B, start func()) string {
+	if os.Getenv("COUCHEPI_BENCH_PPROF") == "" {
+		start()
+		return ""
+	}
+	addr, err := minicouchtest.FreeAddr()
 	if err != nil {
-		r.bc.printf("pprof: %v", err)
-		return
+		b.Fatal(err)
 	}
-	defer resp.Body.Close()
-	f, err := os.Create(filepath.Join(os.Getenv("COUCHEPI_BENCH_PPROF"), fmt.Sprintf("front-%s-%s.txt", strings.TrimSuffix(r.prefix, "/"), tag)))
-	if err != nil {
-		r.bc.printf("pprof: %v", err)
-		return
-	}
-	defer f.Close()
-	bufio.NewReader(resp.Body).WriteTo(f)
+	// The plugin inherits the environment through minicouch.
+	os.Setenv("COUCHEPI_REPLICATOR_PPROF", addr)
+	defer os.Unsetenv("COUCHEPI_REPLICATOR_PPROF")
+	start()
+	return addr
 }
 
 func (bc *benchCluster) newRow(name string) *benchRow {
 	bc.row++
 	r := &benchRow{bc: bc, prefix: fmt.Sprintf("bench-%d-%d-%s/", time.Now().UnixNano(), bc.row, name),
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32}, Timeout: 2 * time.Minute}}
-	if dir := os.Getenv("COUCHEPI_BENCH_PPROF"); dir != "" {
-		// The frontend's plugin serves Go's profiles (it inherits the
-		// environment through minicouch); progress lines save its
-		// goroutines there.
-		addr, err := minicouchtest.FreeAddr()
-		if err != nil {
-			bc.b.Fatal(err)
-		}
-		r.pprof = addr
-		os.Setenv("COUCHEPI_REPLICATOR_PPROF", addr)
-		defer os.Unsetenv("COUCHEPI_REPLICATOR_PPROF")
-	}
-	r.front = bc.node(r.prefix, true, false, 0)
+	r.pprof = profiled(bc.b, func() { r.front = bc.node(r.prefix, true, false, 0) })
 	for i := 0; i < benchSources; i++ {
 		r.front.must("PUT", fmt.Sprintf("/src%02d", i), "", 201)
 		r.front.putDocs(fmt.Sprintf("src%02d", i), 0, 5)
@@ -445,7 +455,9 @@ func secs(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }
 func (bc *benchCluster) start(n int) {
 	r := bc.newRow(fmt.Sprint("start", n))
 	defer r.close()
-	r.nodes = []*benchNode{bc.node(r.prefix, false, true, n), bc.node(r.prefix, false, true, n)}
+	var node0 *benchNode
+	r.pprofNode = profiled(bc.b, func() { node0 = bc.node(r.prefix, false, true, n) })
+	r.nodes = []*benchNode{node0, bc.node(r.prefix, false, true, n)}
 	bc.printf("start %d: writing docs", n)
 	var failed atomic.Int64
 	cpu := r.cpu()

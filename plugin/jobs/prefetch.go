@@ -2,19 +2,21 @@ package jobs
 
 import "github.com/couchepi/couchepi/plugin/kv"
 
-// PrefetchJobs reads the rows of the jobs ids of type typ, and the type's
-// timeout (which Add reads), all at once where the store can
-// (kv.PrefetchTx: etcd), so that the transaction's reads of them that
-// follow need no round trip each. It adds nothing to what the transaction
-// depends on. A caller about to add or replace many jobs in one
-// transaction (the frontend applying a batch of docs) calls it first:
-// without it, each job cost an etcd round trip before the commit.
-func (tx *Tx) PrefetchJobs(typ string, ids ...string) error {
+// PrefetchJobs reads the rows of the jobs ids of type typ, the type's
+// timeout (which Add reads) and the store keys also (the caller's own,
+// read through tx.KV()), all at once where the store can (kv.PrefetchTx:
+// etcd), so that the transaction's reads of them that follow need no
+// round trip each. It adds nothing to what the transaction depends on. A
+// caller about to add or replace many jobs in one transaction (the
+// frontend applying a batch of docs) calls it first: without it, each job
+// cost an etcd round trip before the commit.
+func (tx *Tx) PrefetchJobs(typ string, ids []string, also ...[]byte) error {
 	pre, ok := tx.t.(kv.PrefetchTx)
-	if !ok || len(ids) == 0 {
+	if !ok || len(ids)+len(also) == 0 {
 		return nil
 	}
-	keys := make([][]byte, 0, len(ids)+1)
+	keys := make([][]byte, 0, len(ids)+len(also)+1)
+	keys = append(keys, also...)
 	keys = append(keys, tx.q.l.timeout(typ))
 	for _, id := range ids {
 		keys = append(keys, tx.q.l.job(typ, id))

@@ -229,7 +229,7 @@ func (f *Frontend) applyGroup(tx *jobs.Tx, db string, at jobstore.DBSeq, plans [
 			ids = append(ids, p.jobID)
 		}
 	}
-	if err := tx.PrefetchJobs(jobdata.JobType, ids...); err != nil {
+	if err := tx.PrefetchJobs(jobdata.JobType, ids); err != nil {
 		return err
 	}
 	for _, p := range plans {

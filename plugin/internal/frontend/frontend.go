@@ -69,6 +69,11 @@ type Frontend struct {
 	afterCancel context.CancelFunc
 
 	counts counters // see Stats
+
+	// dbUUIDs: replicator db → the instance uuid its stored position had
+	// when StopReplaced last read it, to read that position and the doc's
+	// job in one request.
+	dbUUIDs sync.Map
 }
 
 // New returns a frontend over the queue in cfg.

@@ -98,3 +98,22 @@ func TestBatchReadsJobsAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestStopReplacedOneRoundTrip: the check a write of a _replicator doc
+// waits for (is there a run to stop?) reads the db's position and the
+// doc's job in one request once the db's uuid is known, not one after the
+// other: on a loaded etcd each round trip is what a doc write waits for
+// (#39).
+func TestStopReplacedOneRoundTrip(t *testing.T) {
+	store := &roundTripStore{Store: kv.NewMemory()}
+	fx := newFixtureOn(t, store)
+	fx.write("_replicator", "first", doc("first", "t0", "")) // the db has a position
+	for i, want := range []int{2, 1, 1} {
+		id := fmt.Sprintf("new%d", i)
+		before := store.count()
+		fx.f.StopReplaced(fx.ctx, "_replicator", []byte(doc(id, "t"+id, "")))
+		if got := store.count() - before; got > want {
+			t.Errorf("write %d of a new doc: %d store round trips before it is stored, want %d", i, got, want)
+		}
+	}
+}

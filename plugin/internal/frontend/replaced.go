@@ -53,10 +53,19 @@ func (f *Frontend) StopReplaced(ctx context.Context, db string, doc []byte) {
 	var jobID string
 	err := f.cfg.Queue.Transact(wctx, func(tx *jobs.Tx) error {
 		h, jobID = jobs.Halt{}, ""
+		// The write waits for this: one request for the db's position
+		// and the doc's job under the db's uuid last seen, instead of
+		// one after the other (#39).
+		if uuid, ok := f.dbUUIDs.Load(db); ok {
+			if err := tx.PrefetchJobs(jobdata.JobType, []string{parse.PersistentJobID(uuid.(string), c.docID)}, jobstore.DBSeqKey(db)); err != nil {
+				return err
+			}
+		}
 		pos, err := jobstore.GetDBSeq(tx.KV(), db)
 		if err != nil || pos.UUID == "" {
 			return err // a db whose docs have no jobs yet
 		}
+		f.dbUUIDs.Store(db, pos.UUID)
 		c.uuid = pos.UUID
 		jobID = parse.PersistentJobID(pos.UUID, c.docID)
 		cur, err := jobstore.Get(tx, f.cfg.Keys, jobID)

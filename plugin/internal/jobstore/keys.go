@@ -108,10 +108,14 @@ type DBSeq struct {
 	Seq  string `json:"seq"`  // last processed seq
 }
 
+// DBSeqKey is the key of db's position, for a read of it together with
+// others (jobs.Tx.PrefetchJobs).
+func DBSeqKey(db string) []byte { return []byte(dbSeqSpace + db) }
+
 // GetDBSeq returns the stored position for db (zero value if none).
 func GetDBSeq(tx kv.ReadTx, db string) (DBSeq, error) {
 	var s DBSeq
-	v, err := tx.Get([]byte(dbSeqSpace + db))
+	v, err := tx.Get(DBSeqKey(db))
 	if err != nil || v == nil {
 		return s, err
 	}

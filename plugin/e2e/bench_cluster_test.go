@@ -460,7 +460,7 @@ func (bc *benchCluster) start(n int) {
 	r.nodes = []*benchNode{node0, bc.node(r.prefix, false, true, n)}
 	bc.printf("start %d: writing docs", n)
 	var failed atomic.Int64
-	cpu := r.cpu()
+	cpu, etcd := r.cpu(), bc.etcdMetrics()
 	first := time.Now()
 	writing := make(chan struct{})
 	go func() {
@@ -484,6 +484,7 @@ func (bc *benchCluster) start(n int) {
 	close(writing)
 	bc.printf("start %d: %d docs written in %s (%d failed); waiting for the jobs", n, n, secs(last.Sub(first)), failed.Load())
 	total, _, ok := r.waitRunning(bc.limit, false, func(total int, _ map[string]int) bool { return total >= n })
+	bc.printf("start %d: while writing and waiting: %s", n, etcdRates(etcd, bc.etcdMetrics(), time.Since(first)))
 	if !ok {
 		bc.result("start %5d jobs, 2 nodes: writes %s; NOT all running %s after the last write: %d of %d (%d jobs listed), spread %s; %s",
 			n, secs(last.Sub(first)), secs(bc.limit), total, n, r.listed, r.spread(r.spreadNow()), r.cpuSince(cpu, n))
@@ -612,15 +613,19 @@ func (bc *benchCluster) atRest(r *benchRow, what string) {
 	time.Sleep(5 * time.Second)
 	before := bc.etcdMetrics()
 	time.Sleep(bc.rest)
-	after := bc.etcdMetrics()
+	bc.result("rest  %s: %s", what, etcdRates(before, bc.etcdMetrics(), bc.rest))
+}
+
+// etcdRates says what etcd served between two reads of its metrics d
+// apart: requests/s by method, proposals committed/s (the writes).
+func etcdRates(before, after map[string]float64, d time.Duration) string {
 	per := map[string]float64{}
 	var reqs float64
 	for k, v := range after {
 		if method, ok := strings.CutPrefix(k, "msg:"); ok {
-			d := (v - before[k]) / bc.rest.Seconds()
-			if d > 0 {
-				per[method] += d
-				reqs += d
+			if r := (v - before[k]) / d.Seconds(); r > 0 {
+				per[method] += r
+				reqs += r
 			}
 		}
 	}
@@ -633,9 +638,8 @@ func (bc *benchCluster) atRest(r *benchRow, what string) {
 	for _, m := range methods {
 		parts = append(parts, fmt.Sprintf("%s %.1f", m, per[m]))
 	}
-	proposals := (after["proposals"] - before["proposals"]) / bc.rest.Seconds()
-	bc.result("rest  %s: etcd %.1f requests/s (%s), %.1f proposals committed/s, over %s",
-		what, reqs, strings.Join(parts, ", "), proposals, secs(bc.rest))
+	proposals := (after["proposals"] - before["proposals"]) / d.Seconds()
+	return fmt.Sprintf("etcd %.1f requests/s (%s), %.1f proposals committed/s, over %s", reqs, strings.Join(parts, ", "), proposals, secs(d))
 }
 
 // etcdMetrics reads the members' /metrics: "msg:<method>" is

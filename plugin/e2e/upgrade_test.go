@@ -98,6 +98,14 @@ func (w *formatWatch) record(id string, deleted bool, row []byte) {
 	w.most[id] = max(w.most[id], f)
 }
 
+// noneDown fails t if a record was written back in an older format.
+func (w *formatWatch) noneDown(t *testing.T) {
+	t.Helper()
+	if _, down := w.report(); len(down) > 0 {
+		t.Fatalf("%d records of the next format written back in an older one:\n%s", len(down), strings.Join(down, "\n"))
+	}
+}
+
 func (w *formatWatch) stop() {
 	w.cancel()
 	<-w.done
@@ -200,6 +208,7 @@ func TestE2EMixedVersions(t *testing.T) {
 	b.s.Kill()
 	newer := w.jobs(nextFormat)
 	front.eventually("A leaves the jobs of the next format", 90*time.Second, func() bool {
+		w.noneDown(t)
 		return strings.Contains(a.s.Log(), "no live node runs its format")
 	})
 	front.putDocs("src", docs, 5)
@@ -250,12 +259,10 @@ func TestE2EMixedVersions(t *testing.T) {
 	caughtUp("every node of the next version", all, docs)
 	front.eventually("every job written in the next format", 90*time.Second, func() bool { return len(w.jobs(nextFormat)) == jobs })
 
-	writes, down := w.report()
+	writes, _ := w.report()
 	t.Logf("job record writes by format: this version (%d) %d, next (%d) %d; jobs of the next format left by A: %v",
 		thisFormat, writes[thisFormat], nextFormat, writes[nextFormat], newer)
-	if len(down) > 0 {
-		t.Fatalf("%d records of the next format written back in an older one:\n%s", len(down), strings.Join(down, "\n"))
-	}
+	w.noneDown(t)
 	if writes[thisFormat] == 0 || writes[nextFormat] == 0 {
 		t.Fatalf("writes by format %v: the test saw no mixed cluster", writes)
 	}

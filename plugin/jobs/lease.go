@@ -708,13 +708,6 @@ func (q *Queue) watchLeases(ctx context.Context, seen map[string]*leaseSeen) err
 	})
 	var firstErr error
 	for id, r := range rows {
-		if r.info.LeaseFormat > LeaseFormat {
-			// A newer version's lease: its version's nodes expire it.
-			if !r.expired {
-				live = append(live, r.info)
-			}
-			continue
-		}
 		if r.expired {
 			if _, err := q.expireLease(ctx, id, nil, "expiry resumed"); err != nil && firstErr == nil {
 				firstErr = err
@@ -784,13 +777,6 @@ func (q *Queue) expireLease(ctx context.Context, id string, heartbeat []byte, wh
 		i, expired, err := decodeLease(id, v)
 		if err != nil {
 			i = LeaseInfo{ID: id}
-		}
-		ver, err := q.leaseVersionOf(t, id)
-		if err != nil {
-			return err
-		}
-		if ver.LeaseFormat > LeaseFormat {
-			return errStop // a newer version's: left to its nodes
 		}
 		info = i
 		if !expired {

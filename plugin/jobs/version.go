@@ -23,8 +23,10 @@ import (
 //     rewrites the identity with them. Their format and the job data
 //     format the holder runs (LeaseOptions.Format) are in a key of their
 //     own (P,17), which versions before it ignore. A lease of a newer
-//     LeaseFormat is neither expired nor adopted from here: a node of
-//     its version does that.
+//     LeaseFormat is expired as any other (a dead node's jobs must move,
+//     whatever its version), but its jobs are not adopted as they stand
+//     from here: they are re-enqueued first, and a node of its version
+//     takes them.
 const (
 	// RowFormat is the format of the job rows this version writes.
 	RowFormat = 1

@@ -100,18 +100,20 @@ func TestLeaseValuesToleratedNewerFields(t *testing.T) {
 	}
 }
 
-// TestNewerLeaseFormatLeftAlone: a lease of a newer lease format is
-// neither expired nor adopted from by this version (its version's nodes
-// do that); one of this version's format is.
-func TestNewerLeaseFormatLeftAlone(t *testing.T) {
+// TestNewerLeaseFormatNotAdopted: the jobs of an expired lease of a
+// newer lease format are not adopted as they stand by this version (a
+// node of its version does that); they are re-enqueued when the lease's
+// expiry ends, as for any dead node. Those of this version's format are
+// adopted.
+func TestNewerLeaseFormatNotAdopted(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name        string
 		format      int
-		wantExpired bool
+		wantAdopted int
 	}{
-		{"own format", LeaseFormat, true},
-		{"newer format", LeaseFormat + 1, false},
+		{"own format", LeaseFormat, 1},
+		{"newer format", LeaseFormat + 1, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := newTestClock()
@@ -121,30 +123,24 @@ func TestNewerLeaseFormatLeftAlone(t *testing.T) {
 			mustAdd(t, q, "a", "A", time.Time{})
 			acceptUnder(t, q, other)
 
-			// Dead: its heartbeat unchanged for a whole TTL.
-			w := newWatcher(q)
-			w.look(t)
-			clock.advance(2 * leaseTTL)
-			w.look(t)
-			gone := getRaw(t, q, q.l.lease(other.id)) == nil
-			if gone != tc.wantExpired {
-				t.Fatalf("lease expired: %v, want %v", gone, tc.wantExpired)
-			}
-			if tc.wantExpired {
-				wantState(t, q, "a", Pending)
-				return
-			}
-			wantState(t, q, "a", Running)
-
-			// Marked expired by a node of its version: not adopted here.
+			// Marked expired by a lease watcher, its jobs not re-enqueued yet.
 			markExpired(t, q, other)
 			mine := grantManual(t, q, LeaseOptions{Node: "mine"})
 			got, err := q.Adopt(ctx, typ, 10, mine)
-			if err != nil || len(got) != 0 {
-				t.Fatalf("adopted from a newer lease: %v %v", got, err)
+			if err != nil || len(got) != tc.wantAdopted {
+				t.Fatalf("adopted %d (%v), want %d", len(got), err, tc.wantAdopted)
+			}
+			if tc.wantAdopted > 0 {
+				return
 			}
 			if _, err := q.AcceptMany(ctx, typ, 10, AcceptOptions{Lease: mine, NoWait: true}); !errors.Is(err, ErrNotFound) {
 				t.Fatalf("AcceptMany: %v, want ErrNotFound", err)
+			}
+			// The expiry ends: the job is pending, for any node.
+			newWatcher(q).look(t)
+			wantState(t, q, "a", Pending)
+			if getRaw(t, q, q.l.leaseVersion(other.id)) != nil {
+				t.Fatal("the expired lease's version key was left behind")
 			}
 		})
 	}

@@ -73,7 +73,7 @@ test-modules:
 test-faults: build
 	COUCHEPI_FAULTS=1 $(GO) test -count=1 -timeout 30m -run '^TestFaults$$' -v ./plugin/e2e/
 
-# A rolling upgrade on one etcd (about two minutes, so not in make test):
+# A rolling upgrade on one etcd (1.5 to 4 minutes, so not in make test):
 # nodes of this version and of the next (a test-only build, tag
 # couchepi_nextformat, writing job records of the next format) share a
 # queue; no record is ever written back in an older format, and the old

@@ -163,7 +163,7 @@ func upgradeNode(t *testing.T, endpoints []string, prefix, plugin string, fronte
 // job; and jobs written by this version are run by the next one.
 func TestE2EMixedVersions(t *testing.T) {
 	if os.Getenv("COUCHEPI_UPGRADE") == "" {
-		t.Skip("the mixed-version cluster test takes about two minutes: run it with make test-upgrade (COUCHEPI_UPGRADE=1)")
+		t.Skip("the mixed-version cluster test takes a few minutes: run it with make test-upgrade (COUCHEPI_UPGRADE=1)")
 	}
 	skipShort(t)
 	etcdc := etcdtest.StartCluster(t, 1)

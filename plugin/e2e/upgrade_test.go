@@ -209,7 +209,7 @@ func TestE2EMixedVersions(t *testing.T) {
 	newer := w.jobs(nextFormat)
 	front.eventually("A leaves the jobs of the next format", 90*time.Second, func() bool {
 		w.noneDown(t)
-		return strings.Contains(a.s.Log(), "no live node runs its format")
+		return strings.Contains(a.s.Log(), "no live node runs their format")
 	})
 	front.putDocs("src", docs, 5)
 	var older, behind []int

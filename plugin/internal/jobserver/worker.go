@@ -117,28 +117,6 @@ const filterRecheck = time.Minute
 // again, to this node or one with the key.
 const unreadableRetry = time.Minute
 
-// leaveNewer gives back, untouched, a job whose record a newer version
-// wrote (record format f): this node would misread it, and writing it
-// back would drop what that version added. It is due again after a
-// scheduler interval, for any node; a node of that version runs it.
-func (w *worker) leaveNewer(f int) {
-	s := w.s
-	runner := ""
-	for _, l := range s.q.Leases() {
-		if l.Format >= f {
-			runner = l.Node
-			break
-		}
-	}
-	if runner != "" {
-		s.log.Debug("job record written by a newer version; left for a node of that version", "job", w.job.ID, "format", f, "runs_up_to", jobdata.Format, "runner", runner)
-	} else {
-		s.log.Warn("job record written by a newer version, and no live node runs its format: it waits for one (a node of that version, or an edit of its doc, which writes a fresh record)",
-			"job", w.job.ID, "format", f, "runs_up_to", jobdata.Format)
-	}
-	s.settled("leave newer", w.job, s.q.Resubmit(context.Background(), w.job, s.now().Add(s.config().Interval), nil))
-}
-
 // isUserFilter reports whether a filter is a design doc filter (its code is
 // part of the replication id).
 func isUserFilter(f string) bool { return f != "" && !strings.HasPrefix(f, "_") }

@@ -184,6 +184,9 @@ func (tx *Tx) adopt(scan scanFunc, typ string, max int, l *Lease) ([]*Job, error
 	if err != nil || len(expired) == 0 {
 		return nil, err
 	}
+	if expired, err = tx.ownFormat(expired); err != nil {
+		return nil, err
+	}
 	var got []*Job
 	for _, old := range expired {
 		if len(got) == max {

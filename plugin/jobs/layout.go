@@ -25,6 +25,11 @@ import (
 //	P,14,Type,JobID       LeaseID                 the lease a running job is held under (absent: held by activity, P,6)
 //	P,15,LeaseID,Type,JobID lock                  jobs taken from a lease's holder (removed, held), read by its next renewal
 //	P,16,LeaseID          int64 LE counter        bumped with every job taken from the lease; watched by its holder (hold.go)
+//	P,17,LeaseID          lease version           lease record format, job data format its holder runs (version.go)
+//
+// Values that are tuples are read tolerating elements a newer version
+// appends (decodeTupleHead), and rewritten with them (version.go): a
+// version may add a field to a tuple value without a format bump.
 const (
 	spaceJob       = 1
 	spacePending   = 2
@@ -42,6 +47,7 @@ const (
 	spaceHolder    = 14
 	spaceHalted    = 15
 	spaceHaltSig   = 16
+	spaceLeaseVer  = 17
 )
 
 type layout struct{ prefix []byte }
@@ -90,7 +96,11 @@ func (l layout) haltedJob(id, typ, job string) []byte {
 	return l.key(spaceHalted, id, typ, job)
 }
 func (l layout) haltSignal(id string) []byte { return l.key(spaceHaltSig, id) }
-func (l layout) logType(typ string) []byte   { return l.key(spaceLog, typ) }
+func (l layout) leaseVersions() []byte       { return l.key(spaceLeaseVer) }
+func (l layout) leaseVersion(id string) []byte {
+	return l.key(spaceLeaseVer, id)
+}
+func (l layout) logType(typ string) []byte { return l.key(spaceLog, typ) }
 func (l layout) logAt(typ string, vs kv.Versionstamp) []byte {
 	return l.key(spaceLog, typ, vsElem(vs))
 }
@@ -114,7 +124,7 @@ const ChunkSize = 90 * 1024
 const MaxDataSize = 1 << 20
 
 // row is a decoded job row. Layout of the value:
-// [0] format 1, [1] state, [2] resubmit, [3:11] stime, [11:27] lock,
+// [0] format (RowFormat), [1] state, [2] resubmit, [3:11] stime, [11:27] lock,
 // [27:37] seq versionstamp, [37:41] total data length, [41:] first chunk.
 type row struct {
 	state    byte
@@ -130,7 +140,7 @@ const rowHeader = 41
 
 func (r *row) encode() []byte {
 	b := make([]byte, rowHeader, rowHeader+len(r.inline))
-	b[0] = 1
+	b[0] = RowFormat
 	b[1] = r.state
 	if r.resubmit {
 		b[2] = 1
@@ -143,7 +153,10 @@ func (r *row) encode() []byte {
 }
 
 func decodeRow(b []byte) (*row, error) {
-	if len(b) < rowHeader || b[0] != 1 {
+	if len(b) > 0 && b[0] > RowFormat {
+		return nil, newerFormat("job row", int(b[0]), RowFormat)
+	}
+	if len(b) < rowHeader || b[0] != RowFormat {
 		return nil, fmt.Errorf("jobs: malformed job row (%d bytes)", len(b))
 	}
 	r := &row{state: b[1], resubmit: b[2] == 1, stime: int64(binary.BigEndian.Uint64(b[3:11]))}

@@ -85,6 +85,11 @@ type LeaseOptions struct {
 	// by a fresh job) since the last renewal: the holder should stop its
 	// work on it.
 	Halted func(HaltedJob)
+	// Format is the newest format of job data the holder runs (its own
+	// records' version), published in LeaseInfo.Format: during a rolling
+	// upgrade, a runner given a job of a newer format can tell whether a
+	// live runner runs it. 0 means unset.
+	Format int
 }
 
 // HaltedJob is a job taken from its runner (LeaseOptions.Halted).
@@ -109,6 +114,10 @@ type LeaseInfo struct {
 	// Running and Capacity are what the holder last published
 	// (Lease.SetLoad): the jobs it runs and how many it may run.
 	Running, Capacity int
+	// LeaseFormat is the format of the lease record, 0 for a lease
+	// granted by a version before lease formats; Format is the job data
+	// format its holder runs (LeaseOptions.Format), 0 when unknown.
+	LeaseFormat, Format int
 }
 
 // Lease is a runner's hold on the queue. It is safe for concurrent use.
@@ -181,7 +190,7 @@ func (q *Queue) Grant(ctx context.Context, opts LeaseOptions) (*Lease, error) {
 		lost:    make(chan struct{}),
 		stopped: make(chan struct{}),
 	}
-	l.info = LeaseInfo{ID: l.id, Node: opts.Node, Host: opts.Host, PID: opts.PID, TTL: opts.TTL}
+	l.info = LeaseInfo{ID: l.id, Node: opts.Node, Host: opts.Host, PID: opts.PID, TTL: opts.TTL, LeaseFormat: LeaseFormat, Format: opts.Format}
 	for {
 		l.base, l.baseUp = q.opts.Now(), q.uptime()
 		var holder LeaseInfo
@@ -201,6 +210,7 @@ func (q *Queue) Grant(ctx context.Context, opts LeaseOptions) (*Lease, error) {
 			}
 			t.Set(q.l.lease(l.id), encodeLease(l.info, false))
 			t.Set(q.l.heartbeat(l.id), l.heartbeatValue(0))
+			t.Set(q.l.leaseVersion(l.id), encodeLeaseVersion(opts.Format))
 			return nil
 		})
 		if errors.Is(err, errNodeHeld) {
@@ -577,7 +587,7 @@ func encodeLease(info LeaseInfo, expired bool) []byte {
 func decodeLease(id string, v []byte) (LeaseInfo, bool, error) {
 	var node, host string
 	var pid, ttl, state int64
-	if err := decodeTuple(v, &node, &host, &pid, &ttl, &state); err != nil {
+	if err := decodeTupleHead(v, &node, &host, &pid, &ttl, &state); err != nil {
 		return LeaseInfo{}, false, err
 	}
 	return LeaseInfo{ID: id, Node: node, Host: host, PID: int(pid), TTL: time.Duration(ttl) * time.Millisecond}, state != 0, nil
@@ -586,7 +596,7 @@ func decodeLease(id string, v []byte) (LeaseInfo, bool, error) {
 // decodeHeartbeat reads the load a heartbeat publishes into info.
 func decodeHeartbeat(v []byte, info *LeaseInfo) {
 	var count, running, capacity int64
-	if decodeTuple(v, &count, &running, &capacity) == nil {
+	if decodeTupleHead(v, &count, &running, &capacity) == nil {
 		info.Running, info.Capacity = int(running), int(capacity)
 	}
 }
@@ -615,6 +625,20 @@ func (q *Queue) readLeases(ctx context.Context) (map[string]*leaseRow, error) {
 				return nil
 			}
 			rows[id] = &leaseRow{info: info, expired: expired}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		begin = q.l.leaseVersions()
+		err = t.Range(begin, kv.PrefixEnd(begin), kv.RangeOptions{}, func(k, v []byte) error {
+			var id string
+			if err := decodeKey(begin, k, &id); err != nil {
+				return err
+			}
+			if r := rows[id]; r != nil {
+				decodeLeaseVersion(v, &r.info)
+			}
 			return nil
 		})
 		if err != nil {
@@ -756,7 +780,7 @@ func (q *Queue) expireLease(ctx context.Context, id string, heartbeat []byte, wh
 		}
 		info = i
 		if !expired {
-			t.Set(q.l.lease(id), encodeLease(i, true))
+			t.Set(q.l.lease(id), expiredValue(id, v))
 		}
 		return nil
 	})
@@ -850,6 +874,7 @@ func (q *Queue) releaseLeaseJobs(ctx context.Context, id string) (int, error) {
 			}
 			tx.t.Clear(q.l.lease(id))
 			tx.t.Clear(q.l.heartbeat(id))
+			tx.t.Clear(q.l.leaseVersion(id))
 			hb := q.l.halted(id)
 			tx.t.ClearRange(hb, kv.PrefixEnd(hb))
 			tx.t.Clear(q.l.haltSignal(id))

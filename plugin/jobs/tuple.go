@@ -124,6 +124,22 @@ func decodeTuple(b []byte, dst ...any) error {
 	if err != nil || len(el) != len(dst) {
 		return errBadKey
 	}
+	return assign(el, dst)
+}
+
+// decodeTupleHead is decodeTuple for a value a newer version may extend:
+// elements after the first len(dst) are ignored (a newer version's
+// fields, which this one neither needs nor rewrites).
+func decodeTupleHead(b []byte, dst ...any) error {
+	el, err := unpack(b)
+	if err != nil || len(el) < len(dst) {
+		return errBadKey
+	}
+	return assign(el[:len(dst)], dst)
+}
+
+// assign stores the elements el into dst (decodeTuple).
+func assign(el []any, dst []any) error {
 	for i, d := range dst {
 		ok := false
 		switch p := d.(type) {

@@ -26,6 +26,7 @@ const (
 type Build struct {
 	Pkg     string // import path, e.g. ReplicatorPkg
 	LDFlags string // e.g. "-X main.version=v2"
+	Tags    string // go build -tags, e.g. "couchepi_nextformat"
 	Race    bool   // go build -race
 }
 
@@ -68,6 +69,9 @@ func Binary(b Build) (string, error) {
 		args := []string{"build", "-o", out}
 		if b.LDFlags != "" {
 			args = append(args, "-ldflags", b.LDFlags)
+		}
+		if b.Tags != "" {
+			args = append(args, "-tags", b.Tags)
 		}
 		if b.Race {
 			args = append(args, "-race")

@@ -193,7 +193,7 @@ func (f *Frontend) start(ctx context.Context, w http.ResponseWriter, rep *parse.
 		}
 		claim := true // no other live job holds the replication id
 		if owner != "" && owner != jobID {
-			if o, err := jobstore.Get(tx, f.cfg.Keys, owner); err == nil {
+			if o, err := jobstore.Peek(tx, f.cfg.Keys, owner); err == nil {
 				if o.Active() && o.RepID == repID.String() {
 					switch {
 					case !o.Transient():
@@ -279,7 +279,13 @@ func (f *Frontend) wait(ctx context.Context, jobID string) (*jobdata.Record, err
 			return nil, err
 		}
 	}
-	return jobdata.Decode(data, f.cfg.Keys, jobID)
+	rec, err := jobdata.Decode(data, f.cfg.Keys, jobID)
+	if errors.Is(err, jobdata.ErrNewerFormat) {
+		// Run by a newer version's node: its outcome is in the part of
+		// the record every format keeps.
+		return jobdata.Partial(data), nil
+	}
+	return rec, err
 }
 
 // writeResult answers a completed one-shot: {"ok":true} merged in front of

@@ -52,6 +52,7 @@ type endpoints struct {
 // repAtRest (a field of the outer struct wins over the embedded one of
 // the same JSON name).
 type atRest struct {
+	Format int `json:"format"` // first, for FormatOf
 	*Record
 	Rep *repAtRest `json:"rep"`
 }
@@ -72,7 +73,10 @@ type repAtRest struct {
 // that a running job's frequent updates do not seal again. keys must not
 // be nil.
 func (r *Record) Encode(keys *seal.Keyring, jobID string) []byte {
-	at := atRest{Record: r}
+	if r.partial {
+		panic("jobdata: a partial record (of a newer format) is never written back")
+	}
+	at := atRest{Format: Format, Record: r}
 	if r.Rep != nil {
 		if keys == nil {
 			panic("jobdata: Encode without a keyring would store credentials in plaintext")
@@ -132,8 +136,12 @@ func (r *Record) binding(jobID string) []byte {
 // wrapping seal.ErrUnknownKey (sealed with a key keys does not hold),
 // seal.ErrBroken (damaged, or changed: copied from another job, another
 // user_ctx…) or ErrNoKeyring; records written before sealing decode
-// without keys. Its errors never name keys (see seal.Keyring.Open).
+// without keys; a record of a newer format than Format fails with a
+// *NewerFormatError, whatever else it holds. Its errors never name keys (see seal.Keyring.Open).
 func Decode(data []byte, keys *seal.Keyring, jobID string) (*Record, error) {
+	if err := checkFormat(data); err != nil {
+		return nil, err
+	}
 	var r Record
 	at := atRest{Record: &r, Rep: &repAtRest{Rep: &parse.Rep{}}}
 	if err := json.Unmarshal(data, &at); err != nil {

@@ -88,6 +88,8 @@ type Record struct {
 	sealed string
 	opened []byte
 	bound  []byte
+	// partial: read by Partial from a record of a newer format.
+	partial bool
 }
 
 // Parked is how a continuous job that caught up and idled waits: pending,

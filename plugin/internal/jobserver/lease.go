@@ -91,6 +91,7 @@ func (s *Server) grantOnce(ctx context.Context) (*jobs.Lease, error) {
 		TTL:      s.config().NodeLease,
 		Replaces: s.opts.Replaces,
 		Halted:   s.halted,
+		Format:   jobdata.Format,
 	})
 }
 

@@ -105,6 +105,7 @@ type Server struct {
 	// memCheck is set while a returnMemory check is pending.
 	memCheck atomic.Bool
 	counts   counters // see Stats
+	stranded stranded // jobs of a newer format no live node runs (newer.go)
 
 	ctx    context.Context
 	cancel context.CancelFunc

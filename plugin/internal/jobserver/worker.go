@@ -129,6 +129,11 @@ func (w *worker) run() {
 	log := s.log.With("job", w.job.ID)
 	rec, err := w.rec, w.decodeErr
 	w.rec = nil // the run owns it now
+	var newer *jobdata.NewerFormatError
+	if errors.As(err, &newer) {
+		w.leaveNewer(newer.Format)
+		return
+	}
 	if errors.Is(err, seal.ErrUnknownKey) || errors.Is(err, jobdata.ErrNoKeyring) {
 		// Sealed with a key this node lacks: a node that has it can run
 		// it, so give it back untouched rather than finish it.
@@ -236,7 +241,7 @@ func (w *worker) markRunning(rec *jobdata.Record, repID parse.RepID, pid string,
 			return err
 		}
 		if owner != "" && owner != w.job.ID {
-			o, err := jobstore.Get(tx, s.opts.Keys, owner)
+			o, err := jobstore.Peek(tx, s.opts.Keys, owner)
 			switch {
 			case err == nil:
 				if o.RepID == repID.String() && o.Active() {

@@ -73,6 +73,9 @@ func shownState(recState string, st jobs.State) string {
 // decodeShown decodes a record as Records shows it (see shownState).
 func decodeShown(jobID string, data []byte, st jobs.State, keys *seal.Keyring) (*jobdata.Record, error) {
 	rec, err := jobdata.Decode(data, keys, jobID)
+	if errors.Is(err, jobdata.ErrNewerFormat) {
+		rec, err = jobdata.Partial(data), nil // a newer version's: shown, without its endpoints
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -261,6 +264,24 @@ func Get(tx *jobs.Tx, keys *seal.Keyring, jobID string) (*jobdata.Record, error)
 	}
 	rec, err := jobdata.Decode(data, keys, jobID)
 	if err != nil {
+		return nil, fmt.Errorf("%w: job %s: %w", ErrUndecodable, jobID, err)
+	}
+	return rec, nil
+}
+
+// Peek is Get for looking at a record, not writing it back: a record of a
+// newer format is read in part (jobdata.Partial) rather than refused, so
+// that a duplicate check still sees a newer version's live job.
+func Peek(tx *jobs.Tx, keys *seal.Keyring, jobID string) (*jobdata.Record, error) {
+	data, err := tx.GetData(jobdata.JobType, jobID)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := jobdata.Decode(data, keys, jobID)
+	switch {
+	case errors.Is(err, jobdata.ErrNewerFormat):
+		return jobdata.Partial(data), nil
+	case err != nil:
 		return nil, fmt.Errorf("%w: job %s: %w", ErrUndecodable, jobID, err)
 	}
 	return rec, nil

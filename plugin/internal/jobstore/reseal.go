@@ -78,6 +78,9 @@ const (
 // sealState tells how record data keeps its endpoints, reading only its
 // "rep" member's endpoint fields and opening nothing.
 func sealState(data []byte, keys *seal.Keyring) int {
+	if jobdata.FormatOf(data) > jobdata.Format {
+		return sealCurrent // a newer version's: its nodes seal it
+	}
 	var probe struct {
 		Rep *struct {
 			Source json.RawMessage `json:"source"`

@@ -399,8 +399,8 @@ func (w *Waker) wakeAll(ids []string) {
 		woke = 0
 		for _, id := range ids {
 			rec, err := jobstore.Get(tx, w.opts.Keys, id)
-			if errors.Is(err, jobs.ErrNotFound) {
-				continue
+			if errors.Is(err, jobs.ErrNotFound) || errors.Is(err, jobdata.ErrNewerFormat) {
+				continue // gone, or a newer version's record: its nodes wake it
 			}
 			if err != nil {
 				return err

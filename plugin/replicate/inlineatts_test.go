@@ -3,6 +3,7 @@ package replicate
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -56,6 +57,12 @@ func TestHasInlineData(t *testing.T) {
 		{"no data", `{"_id":"a","_attachments":{"x":{"length":3}}}`, false},
 		{"data not a string", `{"_id":"a","_attachments":{"x":{"data":null}}}`, false},
 		{"not json", `{"_id":`, false},
+		{"attachments not an object", `{"_id":"a","_attachments":[]}`, false},
+		{"attachment not an object", `{"_id":"a","_attachments":{"x":1}}`, false},
+		{"stub false", `{"_id":"a","_attachments":{"x":{"stub":false,"follows":false,"data":"AAAA"}}}`, true},
+		{"keys in other case", `{"_id":"a","_Attachments":{"x":{"Data":"AAAA","STUB":true}}}`, false},
+		{"escaped keys", `{"_id":"a","\u005fattachments":{"x":{"d\u0061ta":"AAAA"}}}`, true},
+		{"data in a string value", `{"_id":"a","v":"\"_attachments\":{}","_attachments":{"x":{"stub":true}}}`, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -63,5 +70,19 @@ func TestHasInlineData(t *testing.T) {
 				t.Errorf("hasInlineData = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestHasInlineDataScans checks that judging a doc with its attachment
+// data inline allocates nothing: encoding/json copied and checked the
+// data, half the replicator's CPU time on 64 KiB attachments.
+func TestHasInlineDataScans(t *testing.T) {
+	doc := json.RawMessage(`{"_id":"a","_rev":"1-a","_attachments":{"x":{"content_type":"application/octet-stream","revpos":1,"digest":"md5-x","data":"` +
+		strings.Repeat("QUJD", 64<<10) + `"}}}`)
+	if !hasInlineData(doc) {
+		t.Fatal("hasInlineData = false")
+	}
+	if n := testing.AllocsPerRun(10, func() { hasInlineData(doc) }); n != 0 {
+		t.Errorf("hasInlineData allocated %v times per doc, want 0", n)
 	}
 }

@@ -59,6 +59,8 @@ func TestHasInlineData(t *testing.T) {
 		{"not json", `{"_id":`, false},
 		{"attachments not an object", `{"_id":"a","_attachments":[]}`, false},
 		{"attachment not an object", `{"_id":"a","_attachments":{"x":1}}`, false},
+		{"gzip stored", `{"_id":"a","_attachments":{"x":{"data":"AAAA","encoding":"gzip","encoded_length":20}}}`, false},
+		{"identity", `{"_id":"a","_attachments":{"x":{"data":"AAAA","encoding":"identity"}}}`, true},
 		{"stub false", `{"_id":"a","_attachments":{"x":{"stub":false,"follows":false,"data":"AAAA"}}}`, true},
 		{"keys in other case", `{"_id":"a","_Attachments":{"x":{"Data":"AAAA","STUB":true}}}`, false},
 		{"escaped keys", `{"_id":"a","\u005fattachments":{"x":{"d\u0061ta":"AAAA"}}}`, true},

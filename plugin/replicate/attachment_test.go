@@ -191,3 +191,99 @@ func TestFullReader(t *testing.T) {
 		})
 	}
 }
+
+// TestSmallAttachmentsInline checks that docs whose attachments are small
+// and stored as they came are fetched with _bulk_get (data inline) and
+// written with _bulk_docs, not one GET and one PUT each, and arrive whole:
+// same revisions, data and digests. Larger ones, and ones the source
+// stores gzipped (whose inline data is inflated, unlike their digest),
+// still go one by one.
+func TestSmallAttachmentsInline(t *testing.T) {
+	s := startServer(t)
+	if s.Kind != "minicouch" {
+		t.Skip("needs minicouch (gzip-stored attachments)")
+	}
+	src, tgt := s.newDB(t, "src"), s.newDB(t, "tgt")
+	type att struct {
+		doc, name, ctype string
+		size             int
+		oneByOne         bool
+	}
+	atts := []att{
+		{"empty", "e.bin", "application/octet-stream", 0, false},
+		{"small", "s.bin", "application/octet-stream", 64 << 10, false},
+		{"two", "a.bin", "application/octet-stream", 100 << 10, false},
+		{"two", "b.bin", "application/octet-stream", 100 << 10, false},
+		{"limit", "l.bin", "application/octet-stream", inlineAttMax, false},
+		{"over", "o.bin", "application/octet-stream", inlineAttMax + 1, true},
+		{"pair", "p1.bin", "application/octet-stream", 200 << 10, true},
+		{"pair", "p2.bin", "application/octet-stream", 200 << 10, true},
+		{"text", "t.txt", "text/plain", 10 << 10, true},
+	}
+	for i := range 30 {
+		atts = append(atts, att{fmt.Sprintf("many%02d", i), "m.bin", "application/octet-stream", 40 << 10, false})
+	}
+	sums := map[string]string{}
+	for _, a := range atts {
+		path := src + "/" + a.doc + "/" + a.name
+		if status, body := s.do(t, "GET", src+"/"+a.doc, nil); status == 200 {
+			var d struct {
+				Rev string `json:"_rev"`
+			}
+			json.Unmarshal(body, &d)
+			path += "?rev=" + d.Rev
+		}
+		sums[a.doc+"/"+a.name] = putTypedAttachment(t, s, path, a.ctype, a.size)
+	}
+	s.mustDo(t, "PUT", src+"/plain", map[string]any{"x": 1})
+
+	p := newFaultProxy(t, s)
+	res := runRep(t, testRep(p.endpointServer(s), src, tgt), Options{})
+	docs := map[string]bool{"plain": true}
+	for _, a := range atts {
+		docs[a.doc] = true
+	}
+	if res.Stats.DocsWritten != int64(len(docs)) || res.Stats.DocWriteFailures != 0 {
+		t.Fatalf("docs_written %d, doc_write_failures %d, want %d and 0", res.Stats.DocsWritten, res.Stats.DocWriteFailures, len(docs))
+	}
+	p.mu.Lock()
+	for _, a := range atts {
+		if n := p.counts["PUT "+a.doc]; (n > 0) != a.oneByOne {
+			t.Errorf("doc %s: %d PUTs, want one by one %v", a.doc, n, a.oneByOne)
+		}
+	}
+	p.mu.Unlock()
+	for _, a := range atts {
+		got, n := attachmentMD5(t, s, tgt, a.doc, a.name)
+		if got != sums[a.doc+"/"+a.name] || n != int64(a.size) {
+			t.Errorf("%s/%s on target: md5 %s len %d, want %s len %d", a.doc, a.name, got, n, sums[a.doc+"/"+a.name], a.size)
+		}
+	}
+	for d := range docs {
+		q := "/" + d + "?att_encoding_info=true&revs=true"
+		if a, b := string(s.mustDo(t, "GET", src+q, nil)), string(s.mustDo(t, "GET", tgt+q, nil)); a != b {
+			t.Errorf("doc %s differs:\nsource %s\ntarget %s", d, a, b)
+		}
+	}
+}
+
+// putTypedAttachment is putAttachment with a content type.
+func putTypedAttachment(t *testing.T, s *testServer, path, ctype string, n int) string {
+	t.Helper()
+	h := md5.New()
+	io.Copy(h, &patternReader{n: n})
+	req, _ := http.NewRequest("PUT", s.Base+path, &patternReader{n: n})
+	req.ContentLength = int64(n)
+	req.Header.Set("Content-Type", ctype)
+	req.SetBasicAuth(s.User, s.Pass)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("PUT %s: %d %s", path, resp.StatusCode, body)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}

@@ -38,7 +38,10 @@ var jsonPlain = func() (t [256]bool) {
 // json.Marshal renders {"docs": [{"id", "rev", "atts_since" (omitted when
 // empty)}], "latest": true, "revs": true, "attachments": false} (members
 // sorted by name).
-func bulkGetBody(revs []missingRev) []byte {
+func bulkGetBody(revs []missingRev) []byte { return bulkGetBodyAtts(revs, false) }
+
+// bulkGetBodyAtts is bulkGetBody with "attachments" set to atts.
+func bulkGetBodyAtts(revs []missingRev, atts bool) []byte {
 	n := 64
 	for _, m := range revs {
 		n += 24 + len(m.id) + len(m.rev)
@@ -47,7 +50,11 @@ func bulkGetBody(revs []missingRev) []byte {
 		}
 	}
 	buf := make([]byte, 0, n)
-	buf = append(buf, `{"attachments":false,"docs":[`...)
+	if atts {
+		buf = append(buf, `{"attachments":true,"docs":[`...)
+	} else {
+		buf = append(buf, `{"attachments":false,"docs":[`...)
+	}
 	for i, m := range revs {
 		if i > 0 {
 			buf = append(buf, ',')

@@ -38,6 +38,10 @@ func TestBulkGetBodyMatchesEncodingJSON(t *testing.T) {
 			if got := bulkGetBody(tc.revs); string(got) != string(want) {
 				t.Errorf("bulkGetBody:\n got %s\nwant %s", got, want)
 			}
+			want, _ = json.Marshal(map[string]any{"docs": reqs, "latest": true, "revs": true, "attachments": true})
+			if got := bulkGetBodyAtts(tc.revs, true); string(got) != string(want) {
+				t.Errorf("bulkGetBodyAtts(true):\n got %s\nwant %s", got, want)
+			}
 		})
 	}
 }

@@ -202,8 +202,9 @@ func (r *run) useBulkGet() bool {
 	return ratio <= bulkGetThreshold || time.Since(last) >= adaptiveRecheck
 }
 
-// bulkGet fetches revs with `_bulk_get`; docs it cannot use (attachments,
-// errors, any non-200) are returned for individual fetching. The docs given
+// bulkGet fetches revs with `_bulk_get`; docs with small attachments are
+// fetched again with them inline (fetchInline), docs it cannot use (larger
+// attachments, errors, any non-200) are returned for individual fetching. The docs given
 // to w share the answer's buffer, which is appended to held: the caller
 // releases it once w has written them.
 func (r *run) bulkGet(ctx context.Context, revs []missingRev, w *bulkWriter, held *[]*http.Response) ([]missingRev, error) {
@@ -229,7 +230,7 @@ func (r *run) bulkGet(ctx context.Context, revs []missingRev, w *bulkWriter, hel
 	revs = need
 	body := bulkGetBody(revs)
 	resp, err := r.src.Do(ctx, &couchclient.Request{Buffer: true, Reuse: true,
-		Method: http.MethodPost, Path: "_bulk_get", Query: "latest=true&revs=true&attachments=false", Body: body,
+		Method: http.MethodPost, Path: "_bulk_get", Query: "latest=true&revs=true&attachments=false&att_encoding_info=true", Body: body,
 		Header: http.Header{"Content-Type": {"application/json"}},
 	})
 	if err != nil {
@@ -263,10 +264,18 @@ func (r *run) bulkGet(ctx context.Context, revs []missingRev, w *bulkWriter, hel
 		return revs, nil
 	}
 	var rest []missingRev
+	var inline []inlineRev
 	got := 0
 	for i, m := range revs {
 		ok := i < len(results) && results[i].ID == m.id && len(results[i].Docs) == 1 &&
-			results[i].Docs[0].OK != nil && !results[i].Docs[0].HasAtts
+			results[i].Docs[0].OK != nil
+		if ok && results[i].Docs[0].HasAtts {
+			if size, small := inlineAttBytes(results[i].Docs[0].OK); small {
+				inline = append(inline, inlineRev{m: m, size: size})
+				continue
+			}
+			ok = false
+		}
 		if !ok {
 			rest = append(rest, m)
 			continue
@@ -280,6 +289,13 @@ func (r *run) bulkGet(ctx context.Context, revs []missingRev, w *bulkWriter, hel
 	}
 	r.stats.bulkGetDocs.Add(int64(got))
 	r.bulkGetEMA.update(bulkGetAlpha, float64(len(rest))/float64(len(revs)), time.Now())
+	if len(inline) > 0 {
+		failed, err := r.fetchInline(ctx, inline, w)
+		if err != nil {
+			return nil, err
+		}
+		rest = append(rest, failed...)
+	}
 	return rest, nil
 }
 

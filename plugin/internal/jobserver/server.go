@@ -130,6 +130,10 @@ type Server struct {
 
 	resumes resumes // hints for the next runs of the jobs parked here
 
+	// batch commits the workers' writes made at the same time together
+	// (see batch.go).
+	batch batcher
+
 	// lease is the node's hold on the queue (nil while it has none);
 	// leased is closed once it has one (see lease.go).
 	lease  *jobs.Lease
@@ -166,6 +170,7 @@ func New(opts Options, cfg Config) *Server {
 
 		newInterval: make(chan struct{}, 1),
 	}
+	s.batch = batcher{q: opts.Queue, timeout: func() time.Duration { return s.config().NodeLease / 4 }}
 	s.cfg.Store(&cfg)
 	return s
 }

@@ -229,7 +229,8 @@ type dupOwner struct {
 func (w *worker) markRunning(rec *jobdata.Record, repID parse.RepID, pid string, now time.Time) (*dupOwner, error) {
 	s, cfg := w.s, w.s.config()
 	var dup *dupOwner
-	err := s.q.Transact(context.Background(), func(tx *jobs.Tx) error {
+	var marked jobdata.Record
+	err := s.batch.do(context.Background(), func(tx *jobs.Tx) error {
 		dup = nil
 		owner, err := jobstore.RepIDOwner(tx.KV(), repID.String())
 		if err != nil {
@@ -266,8 +267,12 @@ func (w *worker) markRunning(rec *jobdata.Record, repID parse.RepID, pid string,
 		if err := tx.Update(w.job, data); err != nil {
 			return err
 		}
-		*rec = next
+		marked = next
 		return nil
+	}, func() {
+		if dup == nil {
+			*rec = marked
+		}
 	})
 	return dup, err
 }
@@ -673,7 +678,8 @@ func (w *worker) record(ctx context.Context, rec *jobdata.Record, st jobdata.Sta
 		next.ErrorCount, next.LastError, next.ErrorKind = 0, "", ""
 	}
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.NodeLease/4)
-	err := s.q.Update(uctx, w.job, next.Encode(s.opts.Keys, w.job.ID))
+	data := next.Encode(s.opts.Keys, w.job.ID)
+	err := s.batch.do(uctx, func(tx *jobs.Tx) error { return tx.Update(w.job, data) }, func() {})
 	cancel()
 	switch {
 	case err == nil:

@@ -292,9 +292,10 @@ func (s *Server) reclaim(ctx context.Context) error {
 	return nil
 }
 
-// Stop checkpoints and re-enqueues every running job (each replication
-// writes a final checkpoint) and stops the acceptors. Jobs whose worker does
-// not finish in time are re-enqueued by force.
+// Stop checkpoints every running job (each replication writes a final
+// checkpoint), stops the acceptors and hands the jobs over to other nodes
+// (handOverLease). Jobs whose worker does not finish in time are
+// abandoned (they write nothing more) and handed over too.
 func (s *Server) Stop(ctx context.Context) error {
 	if s.cancel == nil {
 		return nil
@@ -316,7 +317,7 @@ func (s *Server) Stop(ctx context.Context) error {
 	}
 	select {
 	case <-done:
-		s.revokeLease(ctx)
+		s.handOverLease(ctx)
 		s.log.Info("job server stopped", "jobs_stopped", len(ws))
 		return nil
 	case <-time.After(max(wait, 0)):
@@ -328,7 +329,7 @@ func (s *Server) Stop(ctx context.Context) error {
 			forced++
 		}
 	}
-	s.revokeLease(ctx) // re-enqueues the jobs of those workers
+	s.handOverLease(ctx) // others take the jobs of those workers as they stand
 	s.log.Warn("job server stop timed out; re-enqueued unfinished jobs", "jobs", forced)
 	return nil
 }

@@ -463,9 +463,9 @@ func (w *worker) requeue(rec *jobdata.Record, cause error) {
 
 // handsOver reports whether a run stopped by the server's Stop leaves its
 // job held under the node's lease rather than re-enqueuing it on its own:
-// Stop revokes the lease once every run has written its final checkpoint,
-// which hands all its jobs on at once, many per transaction, and other
-// nodes take them as they stand (jobs.Queue.Adopt) instead of one
+// Stop hands the lease over once every run has written its final
+// checkpoint, and other nodes take its jobs as they stand, many per
+// transaction (jobs.Lease.HandOver, AcceptMany), instead of one
 // re-enqueue and one accept per job.
 func (w *worker) handsOver() bool {
 	w.s.mu.Lock()

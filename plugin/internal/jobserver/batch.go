@@ -34,30 +34,42 @@ type batchOp struct {
 	done chan bool // true: committed in the batch; false: run it alone
 }
 
-// batcher runs waiting callers' writes together, one batch at a time.
+// batchLoops bounds the batches one node commits at once.
+const batchLoops = 4
+
+// batcher runs waiting callers' writes together, up to batchLoops
+// batches at a time.
 type batcher struct {
 	q       *jobs.Queue
 	timeout func() time.Duration // bounds a batch's transaction
 
 	mu      sync.Mutex
 	queue   []*batchOp
-	running bool
+	running int // loops running
 }
 
 // do runs fn in a transaction, with the writes of other callers waiting
 // at the same time when there are any, and calls kept once it committed.
-func (b *batcher) do(ctx context.Context, fn func(*jobs.Tx) error, kept func()) error {
+// Run alone, its transaction is bounded by ctx and, when not 0, timeout
+// (counted from then, not from the call: a batch may have taken most of
+// it).
+func (b *batcher) do(ctx context.Context, timeout time.Duration, fn func(*jobs.Tx) error, kept func()) error {
 	op := &batchOp{fn: fn, done: make(chan bool, 1)}
 	b.mu.Lock()
 	b.queue = append(b.queue, op)
-	if !b.running {
-		b.running = true
+	if b.running < batchLoops {
+		b.running++
 		go b.loop()
 	}
 	b.mu.Unlock()
 	if <-op.done {
 		kept()
 		return nil
+	}
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
 	}
 	if err := b.q.Transact(ctx, fn); err != nil {
 		return err
@@ -75,8 +87,7 @@ func (b *batcher) loop() {
 		ops := b.queue[:n:n]
 		b.queue = b.queue[n:]
 		if n == 0 {
-			b.running = false
-			b.queue = nil
+			b.running--
 		}
 		b.mu.Unlock()
 		switch n {

@@ -55,7 +55,7 @@ func TestBatcher(t *testing.T) {
 			}
 			// Every caller waits before the batch starts: the loop
 			// is started by hand once all queued.
-			b := &batcher{q: q, timeout: func() time.Duration { return 10 * time.Second }, running: true}
+			b := &batcher{q: q, timeout: func() time.Duration { return 10 * time.Second }, running: batchLoops}
 			var mu sync.Mutex
 			seen := map[*jobs.Tx]bool{}
 			errs := make([]error, tc.ops)
@@ -65,7 +65,7 @@ func TestBatcher(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					errs[i] = b.do(ctx, func(tx *jobs.Tx) error {
+					errs[i] = b.do(ctx, 0, func(tx *jobs.Tx) error {
 						mu.Lock()
 						seen[tx] = true
 						mu.Unlock()
@@ -82,6 +82,9 @@ func TestBatcher(t *testing.T) {
 				}
 				time.Sleep(time.Millisecond)
 			}
+			b.mu.Lock()
+			b.running = 1
+			b.mu.Unlock()
 			go b.loop()
 			wg.Wait()
 			for i, j := range js {

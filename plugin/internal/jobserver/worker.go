@@ -230,7 +230,7 @@ func (w *worker) markRunning(rec *jobdata.Record, repID parse.RepID, pid string,
 	s, cfg := w.s, w.s.config()
 	var dup *dupOwner
 	var marked jobdata.Record
-	err := s.batch.do(context.Background(), func(tx *jobs.Tx) error {
+	err := s.batch.do(context.Background(), 0, func(tx *jobs.Tx) error {
 		dup = nil
 		owner, err := jobstore.RepIDOwner(tx.KV(), repID.String())
 		if err != nil {
@@ -677,10 +677,8 @@ func (w *worker) record(ctx context.Context, rec *jobdata.Record, st jobdata.Sta
 	if next.ErrorCount > 0 && Heal(next.ErrorCount, unix(next.LastStart), now, cfg.HealthThreshold) == 0 {
 		next.ErrorCount, next.LastError, next.ErrorKind = 0, "", ""
 	}
-	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.NodeLease/4)
 	data := next.Encode(s.opts.Keys, w.job.ID)
-	err := s.batch.do(uctx, func(tx *jobs.Tx) error { return tx.Update(w.job, data) }, func() {})
-	cancel()
+	err := s.batch.do(context.WithoutCancel(ctx), cfg.NodeLease/4, func(tx *jobs.Tx) error { return tx.Update(w.job, data) }, func() {})
 	switch {
 	case err == nil:
 		*rec = next

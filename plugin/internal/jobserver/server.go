@@ -330,7 +330,7 @@ func (s *Server) Stop(ctx context.Context) error {
 		}
 	}
 	s.handOverLease(ctx) // others take the jobs of those workers as they stand
-	s.log.Warn("job server stop timed out; re-enqueued unfinished jobs", "jobs", forced)
+	s.log.Warn("job server stop timed out; handed unfinished jobs over without a final checkpoint", "jobs", forced)
 	return nil
 }
 

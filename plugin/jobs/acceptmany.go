@@ -153,37 +153,56 @@ func (tx *Tx) takeChosen(scan scanFunc, typ string, maxS int64, want int, l *Lea
 	if err != nil {
 		return nil, -1, err
 	}
-	if len(keys) == 0 {
-		if len(got) > 0 {
-			return got, -1, nil
+	for stale := 0; len(keys) > 0 && stale < maxClaims; stale++ {
+		taken := len(got)
+		if got, err = tx.takeKeys(typ, keys, tagKeys, l, got); err != nil || len(got) > taken {
+			return got, -1, err
 		}
-		next := int64(-1)
-		begin := tx.q.l.pendingType(typ)
-		err := tx.t.Range(begin, kv.PrefixEnd(begin), kv.RangeOptions{Limit: 1}, func(k, _ []byte) error {
-			var id string
-			return decodeKey(begin, k, &next, &id)
-		})
-		return nil, next, err
+		// Every pick was stale (taken since a cached pick was read, or
+		// an index entry left behind, now cleared): pick again rather
+		// than report nothing due while jobs are.
+		if keys, tagKeys, err = tx.chooseMany(scan, typ, maxS, want, choose); err != nil {
+			return nil, -1, err
+		}
 	}
+	switch {
+	case len(keys) > 0:
+		return got, maxS, nil // still stale: the caller looks again at once
+	case len(got) > 0:
+		return got, -1, nil
+	}
+	next := int64(-1)
+	begin := tx.q.l.pendingType(typ)
+	err = tx.t.Range(begin, kv.PrefixEnd(begin), kv.RangeOptions{Limit: 1}, func(k, _ []byte) error {
+		var id string
+		return decodeKey(begin, k, &next, &id)
+	})
+	return nil, next, err
+}
+
+// takeKeys takes the jobs of the chosen pending keys (their tag index
+// entries in tagKeys, nil when not picked through the index), appended
+// to got; a stale pick is skipped.
+func (tx *Tx) takeKeys(typ string, keys, tagKeys [][]byte, l *Lease, got []*Job) ([]*Job, error) {
 	ids := make([]string, len(keys))
 	stimes := make([]int64, len(keys))
 	fetch := make([][]byte, 0, 2*len(keys))
 	for i, k := range keys {
 		if err := decodeKey(tx.q.l.pendingType(typ), k, &stimes[i], &ids[i]); err != nil {
-			return nil, -1, err
+			return nil, err
 		}
 		fetch = append(fetch, k, tx.q.l.job(typ, ids[i]))
 	}
 	if pre, ok := tx.t.(kv.PrefetchTx); ok {
 		if err := pre.Prefetch(fetch...); err != nil {
-			return nil, -1, err
+			return nil, err
 		}
 	}
 	snap, isSnap := tx.t.(kv.SnapshotTx)
 	for i, k := range keys {
 		if isSnap {
 			if err := snap.AddReadConflictKey(k); err != nil {
-				return nil, -1, err
+				return nil, err
 			}
 		}
 		// A pick from the tag index may be stale: its job taken since a
@@ -191,12 +210,12 @@ func (tx *Tx) takeChosen(scan scanFunc, typ string, maxS int64, want int, l *Lea
 		// queue that does not tag. Either way it is skipped.
 		v, err := tx.t.Get(k)
 		if err != nil {
-			return nil, -1, err
+			return nil, err
 		}
 		if v == nil {
 			if tagKeys[i] != nil {
 				if tv, err := tx.t.Get(tagKeys[i]); err != nil {
-					return nil, -1, err
+					return nil, err
 				} else if tv != nil {
 					tx.t.Clear(tagKeys[i])
 				}
@@ -207,11 +226,11 @@ func (tx *Tx) takeChosen(scan scanFunc, typ string, maxS int64, want int, l *Lea
 			tx.t.Clear(tagKeys[i])
 		}
 		if err := tx.clearPending(typ, stimes[i], ids[i]); err != nil {
-			return nil, -1, err
+			return nil, err
 		}
 		r, err := tx.q.readRow(tx.t, typ, ids[i])
 		if err != nil {
-			return nil, -1, err
+			return nil, err
 		}
 		if r == nil || r.state != rowPending {
 			tx.q.log.Warn("dropped stale pending entry", "type", typ, "job_id", ids[i])
@@ -219,11 +238,11 @@ func (tx *Tx) takeChosen(scan scanFunc, typ string, maxS int64, want int, l *Lea
 		}
 		j, err := tx.startUnder(l, typ, ids[i], r)
 		if err != nil {
-			return nil, -1, err
+			return nil, err
 		}
 		got = append(got, j)
 	}
-	return got, -1, nil
+	return got, nil
 }
 
 // startUnder marks job typ/id (row r, not running under another live

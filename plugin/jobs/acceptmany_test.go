@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -241,6 +242,35 @@ func TestAcceptManyChooseMany(t *testing.T) {
 				rest, err := q.AcceptMany(ctx, typ, MaxAcceptBatch, AcceptOptions{Lease: l, NoWait: true, ChooseMany: fair})
 				if want := total - len(got); len(rest) != want && !(want == 0 && errors.Is(err, ErrNotFound)) {
 					t.Fatalf("then took %d (%v), want %d", len(rest), err, want)
+				}
+			})
+		})
+	}
+}
+
+// TestAcceptManyStalePick: a pick from the tag index whose job is gone
+// (here an index entry left behind) is dropped and the pick made again in
+// the same attempt, instead of reporting nothing due while a job is.
+func TestAcceptManyStalePick(t *testing.T) {
+	for _, ghosts := range []int{1, 3} {
+		t.Run(fmt.Sprint(ghosts, " stale"), func(t *testing.T) {
+			backends(t, func(t *testing.T, s kv.Store) {
+				ctx := context.Background()
+				q := newQueue(t, s, Options{Tag: func(_, _ string, data []byte) string { return string(data) }})
+				mustAdd(t, q, "zz-real", "A", time.Time{})
+				err := q.store.Update(ctx, func(tx kv.Tx) error {
+					for i := 0; i < ghosts; i++ { // sort before the real one
+						tx.Set(q.l.tagged(typ, "A", 0, fmt.Sprintf("aa-ghost%d", i)), nil)
+					}
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				l := grantManual(t, q, LeaseOptions{Node: "n"})
+				got, err := q.AcceptMany(ctx, typ, 1, AcceptOptions{Lease: l, NoWait: true, ChooseMany: func(_, _ []Candidate) int { return 0 }})
+				if err != nil || len(got) != 1 || got[0].ID != "zz-real" {
+					t.Fatalf("took %v (%v), want zz-real", got, err)
 				}
 			})
 		})

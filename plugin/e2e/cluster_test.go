@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -43,9 +44,25 @@ func newClusterNodeEtcd(t testing.TB, endpoints []string, prefix string, fronten
 		"[chttpd_auth]\nsecret = " + clusterSecret(prefix) + "\n" +
 		fmt.Sprintf("[node_types]\napi_frontend = %v\nreplication = %v\n", frontend, replication)
 	s := minicouchtest.Start(t, minicouchtest.Options{
-		Data: data, Config: cfg, Plugins: []string{minicouchtest.Replicator(t, "v1")},
+		Data: data, Config: cfg, Plugins: []string{minicouchtest.Replicator(t, "v1")}, Log: nodeLog(t),
 	})
 	return &couch{t: t, s: s, addr: s.Addr}
+}
+
+// nodeLog is where a cluster node's output is also written: a new file in
+// $COUCHEPI_E2E_LOGDIR when set (to read where a benchmark's time goes
+// from the nodes' timestamps), else nowhere.
+func nodeLog(t testing.TB) io.Writer {
+	dir := os.Getenv("COUCHEPI_E2E_LOGDIR")
+	if dir == "" {
+		return nil
+	}
+	f, err := os.CreateTemp(dir, "node-*.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
 }
 
 // clusterSecret is the [chttpd_auth] secret of the nodes sharing the

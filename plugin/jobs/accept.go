@@ -32,6 +32,14 @@ type AcceptOptions struct {
 	// so it must be quick and must not use the queue. Ignored with
 	// NoSchedule.
 	Choose func(candidates []Candidate) int
+	// ChooseMany is AcceptMany's Choose: asked once for each pending job
+	// it takes, with the due candidates left (with Options.Tag, a tag's
+	// next due job replaces the one taken) and those the attempt took
+	// already, so that a fair share can count them, it returns the index
+	// of the next one to take (out of range: the first). Choose's rules
+	// hold: quick, no use of the queue, asked again when the transaction
+	// is retried (taken then starts empty again).
+	ChooseMany func(candidates, taken []Candidate) int
 	// Lease, when set, holds the accepted job under this lease instead of
 	// by activity: the job needs no Update to stay the caller's, and is
 	// re-enqueued when the lease expires. Accept fails with ErrLeaseLost

@@ -26,15 +26,15 @@ var errTakenNone = errors.New("jobs: nothing due")
 // first, so the jobs of a dead node move in a few transactions instead
 // of two per job. Then due pending jobs, a run of them from a random place
 // among the first due ones (so nodes taking jobs at once rarely want the
-// same). It blocks as Accept does until at least one job is there, or
-// returns ErrNotFound at once with opt.NoWait. opt.Choose and
-// opt.NoSchedule are not supported (use Accept).
+// same), or those opt.ChooseMany picks. It blocks as Accept does until at
+// least one job is there, or returns ErrNotFound at once with opt.NoWait.
+// opt.Choose and opt.NoSchedule are not supported (use Accept).
 func (q *Queue) AcceptMany(ctx context.Context, typ string, max int, opt AcceptOptions) ([]*Job, error) {
 	if opt.Lease == nil {
 		return nil, errors.New("jobs: AcceptMany needs a lease")
 	}
 	if opt.Choose != nil || opt.NoSchedule {
-		return nil, errors.New("jobs: AcceptMany takes neither Choose nor NoSchedule")
+		return nil, errors.New("jobs: AcceptMany takes neither Choose (see ChooseMany) nor NoSchedule")
 	}
 	max = min(max, MaxAcceptBatch)
 	if max <= 0 {
@@ -44,7 +44,7 @@ func (q *Queue) AcceptMany(ctx context.Context, typ string, max int, opt AcceptO
 	err := q.waitDue(ctx, typ, opt, func(tx *Tx, maxS int64) (bool, int64, error) {
 		var next int64
 		var err error
-		got, next, err = tx.acceptMany(typ, maxS, max, opt.Lease)
+		got, next, err = tx.acceptMany(typ, maxS, max, opt.Lease, opt.ChooseMany)
 		return len(got) > 0, next, err
 	})
 	return got, err
@@ -52,7 +52,7 @@ func (q *Queue) AcceptMany(ctx context.Context, typ string, max int, opt AcceptO
 
 // acceptMany is one AcceptMany attempt: the jobs it took, or none and the
 // stime of the earliest pending job (-1 when none).
-func (tx *Tx) acceptMany(typ string, maxS int64, max int, l *Lease) ([]*Job, int64, error) {
+func (tx *Tx) acceptMany(typ string, maxS int64, max int, l *Lease, choose func(cands, taken []Candidate) int) ([]*Job, int64, error) {
 	if l.Valid() != nil {
 		return nil, -1, ErrLeaseLost
 	}
@@ -70,6 +70,9 @@ func (tx *Tx) acceptMany(typ string, maxS int64, max int, l *Lease) ([]*Job, int
 	}
 	if len(got) == max {
 		return got, -1, nil
+	}
+	if choose != nil {
+		return tx.takeChosen(scan, typ, maxS, max-len(got), l, choose, got)
 	}
 	// A run of due pending entries from a random place among the first
 	// pickBatch (they sort by stime, then by random-looking id).
@@ -140,6 +143,106 @@ func (tx *Tx) acceptMany(typ string, maxS int64, max int, l *Lease) ([]*Job, int
 		got = append(got, j)
 	}
 	return got, -1, nil
+}
+
+// takeChosen is acceptMany's pending part with a ChooseMany: it takes up
+// to want due pending jobs that choose picks, appended to got; none taken
+// and nothing picked returns the stime of the earliest pending job.
+func (tx *Tx) takeChosen(scan scanFunc, typ string, maxS int64, want int, l *Lease, choose func(cands, taken []Candidate) int, got []*Job) ([]*Job, int64, error) {
+	keys, tagKeys, err := tx.chooseMany(scan, typ, maxS, want, choose)
+	if err != nil {
+		return nil, -1, err
+	}
+	for stale := 0; len(keys) > 0 && stale < maxClaims; stale++ {
+		taken := len(got)
+		if got, err = tx.takeKeys(typ, keys, tagKeys, l, got); err != nil || len(got) > taken {
+			return got, -1, err
+		}
+		// Every pick was stale (taken since a cached pick was read, or
+		// an index entry left behind, now cleared): pick again rather
+		// than report nothing due while jobs are.
+		if keys, tagKeys, err = tx.chooseMany(scan, typ, maxS, want, choose); err != nil {
+			return nil, -1, err
+		}
+	}
+	switch {
+	case len(keys) > 0:
+		return got, maxS, nil // still stale: the caller looks again at once
+	case len(got) > 0:
+		return got, -1, nil
+	}
+	next := int64(-1)
+	begin := tx.q.l.pendingType(typ)
+	err = tx.t.Range(begin, kv.PrefixEnd(begin), kv.RangeOptions{Limit: 1}, func(k, _ []byte) error {
+		var id string
+		return decodeKey(begin, k, &next, &id)
+	})
+	return nil, next, err
+}
+
+// takeKeys takes the jobs of the chosen pending keys (their tag index
+// entries in tagKeys, nil when not picked through the index), appended
+// to got; a stale pick is skipped.
+func (tx *Tx) takeKeys(typ string, keys, tagKeys [][]byte, l *Lease, got []*Job) ([]*Job, error) {
+	ids := make([]string, len(keys))
+	stimes := make([]int64, len(keys))
+	fetch := make([][]byte, 0, 2*len(keys))
+	for i, k := range keys {
+		if err := decodeKey(tx.q.l.pendingType(typ), k, &stimes[i], &ids[i]); err != nil {
+			return nil, err
+		}
+		fetch = append(fetch, k, tx.q.l.job(typ, ids[i]))
+	}
+	if pre, ok := tx.t.(kv.PrefetchTx); ok {
+		if err := pre.Prefetch(fetch...); err != nil {
+			return nil, err
+		}
+	}
+	snap, isSnap := tx.t.(kv.SnapshotTx)
+	for i, k := range keys {
+		if isSnap {
+			if err := snap.AddReadConflictKey(k); err != nil {
+				return nil, err
+			}
+		}
+		// A pick from the tag index may be stale: its job taken since a
+		// cached pick was read (picks.go), or the index entry left by a
+		// queue that does not tag. Either way it is skipped.
+		v, err := tx.t.Get(k)
+		if err != nil {
+			return nil, err
+		}
+		if v == nil {
+			if tagKeys[i] != nil {
+				if tv, err := tx.t.Get(tagKeys[i]); err != nil {
+					return nil, err
+				} else if tv != nil {
+					tx.t.Clear(tagKeys[i])
+				}
+			}
+			continue
+		}
+		if tagKeys[i] != nil {
+			tx.t.Clear(tagKeys[i])
+		}
+		if err := tx.clearPending(typ, stimes[i], ids[i]); err != nil {
+			return nil, err
+		}
+		r, err := tx.q.readRow(tx.t, typ, ids[i])
+		if err != nil {
+			return nil, err
+		}
+		if r == nil || r.state != rowPending {
+			tx.q.log.Warn("dropped stale pending entry", "type", typ, "job_id", ids[i])
+			continue
+		}
+		j, err := tx.startUnder(l, typ, ids[i], r)
+		if err != nil {
+			return nil, err
+		}
+		got = append(got, j)
+	}
+	return got, nil
 }
 
 // startUnder marks job typ/id (row r, not running under another live

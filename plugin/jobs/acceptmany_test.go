@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -165,4 +166,113 @@ func TestAdopt(t *testing.T) {
 			t.Fatalf("a live lease's job: %v", err)
 		}
 	})
+}
+
+// TestAcceptManyChooseMany: AcceptMany with a ChooseMany takes, in one
+// transaction, the jobs a fair pick asks for, tag after tag, counting
+// the jobs the attempt took already; with or without the tag index.
+func TestAcceptManyChooseMany(t *testing.T) {
+	ctx := context.Background()
+	// fewest taken of its tag first, then the first offered.
+	fair := func(cands, taken []Candidate) int {
+		n := map[string]int{}
+		for _, c := range taken {
+			n[c.Tag]++
+		}
+		best := 0
+		for i, c := range cands {
+			if n[c.Tag] < n[cands[best].Tag] {
+				best = i
+			}
+		}
+		return best
+	}
+	for _, tc := range []struct {
+		name   string
+		tagged bool
+		jobs   map[string]int // pending jobs per tag (its data)
+		max    int
+		want   map[string]int // taken per tag
+	}{
+		{"tagged, even", true, map[string]int{"A": 10, "B": 2, "C": 5}, 6, map[string]int{"A": 2, "B": 2, "C": 2}},
+		{"tagged, a tag runs out", true, map[string]int{"A": 10, "B": 1, "C": 5}, 9, map[string]int{"A": 4, "B": 1, "C": 4}},
+		{"tagged, fewer than max", true, map[string]int{"A": 2, "B": 1}, 10, map[string]int{"A": 2, "B": 1}},
+		// No tag index: every candidate's Tag is "", the first due taken.
+		{"untagged", false, map[string]int{"A": 10, "B": 2, "C": 5}, 6, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			backends(t, func(t *testing.T, s kv.Store) {
+				opts := Options{}
+				if tc.tagged {
+					opts.Tag = func(_, _ string, data []byte) string { return string(data) }
+				}
+				q := newQueue(t, s, opts)
+				total, i := 0, 0
+				for tag, n := range tc.jobs {
+					for j := 0; j < n; j++ {
+						mustAdd(t, q, benchID(i), tag, time.Time{})
+						i++
+					}
+					total += n
+				}
+				l := grantManual(t, q, LeaseOptions{Node: "live"})
+				got, err := q.AcceptMany(ctx, typ, tc.max, AcceptOptions{Lease: l, NoWait: true, ChooseMany: fair})
+				if err != nil {
+					t.Fatal(err)
+				}
+				count := map[string]int{}
+				seen := map[string]bool{}
+				for _, j := range got {
+					if seen[j.ID] {
+						t.Fatalf("%s taken twice", j.ID)
+					}
+					seen[j.ID] = true
+					count[string(j.Data)]++
+					wantState(t, q, j.ID, Running)
+				}
+				if len(got) != min(tc.max, total) {
+					t.Fatalf("took %d, want %d", len(got), min(tc.max, total))
+				}
+				for tag, n := range tc.want {
+					if count[tag] != n {
+						t.Fatalf("taken per tag %v, want %v", count, tc.want)
+					}
+				}
+				// The rest are still pending and taken by the next accepts.
+				rest, err := q.AcceptMany(ctx, typ, MaxAcceptBatch, AcceptOptions{Lease: l, NoWait: true, ChooseMany: fair})
+				if want := total - len(got); len(rest) != want && !(want == 0 && errors.Is(err, ErrNotFound)) {
+					t.Fatalf("then took %d (%v), want %d", len(rest), err, want)
+				}
+			})
+		})
+	}
+}
+
+// TestAcceptManyStalePick: a pick from the tag index whose job is gone
+// (here an index entry left behind) is dropped and the pick made again in
+// the same attempt, instead of reporting nothing due while a job is.
+func TestAcceptManyStalePick(t *testing.T) {
+	for _, ghosts := range []int{1, 3} {
+		t.Run(fmt.Sprint(ghosts, " stale"), func(t *testing.T) {
+			backends(t, func(t *testing.T, s kv.Store) {
+				ctx := context.Background()
+				q := newQueue(t, s, Options{Tag: func(_, _ string, data []byte) string { return string(data) }})
+				mustAdd(t, q, "zz-real", "A", time.Time{})
+				err := q.store.Update(ctx, func(tx kv.Tx) error {
+					for i := 0; i < ghosts; i++ { // sort before the real one
+						tx.Set(q.l.tagged(typ, "A", 0, fmt.Sprintf("aa-ghost%d", i)), nil)
+					}
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				l := grantManual(t, q, LeaseOptions{Node: "n"})
+				got, err := q.AcceptMany(ctx, typ, 1, AcceptOptions{Lease: l, NoWait: true, ChooseMany: func(_, _ []Candidate) int { return 0 }})
+				if err != nil || len(got) != 1 || got[0].ID != "zz-real" {
+					t.Fatalf("took %v (%v), want zz-real", got, err)
+				}
+			})
+		})
+	}
 }

@@ -122,6 +122,111 @@ func (tx *Tx) choose(scan scanFunc, typ string, maxS int64, fn func([]Candidate)
 	return keys[pickIndex(fn, cands)], nil, nil
 }
 
+// chooseMany is choose for AcceptMany (AcceptOptions.ChooseMany): up to
+// want picks, fn asked once for each, with the candidates left and those
+// taken so far. With Options.Tag the candidates are one due job of each
+// tag, as choose offers them, and a tag's next due jobs (read once, when
+// the tag is first picked) replace its pick; otherwise, or when no tagged
+// job is due, up to pickBatch due jobs in stime order.
+func (tx *Tx) chooseMany(scan scanFunc, typ string, maxS int64, want int, fn func(cands, taken []Candidate) int) (keys, tagKeys [][]byte, err error) {
+	l := tx.q.l
+	var taken []Candidate
+	pick := func(cands []Candidate) int {
+		i := fn(cands, taken)
+		if i < 0 || i >= len(cands) {
+			return 0
+		}
+		return i
+	}
+	if tx.q.opts.Tag != nil {
+		cands, ckeys, cached, err := tx.tagCandidates(scan, typ, maxS)
+		if err != nil {
+			return nil, nil, err
+		}
+		base := l.taggedType(typ)
+		more := map[string][][]byte{} // the next due entries of each tag picked
+		picked := map[string]bool{}
+		drop := func(i int) {
+			cands = append(cands[:i], cands[i+1:]...)
+			ckeys = append(ckeys[:i], ckeys[i+1:]...)
+			cached = append(cached[:i], cached[i+1:]...)
+		}
+		for claims := 0; len(cands) > 0 && len(keys) < want; {
+			i := pick(cands)
+			c, k := cands[i], ckeys[i]
+			if cached[i] && !tx.q.picks.claim(typ, c.Tag, k) && claims < maxClaims {
+				claims++
+				drop(i) // another acceptor of this queue picked it first
+				continue
+			}
+			keys = append(keys, l.pending(typ, ms(c.STime), c.ID))
+			tagKeys = append(tagKeys, k)
+			taken = append(taken, c)
+			picked[c.ID] = true
+			next, read := more[c.Tag]
+			if !read {
+				err := scan(kv.PrefixEnd(k), kv.PrefixEnd(l.taggedTag(typ, c.Tag)), kv.RangeOptions{Limit: want - len(keys), KeysOnly: true}, func(k, _ []byte) error {
+					next = append(next, append([]byte(nil), k...))
+					return nil
+				})
+				if err != nil {
+					return nil, nil, err
+				}
+			}
+			replaced := false
+			for len(next) > 0 && !replaced {
+				nk := next[0]
+				next = next[1:]
+				tag, stime, id, err := taggedEntry(base, nk)
+				if err != nil {
+					return nil, nil, err
+				}
+				if stime > maxS {
+					next = nil
+					break
+				}
+				if !picked[id] {
+					cands[i], ckeys[i], cached[i] = Candidate{ID: id, STime: fromMS(stime), Tag: tag}, nk, false
+					replaced = true
+				}
+			}
+			more[c.Tag] = next
+			if !replaced {
+				drop(i)
+			}
+		}
+		if len(keys) > 0 {
+			return keys, tagKeys, nil
+		}
+	}
+	var cands []Candidate
+	var ckeys [][]byte
+	base := l.pendingType(typ)
+	err = scan(base, kv.PrefixEnd(l.pendingAt(typ, maxS)), kv.RangeOptions{Limit: pickBatch}, func(k, v []byte) error {
+		var stime int64
+		var id string
+		if err := decodeKey(base, k, &stime, &id); err != nil {
+			return err
+		}
+		tag, _ := entryTag(v)
+		cands = append(cands, Candidate{ID: id, STime: fromMS(stime), Tag: tag})
+		ckeys = append(ckeys, append([]byte(nil), k...))
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	for len(cands) > 0 && len(keys) < want {
+		i := pick(cands)
+		keys = append(keys, ckeys[i])
+		tagKeys = append(tagKeys, nil)
+		taken = append(taken, cands[i])
+		cands = append(cands[:i], cands[i+1:]...)
+		ckeys = append(ckeys[:i], ckeys[i+1:]...)
+	}
+	return keys, tagKeys, nil
+}
+
 // maxClaims bounds how many times one accept picks again because another
 // acceptor of the queue claimed its cached pick first; past it the pick
 // is read anyway (its transaction decides who takes the job).

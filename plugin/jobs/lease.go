@@ -317,6 +317,40 @@ func (l *Lease) Revoke(ctx context.Context) error {
 	return err
 }
 
+// HandOver stops renewing the lease and marks it expired in the store,
+// leaving the jobs held under it as they stand, and wakes the acceptors of
+// types: other runners take them many per transaction (AcceptMany, Adopt)
+// without their being re-enqueued one batch after another first, which
+// conflicted with those very accepts. A lease watcher re-enqueues what is
+// left after the lease's TTL (watchLeases). Its holder must have stopped
+// writing for them. An Exclusive queue has nobody to hand them to: it
+// revokes the lease.
+func (l *Lease) HandOver(ctx context.Context, types ...string) error {
+	if l.q.opts.Exclusive {
+		return l.Revoke(ctx)
+	}
+	l.lose(ErrLeaseLost, "revoked")
+	l.stop()
+	<-l.stopped
+	err := l.q.Transact(ctx, func(tx *Tx) error {
+		v, err := tx.t.Get(l.q.l.lease(l.id))
+		if err != nil || v == nil {
+			return err
+		}
+		if i, expired, err := decodeLease(l.id, v); err == nil && !expired {
+			tx.t.Set(l.q.l.lease(l.id), encodeLease(i, true))
+		}
+		for _, typ := range types {
+			tx.wake(typ)
+		}
+		return nil
+	})
+	if err == nil {
+		l.q.own.Delete(l.id)
+	}
+	return err
+}
+
 // lose marks the lease lost, once.
 func (l *Lease) lose(err error, why string) {
 	l.lostOnce.Do(func() {
@@ -682,6 +716,7 @@ func (q *Queue) expireReplaced(ctx context.Context, l *Lease) error {
 type leaseSeen struct {
 	heartbeat []byte
 	since     time.Time
+	expired   bool // seen marked expired since then
 }
 
 // watchLeases is one look at every lease (RunMonitors, every tick, in
@@ -708,13 +743,23 @@ func (q *Queue) watchLeases(ctx context.Context, seen map[string]*leaseSeen) err
 	})
 	var firstErr error
 	for id, r := range rows {
+		s := seen[id]
 		if r.expired {
+			// Its jobs are left a TTL to be adopted as they stand (a
+			// clean stop hands them over so: Lease.HandOver) before they
+			// are re-enqueued, which would conflict with those accepts.
+			if s == nil || !s.expired {
+				seen[id] = &leaseSeen{since: now, expired: true}
+				continue
+			}
+			if now.Sub(s.since) < r.info.TTL {
+				continue
+			}
 			if _, err := q.expireLease(ctx, id, nil, "expiry resumed"); err != nil && firstErr == nil {
 				firstErr = err
 			}
 			continue
 		}
-		s := seen[id]
 		if l, mine := q.own.Load(id); mine && q.opts.Exclusive && l.(*Lease).Err() == nil {
 			// Renewed in memory (Options.Exclusive), not in the store:
 			// alive while this queue holds it.

@@ -3,6 +3,7 @@ package jobserver
 import (
 	"context"
 	"errors"
+	"math"
 	"sort"
 	"time"
 
@@ -57,6 +58,21 @@ func MayTake(self string, mine int, leases []jobs.LeaseInfo) bool {
 	return true
 }
 
+// TakeBound is how many jobs a node running mine may take at once: up to
+// its fair share while another live replication node runs less than
+// that and has room (at least one, as MayTake allows one), else no bound
+// (math.MaxInt), so that one node does not take, thirty per transaction,
+// jobs its peers would run.
+func TakeBound(self string, mine int, leases []jobs.LeaseInfo) int {
+	fair, others := fairShare(self, mine, leases)
+	for _, l := range others {
+		if l.Running < fair && l.Running < l.Capacity {
+			return max(fair-mine, 1)
+		}
+	}
+	return math.MaxInt
+}
+
 // Excess is how many of its mine running jobs a node should hand on: those
 // beyond its fair share (plus one, so that counts a job apart do not
 // churn), at most what the other nodes have room for below their share.
@@ -70,6 +86,15 @@ func Excess(self string, mine int, leases []jobs.LeaseInfo) int {
 		room += max(0, min(fair, l.Capacity)-l.Running)
 	}
 	return min(mine-fair, room)
+}
+
+// handOn is how many more of its mine running jobs a node hands on at a
+// scheduling cycle, leaving of them handed on already and still stopping:
+// its whole excess, not bounded by max_churn, since moving a job changes
+// which node runs it, not which jobs run, and a node that joins gets its
+// share within an interval or two however many jobs run.
+func handOn(self string, mine, leaving int, leases []jobs.LeaseInfo) int {
+	return max(Excess(self, mine, leases)-leaving, 0)
 }
 
 // awaitBalance waits, up to balanceHold, while this node should let less
@@ -114,13 +139,21 @@ func mayTakeSeen(self string, active int, leases []jobs.LeaseInfo) bool {
 }
 
 // shedLocked picks, at a scheduling cycle, the running continuous jobs to
-// hand on to less loaded nodes (at most churn of them): idle ones first,
-// then the most recently started (they lose the least). Callers hold s.mu.
-func (s *Server) shedLocked(churn int) []*worker {
-	if s.lease == nil || churn <= 0 {
+// hand on to less loaded nodes: idle ones first, then the most recently
+// started (they lose the least). Callers hold s.mu.
+func (s *Server) shedLocked() []*worker {
+	if s.lease == nil {
 		return nil
 	}
-	n := min(Excess(s.lease.ID(), s.active, s.q.Leases()), churn)
+	// The ones handed on at an earlier cycle still hold their slots
+	// until their final checkpoint: they are part of the excess already.
+	leaving := 0
+	for _, w := range s.workers {
+		if w.holding && errors.Is(w.stopCause(), errRebalanced) {
+			leaving++
+		}
+	}
+	n := handOn(s.lease.ID(), s.active, leaving, s.q.Leases())
 	if n <= 0 {
 		return nil
 	}

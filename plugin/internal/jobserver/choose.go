@@ -51,3 +51,28 @@ func (s *Server) choose(cands []jobs.Candidate) int {
 	defer s.mu.Unlock()
 	return Choose(cands, s.share, s.heldByKey, cfg)
 }
+
+// chooseNext is the acceptors' AcceptOptions.ChooseMany: choose, counting
+// the jobs the accept took already as running, so that one transaction's
+// picks spread over the keys as that many accepts one by one would.
+func (s *Server) chooseNext(cands, taken []jobs.Candidate) int {
+	if len(taken) == 0 {
+		return s.choose(cands)
+	}
+	cfg := s.config()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	running := make(map[string]int, len(taken))
+	for _, c := range taken {
+		running[c.Tag]++
+	}
+	for _, c := range cands {
+		if _, ok := running[c.Tag]; !ok {
+			running[c.Tag] = 0
+		}
+	}
+	for k := range running {
+		running[k] += s.heldByKey[k]
+	}
+	return Choose(cands, s.share, running, cfg)
+}

@@ -217,3 +217,40 @@ func simulate(t *testing.T, cfg Config, docs map[string]int, cycles int, random 
 	}
 	return ran, runs
 }
+
+// TestChooseNext: the acceptors' pick for a many-job accept counts the
+// jobs the accept took already as running, so one transaction's picks
+// spread over the keys as that many single accepts would.
+func TestChooseNext(t *testing.T) {
+	a, b := "a/_replicator", "b/_replicator"
+	cands := []jobs.Candidate{{ID: "a9", Tag: a}, {ID: "b9", Tag: b}}
+	for _, tc := range []struct {
+		name    string
+		running map[string]int // held slots per key
+		taken   []string       // keys of the jobs taken so far
+		want    int
+	}{
+		{"nothing taken: fewer running", map[string]int{a: 2, b: 1}, nil, 1},
+		{"taken count as running", map[string]int{a: 2, b: 1}, []string{b, b}, 0},
+		{"even: the first offered", map[string]int{a: 1, b: 1}, []string{a, b}, 0},
+		{"only taken", nil, []string{a}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := New(Options{}, DefaultConfig())
+			for key, n := range tc.running {
+				for i := 0; i < n; i++ {
+					w := &worker{key: key}
+					s.workers[fmt.Sprintf("%s%d", key, i)] = w
+					s.holdLocked(w)
+				}
+			}
+			var taken []jobs.Candidate
+			for i, key := range tc.taken {
+				taken = append(taken, jobs.Candidate{ID: fmt.Sprint("t", i), Tag: key})
+			}
+			if got := s.chooseNext(cands, taken); got != tc.want {
+				t.Fatalf("picked %d, want %d", got, tc.want)
+			}
+		})
+	}
+}

@@ -188,9 +188,11 @@ func (s *Server) publishLoad() {
 	}
 }
 
-// revokeLease gives the lease up at Stop: the jobs still held under it
-// (their workers did not finish in time) are re-enqueued.
-func (s *Server) revokeLease(ctx context.Context) {
+// handOverLease gives the lease up at Stop, once every worker wrote its
+// final checkpoint or was abandoned: the jobs still held under it are
+// left as they stand for other nodes to take many per transaction, and
+// their acceptors are woken (jobs.Lease.HandOver).
+func (s *Server) handOverLease(ctx context.Context) {
 	s.mu.Lock()
 	l := s.lease
 	s.lease = nil
@@ -198,8 +200,8 @@ func (s *Server) revokeLease(ctx context.Context) {
 	if l == nil {
 		return
 	}
-	if err := l.Revoke(ctx); err != nil {
-		s.log.Warn("could not revoke the node's lease; its jobs are re-enqueued when it expires", "error", err)
+	if err := l.HandOver(ctx, jobdata.JobType); err != nil {
+		s.log.Warn("could not hand the node's lease over; its jobs move when it expires", "error", err)
 	}
 }
 

@@ -118,6 +118,7 @@ type Server struct {
 	heldByKey map[string]int     // of those, per fair-share key (what Choose counts)
 	waiters   []*slotWaiter
 	asked     int // holders asked for their slot (see slots.go)
+	reserved  int // free slots acceptors reserved for the jobs they are taking
 	acceptors int
 	churn     int
 	lowered   bool // max_jobs was lowered since the last cycle
@@ -129,6 +130,10 @@ type Server struct {
 	holders []holder
 
 	resumes resumes // hints for the next runs of the jobs parked here
+
+	// batch commits the workers' writes made at the same time together
+	// (see batch.go).
+	batch batcher
 
 	// lease is the node's hold on the queue (nil while it has none);
 	// leased is closed once it has one (see lease.go).
@@ -166,6 +171,7 @@ func New(opts Options, cfg Config) *Server {
 
 		newInterval: make(chan struct{}, 1),
 	}
+	s.batch = batcher{q: opts.Queue, timeout: func() time.Duration { return s.config().NodeLease / 4 }}
 	s.cfg.Store(&cfg)
 	return s
 }
@@ -287,9 +293,10 @@ func (s *Server) reclaim(ctx context.Context) error {
 	return nil
 }
 
-// Stop checkpoints and re-enqueues every running job (each replication
-// writes a final checkpoint) and stops the acceptors. Jobs whose worker does
-// not finish in time are re-enqueued by force.
+// Stop checkpoints every running job (each replication writes a final
+// checkpoint), stops the acceptors and hands the jobs over to other nodes
+// (handOverLease). Jobs whose worker does not finish in time are
+// abandoned (they write nothing more) and handed over too.
 func (s *Server) Stop(ctx context.Context) error {
 	if s.cancel == nil {
 		return nil
@@ -311,7 +318,7 @@ func (s *Server) Stop(ctx context.Context) error {
 	}
 	select {
 	case <-done:
-		s.revokeLease(ctx)
+		s.handOverLease(ctx)
 		s.log.Info("job server stopped", "jobs_stopped", len(ws))
 		return nil
 	case <-time.After(max(wait, 0)):
@@ -323,8 +330,8 @@ func (s *Server) Stop(ctx context.Context) error {
 			forced++
 		}
 	}
-	s.revokeLease(ctx) // re-enqueues the jobs of those workers
-	s.log.Warn("job server stop timed out; re-enqueued unfinished jobs", "jobs", forced)
+	s.handOverLease(ctx) // others take the jobs of those workers as they stand
+	s.log.Warn("job server stop timed out; handed unfinished jobs over without a final checkpoint", "jobs", forced)
 	return nil
 }
 
@@ -377,11 +384,12 @@ func (s *Server) Cycle(ctx context.Context) {
 		s.workers[id].stop(errRotated)
 	}
 	s.churn += len(stop)
-	shed := s.shedLocked(cfg.MaxChurn - s.churn)
+	// Jobs handed on (handOn) finish their batches in flight, checkpoint,
+	// and are re-enqueued for the others.
+	shed := s.shedLocked()
 	for _, w := range shed {
 		w.stop(errRebalanced)
 	}
-	s.churn += len(shed)
 	if len(shed) > 0 {
 		s.log.Info("handing jobs on to less loaded nodes", "jobs", len(shed))
 	}
@@ -490,21 +498,29 @@ func (s *Server) accept(rotating bool) {
 			cancel()
 			return
 		}
-		woken := false
-		job, err := s.q.Accept(actx, jobdata.JobType, jobs.AcceptOptions{Lease: lease, Choose: func(c []jobs.Candidate) int {
-			i := s.choose(c)
-			woken = i >= 0 && i < len(c) && c[i].STime.Before(jobstore.AddedTime())
+		want, held := s.reserve(rotating, lease, cfg)
+		woken := map[string]bool{}
+		got, err := s.q.AcceptMany(actx, jobdata.JobType, want, jobs.AcceptOptions{Lease: lease, ChooseMany: func(c, taken []jobs.Candidate) int {
+			if len(taken) == 0 {
+				clear(woken) // a retried transaction
+			}
+			i := s.chooseNext(c, taken)
+			if i >= 0 && i < len(c) && c[i].STime.Before(jobstore.AddedTime()) {
+				woken[c[i].ID] = true
+			}
 			return i
 		}})
 		cancel()
 		if s.ctx.Err() != nil || errors.Is(err, jobs.ErrClosed) {
-			if job != nil {
+			s.unreserve(held)
+			for _, job := range got {
 				s.settled("give back accepted", job, s.q.Resubmit(context.Background(), job, time.Time{}, nil))
 			}
 			leave()
 			return
 		}
 		if err != nil {
+			s.unreserve(held)
 			s.mu.Lock()
 			surplus := s.acceptors > WantAcceptors(cfg.MaxJobs, cfg.MaxAcceptors, s.busy())
 			if surplus {
@@ -523,9 +539,60 @@ func (s *Server) accept(rotating bool) {
 			}
 			continue
 		}
-		s.start(newWorker(s, job, lease), rotating, woken, cfg)
+		s.mu.Lock()
+		s.acceptors += len(got) - 1 // start ends one acceptor per job
+		s.mu.Unlock()
+		for _, job := range got {
+			s.start(newWorker(s, job, lease), rotating, woken[job.ID], cfg)
+			if held > 0 { // its slot is held now
+				s.unreserve(1)
+				held--
+			}
+		}
+		s.unreserve(held)
 		return
 	}
+}
+
+// reserve is how many jobs an acceptor takes at once: as many as there
+// are free slots not reserved by other acceptors (at most
+// jobs.MaxAcceptBatch, and no more than this node's fair share of the
+// cluster's jobs while another node has room: see balance.go), which it
+// reserves until its jobs hold them (unreserve); one for a rotating
+// acceptor, or when no slot is free (start gives that one back, as
+// before). So the jobs a stopped node released, or a burst of new docs,
+// start many per queue transaction. held is how many it reserved.
+func (s *Server) reserve(rotating bool, lease *jobs.Lease, cfg Config) (want, held int) {
+	if rotating {
+		return 1, 0
+	}
+	bound := TakeBound(lease.ID(), s.activeNow(), s.q.Leases())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	free := cfg.MaxJobs - s.active - s.reserved
+	if free <= 1 {
+		return 1, 0 // not reserved: start decides
+	}
+	want = min(free, jobs.MaxAcceptBatch, max(bound, 1))
+	s.reserved += want
+	return want, want
+}
+
+// unreserve gives back n of the slots reserve took.
+func (s *Server) unreserve(n int) {
+	if n <= 0 {
+		return
+	}
+	s.mu.Lock()
+	s.reserved = max(s.reserved-n, 0)
+	s.mu.Unlock()
+}
+
+// activeNow is the number of slots held.
+func (s *Server) activeNow() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.active
 }
 
 // adopt is an acceptor's first look: it takes, many per transaction, the

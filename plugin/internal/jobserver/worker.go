@@ -234,7 +234,8 @@ type dupOwner struct {
 func (w *worker) markRunning(rec *jobdata.Record, repID parse.RepID, pid string, now time.Time) (*dupOwner, error) {
 	s, cfg := w.s, w.s.config()
 	var dup *dupOwner
-	err := s.q.Transact(context.Background(), func(tx *jobs.Tx) error {
+	var marked jobdata.Record
+	err := s.batch.do(context.Background(), 0, func(tx *jobs.Tx) error {
 		dup = nil
 		owner, err := jobstore.RepIDOwner(tx.KV(), repID.String())
 		if err != nil {
@@ -271,8 +272,12 @@ func (w *worker) markRunning(rec *jobdata.Record, repID parse.RepID, pid string,
 		if err := tx.Update(w.job, data); err != nil {
 			return err
 		}
-		*rec = next
+		marked = next
 		return nil
+	}, func() {
+		if dup == nil {
+			*rec = marked
+		}
 	})
 	return dup, err
 }
@@ -463,9 +468,9 @@ func (w *worker) requeue(rec *jobdata.Record, cause error) {
 
 // handsOver reports whether a run stopped by the server's Stop leaves its
 // job held under the node's lease rather than re-enqueuing it on its own:
-// Stop revokes the lease once every run has written its final checkpoint,
-// which hands all its jobs on at once, many per transaction, and other
-// nodes take them as they stand (jobs.Queue.Adopt) instead of one
+// Stop hands the lease over once every run has written its final
+// checkpoint, and other nodes take its jobs as they stand, many per
+// transaction (jobs.Lease.HandOver, AcceptMany), instead of one
 // re-enqueue and one accept per job.
 func (w *worker) handsOver() bool {
 	w.s.mu.Lock()
@@ -677,9 +682,8 @@ func (w *worker) record(ctx context.Context, rec *jobdata.Record, st jobdata.Sta
 	if next.ErrorCount > 0 && Heal(next.ErrorCount, unix(next.LastStart), now, cfg.HealthThreshold) == 0 {
 		next.ErrorCount, next.LastError, next.ErrorKind = 0, "", ""
 	}
-	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.NodeLease/4)
-	err := s.q.Update(uctx, w.job, next.Encode(s.opts.Keys, w.job.ID))
-	cancel()
+	data := next.Encode(s.opts.Keys, w.job.ID)
+	err := s.batch.do(context.WithoutCancel(ctx), cfg.NodeLease/4, func(tx *jobs.Tx) error { return tx.Update(w.job, data) }, func() {})
 	switch {
 	case err == nil:
 		*rec = next

@@ -129,13 +129,26 @@ func (s *Server) mayTake() bool {
 // 200 jobs in 47 s (bench-cluster, #39). active counts only until the
 // node's first publication is seen.
 func mayTakeSeen(self string, active int, leases []jobs.LeaseInfo) bool {
-	mine := active
+	return MayTake(self, published(self, active, leases), leases)
+}
+
+// takeBoundSeen is TakeBound on one look at the leases, for the reason
+// mayTakeSeen gives: compared with its count now, each of two nodes
+// starting jobs at once sees the other below its share and takes one job
+// per transaction.
+func takeBoundSeen(self string, active int, leases []jobs.LeaseInfo) int {
+	return TakeBound(self, published(self, active, leases), leases)
+}
+
+// published is the count self's last renewal published, or active until
+// its first publication is seen.
+func published(self string, active int, leases []jobs.LeaseInfo) int {
 	for _, l := range leases {
 		if l.ID == self {
-			mine = l.Running
+			return l.Running
 		}
 	}
-	return MayTake(self, mine, leases)
+	return active
 }
 
 // shedLocked picks, at a scheduling cycle, the running continuous jobs to

@@ -1,6 +1,7 @@
 package jobserver
 
 import (
+	"math"
 	"testing"
 
 	"github.com/couchepi/couchepi/plugin/jobs"
@@ -67,6 +68,35 @@ func TestMayTakeSeenNoMutualDeferral(t *testing.T) {
 			}
 			if len(c.want) > 1 && !anyTakes {
 				t.Errorf("every node defers to the others: none takes a job")
+			}
+		})
+	}
+}
+
+// TestTakeBoundSeen: two nodes starting jobs at once, each ahead of its
+// last publication, may each take a full batch; compared with its count
+// now, each was bound to one job per transaction. A node the look shows
+// ahead of a peer with room is still bound to its share.
+func TestTakeBoundSeen(t *testing.T) {
+	lease := func(id string, running int) jobs.LeaseInfo {
+		return jobs.LeaseInfo{ID: id, Running: running, Capacity: 1000}
+	}
+	cases := []struct {
+		name   string
+		self   string
+		active int
+		seen   []jobs.LeaseInfo
+		want   int
+	}{
+		{"both starting, published even", "a", 130, []jobs.LeaseInfo{lease("a", 100), lease("b", 100)}, math.MaxInt},
+		{"ahead in the look: bound to its share", "a", 130, []jobs.LeaseInfo{lease("a", 120), lease("b", 80)}, 1},
+		{"behind in the look", "b", 90, []jobs.LeaseInfo{lease("a", 120), lease("b", 80)}, math.MaxInt},
+		{"own lease not seen yet: its count now", "a", 50, []jobs.LeaseInfo{lease("b", 10)}, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := takeBoundSeen(c.self, c.active, c.seen); got != c.want {
+				t.Errorf("takeBoundSeen = %d, want %d", got, c.want)
 			}
 		})
 	}

@@ -566,7 +566,7 @@ func (s *Server) reserve(rotating bool, lease *jobs.Lease, cfg Config) (want, he
 	if rotating {
 		return 1, 0
 	}
-	bound := TakeBound(lease.ID(), s.activeNow(), s.q.Leases())
+	bound := takeBoundSeen(lease.ID(), s.activeNow(), s.q.Leases())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	free := cfg.MaxJobs - s.active - s.reserved

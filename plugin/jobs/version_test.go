@@ -136,8 +136,12 @@ func TestNewerLeaseFormatNotAdopted(t *testing.T) {
 			if _, err := q.AcceptMany(ctx, typ, 10, AcceptOptions{Lease: mine, NoWait: true}); !errors.Is(err, ErrNotFound) {
 				t.Fatalf("AcceptMany: %v, want ErrNotFound", err)
 			}
-			// The expiry ends: the job is pending, for any node.
-			newWatcher(q).look(t)
+			// A watcher leaves a lease marked expired a TTL to be adopted
+			// (by a node of its version); then the job is pending, for any.
+			w := newWatcher(q)
+			w.look(t)
+			clock.advance(leaseTTL)
+			w.look(t)
 			wantState(t, q, "a", Pending)
 			if getRaw(t, q, q.l.leaseVersion(other.id)) != nil {
 				t.Fatal("the expired lease's version key was left behind")

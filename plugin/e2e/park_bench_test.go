@@ -586,6 +586,18 @@ func (p *peer) writePhase(srcs []string, tgtOf func(src string) []string, feeds 
 		worst = max(worst, l)
 	}
 	f := latencyFigures{p50: percentile(lat, 50), p99: percentile(lat, 99), worst: worst, writes: len(writes), missing: missing}
+	if p.counters != nil {
+		// CPU per doc written, from the first write until the awaited
+		// arrivals: what a busy machine changes least (the latencies
+		// above grow with everything else it runs).
+		s2, p2 := readProc(p.server), readProc(p.plugin)
+		written := p.counters()["couchepi_replicator_docs_written_total"] - c0["couchepi_replicator_docs_written_total"]
+		all := s2.cpu - s0.cpu + p2.cpu - p0.cpu
+		perDoc := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) / max(written, 1) }
+		p.b.ReportMetric(perDoc(all), "cpu_us/doc_written")
+		p.b.Logf("%s: %.0f docs written from the first write to the last arrival awaited: CPU %.0f µs per doc (server %.0f, plugin %.0f)",
+			p.name, written, perDoc(all), perDoc(s2.cpu-s0.cpu), perDoc(p2.cpu-p0.cpu))
+	}
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	p.b.ReportMetric(ms(f.p50), "ms_write_to_target_p50")
 	p.b.ReportMetric(ms(f.p99), "ms_write_to_target_p99")
@@ -850,7 +862,7 @@ func BenchmarkParkWakeBurst(b *testing.B) {
 		}
 		return n
 	}
-	var bursts []time.Duration
+	var bursts, cpus []time.Duration
 	b.ResetTimer()
 	for k := range 5 {
 		deadline := time.Now().Add(5 * time.Minute)
@@ -862,6 +874,7 @@ func BenchmarkParkWakeBurst(b *testing.B) {
 		}
 		c0 := p.counters()
 		w0 := c0["couchepi_replicator_docs_written_total"]
+		s0, p0 := readProc(p.server), readProc(p.plugin)
 		start := time.Now()
 		p.must("PUT", "/"+url.PathEscape(source)+fmt.Sprintf("/burst%d", k), `{"n":1}`, 201)
 		for written() < w0+float64(n) {
@@ -872,14 +885,18 @@ func BenchmarkParkWakeBurst(b *testing.B) {
 		}
 		took := time.Since(start)
 		bursts = append(bursts, took)
+		s1, p1 := readProc(p.server), readProc(p.plugin)
+		cpus = append(cpus, s1.cpu-s0.cpu+p1.cpu-p0.cpu)
 		c1 := p.counters()
 		delta := func(k string) float64 { return c1[k] - c0[k] }
-		b.Logf("burst %d: %d parked jobs woken and the write in every target after %v (wakes %.0f, starts %.0f, resumed starts %.0f, requests %.0f, connections created %.0f)",
-			k, n, took.Round(time.Millisecond), delta("couchepi_replicator_jobs_wakes_total"), delta("couchdb_couch_replicator_jobs_starts_total"),
+		b.Logf("burst %d: %d parked jobs woken and the write in every target after %v, CPU %v (server %v, plugin %v) (wakes %.0f, starts %.0f, resumed starts %.0f, requests %.0f, connections created %.0f)",
+			k, n, took.Round(time.Millisecond), s1.cpu-s0.cpu+p1.cpu-p0.cpu, s1.cpu-s0.cpu, p1.cpu-p0.cpu, delta("couchepi_replicator_jobs_wakes_total"), delta("couchdb_couch_replicator_jobs_starts_total"),
 			delta("couchepi_replicator_jobs_resumes_total"), delta("couchdb_couch_replicator_requests_total"), delta("couchdb_couch_replicator_connection_creates_total"))
 	}
 	b.StopTimer()
 	slices.Sort(bursts)
 	b.ReportMetric(float64(bursts[len(bursts)/2])/float64(time.Millisecond), "ms_burst_p50")
 	b.ReportMetric(float64(bursts[len(bursts)-1])/float64(time.Millisecond), "ms_burst_max")
+	slices.Sort(cpus)
+	b.ReportMetric(float64(cpus[len(cpus)/2])/float64(time.Millisecond), "cpu_ms_burst_p50")
 }

@@ -287,6 +287,7 @@ func (r *changesReader) readRound(ctx context.Context, since json.RawMessage, ch
 	}
 	limit := r.roundRows()
 	var last json.RawMessage
+	var finish func(rows []change, ok bool)
 	served, shared, waited := 0, false, false
 	for {
 		rows, atEnd, ok := r.group.changes.get(key, since, changed, limit-served)
@@ -308,19 +309,33 @@ func (r *changesReader) readRound(ctx context.Context, since json.RawMessage, ch
 		if waited {
 			break
 		}
-		wait, finish := r.group.changes.join(key, since, changed)
-		if finish != nil {
-			defer finish()
+		lead, f := r.group.changes.join(key, since, changed)
+		if f != nil {
+			finish = f
+			defer f(nil, false) // unless called with the rows below
 		}
-		if wait == nil {
+		if lead == nil {
 			break
 		}
 		waited = true
 		select {
-		case <-wait:
+		case <-lead.done:
 		case <-ctx.Done():
 			r.countShared(shared)
 			return last != nil, last, ctx.Err()
+		}
+		if rows, ok := lead.result(); ok {
+			// The read waited for was sent after this run armed its
+			// signal: its rows are this round's, even if the signal
+			// fired meanwhile (the run then reads again).
+			r.countShared(true)
+			for _, c := range rows[:min(len(rows), limit-served)] {
+				if err := r.emit(ctx, c); err != nil {
+					return last != nil, last, err
+				}
+				last = c.Seq
+			}
+			return last != nil || served > 0, last, nil
 		}
 	}
 	r.countShared(shared)
@@ -333,6 +348,9 @@ func (r *changesReader) readRound(ctx context.Context, since json.RawMessage, ch
 	}
 	if err == nil && len(read) < limit-served {
 		r.group.changes.put(key, since, read, changed)
+	}
+	if finish != nil {
+		finish(read, err == nil)
 	}
 	return progressed || served > 0, last, err
 }

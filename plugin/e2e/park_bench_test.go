@@ -586,12 +586,16 @@ func (p *peer) writePhase(srcs []string, tgtOf func(src string) []string, feeds 
 		worst = max(worst, l)
 	}
 	f := latencyFigures{p50: percentile(lat, 50), p99: percentile(lat, 99), worst: worst, writes: len(writes), missing: missing}
+	var c1 map[string]float64
 	if p.counters != nil {
+		c1 = p.counters() // empty when the scrape failed
+	}
+	if c1["couchepi_replicator_docs_written_total"] > 0 {
 		// CPU per doc written, from the first write until the awaited
 		// arrivals: what a busy machine changes least (the latencies
 		// above grow with everything else it runs).
 		s2, p2 := readProc(p.server), readProc(p.plugin)
-		written := p.counters()["couchepi_replicator_docs_written_total"] - c0["couchepi_replicator_docs_written_total"]
+		written := c1["couchepi_replicator_docs_written_total"] - c0["couchepi_replicator_docs_written_total"]
 		all := s2.cpu - s0.cpu + p2.cpu - p0.cpu
 		perDoc := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) / max(written, 1) }
 		p.b.ReportMetric(perDoc(all), "cpu_us/doc_written")
@@ -799,6 +803,13 @@ func requestKind(r *http.Request) string {
 		return r.Method + " " + segs[0]
 	case len(segs) == 1:
 		return r.Method + " db"
+	case segs[1] == "_changes":
+		// By feed, and the pending probes (limit=0) apart.
+		kind := r.Method + " _changes " + r.URL.Query().Get("feed")
+		if r.URL.Query().Get("limit") == "0" {
+			kind += " limit=0"
+		}
+		return kind
 	case strings.HasPrefix(segs[1], "_"):
 		return r.Method + " " + segs[1]
 	}
@@ -828,7 +839,13 @@ func (sp *sourceProxy) report(before map[string]int64, writes int) {
 		parts = append(parts, fmt.Sprintf("%s %.2f", k, float64(now[k]-before[k])/float64(max(writes, 1))))
 	}
 	sp.b.ReportMetric(float64(total)/float64(max(writes, 1)), "source_requests/write")
-	sp.b.ReportMetric(float64(now["GET _changes"]+now["POST _changes"]-before["GET _changes"]-before["POST _changes"])/float64(max(writes, 1)), "source_changes_requests/write")
+	changes := int64(0)
+	for k, v := range now {
+		if strings.Contains(k, " _changes") {
+			changes += v - before[k]
+		}
+	}
+	sp.b.ReportMetric(float64(changes)/float64(max(writes, 1)), "source_changes_requests/write")
 	sp.b.Logf("source requests per write (%d writes, through the proxy): %.2f in all: %s", writes, float64(total)/float64(max(writes, 1)), strings.Join(parts, ", "))
 }
 

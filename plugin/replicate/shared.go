@@ -300,6 +300,35 @@ type sharedRevs struct {
 	order []string // keys, oldest first, from head on
 	head  int
 	bytes int
+	// fetching are the revisions being fetched, each closed once its
+	// fetch ended (see claim).
+	fetching map[string]chan struct{}
+}
+
+// claim makes the caller the fetcher of a revision (mine: call release
+// once its fetch ended, kept or not); when another run is fetching it,
+// wait is closed once that fetch ended.
+func (sr *sharedRevs) claim(key string) (wait <-chan struct{}, mine bool) {
+	sr.mu.Lock()
+	defer sr.mu.Unlock()
+	if ch := sr.fetching[key]; ch != nil {
+		return ch, false
+	}
+	if sr.fetching == nil {
+		sr.fetching = map[string]chan struct{}{}
+	}
+	sr.fetching[key] = make(chan struct{})
+	return nil, true
+}
+
+// release ends the caller's fetch of a revision it claimed.
+func (sr *sharedRevs) release(key string) {
+	sr.mu.Lock()
+	defer sr.mu.Unlock()
+	if ch := sr.fetching[key]; ch != nil {
+		close(ch)
+		delete(sr.fetching, key)
+	}
 }
 
 // revKey names a revision of a doc of the source named src (endpointKey).

@@ -408,3 +408,73 @@ func TestSharedRoundReads(t *testing.T) {
 		})
 	}
 }
+
+// TestSharedFetchOnce (issue 40): runs of one source that miss the same
+// revisions at once (a fan-out's runs woken by one write) wait for the
+// first one's _bulk_get instead of each sending their own.
+func TestSharedFetchOnce(t *testing.T) {
+	cases := []struct {
+		name      string
+		runs      int
+		wantReads int
+	}{
+		{"one run", 1, 1},
+		{"ten runs at once", 10, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s, p, rep, src, _ := continuousThroughProxy(t, 3)
+			var all struct {
+				Rows []struct {
+					ID    string `json:"id"`
+					Value struct {
+						Rev string `json:"rev"`
+					} `json:"value"`
+				} `json:"rows"`
+			}
+			if err := json.Unmarshal(s.mustDo(t, "GET", src+"/_all_docs", nil), &all); err != nil {
+				t.Fatal(err)
+			}
+			var revs []missingRev
+			for _, row := range all.Rows {
+				revs = append(revs, missingRev{id: row.ID, rev: row.Value.Rev})
+			}
+			p.slow = 300 * time.Millisecond
+			p.setFaults(func(n int, r *http.Request, body []byte) fault {
+				if strings.HasSuffix(r.URL.Path, "/_bulk_get") {
+					return slowResponse
+				}
+				return passThrough
+			})
+			p.resetCounts()
+			pool := couchclient.NewPool(couchclient.PoolOptions{})
+			t.Cleanup(func() { pool.Close() })
+			group := new(Group)
+			var wg sync.WaitGroup
+			for i := range tc.runs {
+				r := &run{rep: rep, src: pool.Endpoint(rep.Source, rep), srcKey: endpointKey(rep), group: group}
+				r.stats.bind(&group.totals)
+				w := &bulkWriter{r: r}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					var held []*http.Response
+					rest, err := r.bulkGet(context.Background(), revs, w, &held)
+					if err != nil || len(rest) > 0 || len(w.docs) != len(revs) {
+						t.Errorf("run %d: %d docs, %d left, %v; want %d docs", i, len(w.docs), len(rest), err, len(revs))
+					}
+					for _, resp := range held {
+						resp.Body.Close()
+					}
+				}()
+			}
+			wg.Wait()
+			p.mu.Lock()
+			n := p.counts["POST _bulk_get"]
+			p.mu.Unlock()
+			if n != tc.wantReads {
+				t.Errorf("%d runs sent %d _bulk_get requests, want %d", tc.runs, n, tc.wantReads)
+			}
+		})
+	}
+}

@@ -293,7 +293,7 @@ func (c *Client) Do(ctx context.Context, r *Request) (*http.Response, error) {
 		case (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) && !refreshed && c.auth.active():
 			c.pool.limiter.Success(key)
 			refreshed = true
-			if c.auth.refreshAfterReject(ctx, sentCookie(resp.Request)) {
+			if c.auth.refreshAfterReject(ctx) {
 				drain(resp)
 				continue
 			}

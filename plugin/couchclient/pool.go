@@ -21,7 +21,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"weak"
 
 	"github.com/couchepi/couchepi/parse"
 	"github.com/hashicorp/go-hclog"
@@ -87,15 +86,10 @@ type Pool struct {
 	transports map[transportKey]*http.Transport
 	turns      map[string]*hostTurns  // by target server (turns.go)
 	budgets    map[string]*hostBudget // by server (budget.go)
-	// sessions are the session cookies by server and credentials
-	// (sessions.go); sessionsSweep, the size at which the gone ones are
-	// dropped.
-	sessions      map[sessionKey]weak.Pointer[sessionState]
-	sessionsSweep int
-	gen           atomic.Uint64 // bumped when the transports' TLS config changes
-	stop          chan struct{}
-	idleDone      chan struct{} // closed when closeIdleLoop has returned
-	closeOnce     sync.Once
+	gen        atomic.Uint64          // bumped when the transports' TLS config changes
+	stop       chan struct{}
+	idleDone   chan struct{} // closed when closeIdleLoop has returned
+	closeOnce  sync.Once
 
 	// tuneDialer, when set (by tests, before the first request), adjusts
 	// the dialer of every new transport: a Control that sees each address

@@ -20,16 +20,9 @@ const (
 
 // session is the AuthSession cookie auth of one endpoint, falling back to
 // HTTP basic auth when the server has no `_session` (404) or refuses it.
-// Its state is shared by every endpoint of the pool with the same server
-// and credentials (sessionState): a fan-out's thousand jobs of one source
-// log in once, not once each (and once more each time one wakes).
 type session struct {
 	c *Client
-	*sessionState
-}
 
-// sessionState is the cookie of one server and set of credentials.
-type sessionState struct {
 	mu          sync.Mutex
 	basic       bool // fall back to basic auth for good
 	cookie      string
@@ -38,10 +31,7 @@ type sessionState struct {
 }
 
 func newSession(c *Client) *session {
-	if c.ep.Auth == nil || c.baseErr != nil {
-		return &session{c: c, sessionState: &sessionState{basic: c.ep.Auth == nil}}
-	}
-	return &session{c: c, sessionState: c.pool.sessionOf(c)}
+	return &session{c: c, basic: c.ep.Auth == nil}
 }
 
 // active reports whether requests carry a session cookie (so a 401/403 may mean it expired).
@@ -83,33 +73,14 @@ func (s *session) refreshDue(ctx context.Context) {
 	}
 }
 
-// refreshAfterReject renews the cookie after a 401/403 of a request sent
-// with cookie sent; it reports whether a retry makes sense. A cookie
-// renewed since by another endpoint sharing it is retried with at once.
-func (s *session) refreshAfterReject(ctx context.Context, sent string) bool {
+// refreshAfterReject renews the cookie after a 401/403; it reports whether a retry makes sense.
+func (s *session) refreshAfterReject(ctx context.Context) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.basic {
-		return false
-	}
-	if s.cookie != "" && s.cookie != sent && time.Now().Before(s.refreshAt) {
-		return true
-	}
-	if time.Since(s.lastRefresh) < minRefreshGap {
+	if s.basic || time.Since(s.lastRefresh) < minRefreshGap {
 		return false
 	}
 	return s.refreshLocked(ctx)
-}
-
-// sentCookie is the AuthSession cookie req was sent with ("" for none).
-func sentCookie(req *http.Request) string {
-	if req == nil {
-		return ""
-	}
-	if ck, err := req.Cookie("AuthSession"); err == nil {
-		return ck.Value
-	}
-	return ""
 }
 
 // observe picks up a renewed AuthSession cookie from any response of the

@@ -586,6 +586,22 @@ func (p *peer) writePhase(srcs []string, tgtOf func(src string) []string, feeds 
 		worst = max(worst, l)
 	}
 	f := latencyFigures{p50: percentile(lat, 50), p99: percentile(lat, 99), worst: worst, writes: len(writes), missing: missing}
+	var c1 map[string]float64
+	if p.counters != nil {
+		c1 = p.counters() // empty when the scrape failed
+	}
+	if c1["couchepi_replicator_docs_written_total"] > 0 {
+		// CPU per doc written, from the first write until the awaited
+		// arrivals: what a busy machine changes least (the latencies
+		// above grow with everything else it runs).
+		s2, p2 := readProc(p.server), readProc(p.plugin)
+		written := c1["couchepi_replicator_docs_written_total"] - c0["couchepi_replicator_docs_written_total"]
+		all := s2.cpu - s0.cpu + p2.cpu - p0.cpu
+		perDoc := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) / max(written, 1) }
+		p.b.ReportMetric(perDoc(all), "cpu_us/doc_written")
+		p.b.Logf("%s: %.0f docs written from the first write to the last arrival awaited: CPU %.0f µs per doc (server %.0f, plugin %.0f)",
+			p.name, written, perDoc(all), perDoc(s2.cpu-s0.cpu), perDoc(p2.cpu-p0.cpu))
+	}
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	p.b.ReportMetric(ms(f.p50), "ms_write_to_target_p50")
 	p.b.ReportMetric(ms(f.p99), "ms_write_to_target_p99")
@@ -787,6 +803,13 @@ func requestKind(r *http.Request) string {
 		return r.Method + " " + segs[0]
 	case len(segs) == 1:
 		return r.Method + " db"
+	case segs[1] == "_changes":
+		// By feed, and the pending probes (limit=0) apart.
+		kind := r.Method + " _changes " + r.URL.Query().Get("feed")
+		if r.URL.Query().Get("limit") == "0" {
+			kind += " limit=0"
+		}
+		return kind
 	case strings.HasPrefix(segs[1], "_"):
 		return r.Method + " " + segs[1]
 	}
@@ -816,7 +839,13 @@ func (sp *sourceProxy) report(before map[string]int64, writes int) {
 		parts = append(parts, fmt.Sprintf("%s %.2f", k, float64(now[k]-before[k])/float64(max(writes, 1))))
 	}
 	sp.b.ReportMetric(float64(total)/float64(max(writes, 1)), "source_requests/write")
-	sp.b.ReportMetric(float64(now["GET _changes"]+now["POST _changes"]-before["GET _changes"]-before["POST _changes"])/float64(max(writes, 1)), "source_changes_requests/write")
+	changes := int64(0)
+	for k, v := range now {
+		if strings.Contains(k, " _changes") {
+			changes += v - before[k]
+		}
+	}
+	sp.b.ReportMetric(float64(changes)/float64(max(writes, 1)), "source_changes_requests/write")
 	sp.b.Logf("source requests per write (%d writes, through the proxy): %.2f in all: %s", writes, float64(total)/float64(max(writes, 1)), strings.Join(parts, ", "))
 }
 
@@ -850,7 +879,7 @@ func BenchmarkParkWakeBurst(b *testing.B) {
 		}
 		return n
 	}
-	var bursts []time.Duration
+	var bursts, cpus []time.Duration
 	b.ResetTimer()
 	for k := range 5 {
 		deadline := time.Now().Add(5 * time.Minute)
@@ -862,6 +891,7 @@ func BenchmarkParkWakeBurst(b *testing.B) {
 		}
 		c0 := p.counters()
 		w0 := c0["couchepi_replicator_docs_written_total"]
+		s0, p0 := readProc(p.server), readProc(p.plugin)
 		start := time.Now()
 		p.must("PUT", "/"+url.PathEscape(source)+fmt.Sprintf("/burst%d", k), `{"n":1}`, 201)
 		for written() < w0+float64(n) {
@@ -872,14 +902,18 @@ func BenchmarkParkWakeBurst(b *testing.B) {
 		}
 		took := time.Since(start)
 		bursts = append(bursts, took)
+		s1, p1 := readProc(p.server), readProc(p.plugin)
+		cpus = append(cpus, s1.cpu-s0.cpu+p1.cpu-p0.cpu)
 		c1 := p.counters()
 		delta := func(k string) float64 { return c1[k] - c0[k] }
-		b.Logf("burst %d: %d parked jobs woken and the write in every target after %v (wakes %.0f, starts %.0f, resumed starts %.0f, requests %.0f, connections created %.0f)",
-			k, n, took.Round(time.Millisecond), delta("couchepi_replicator_jobs_wakes_total"), delta("couchdb_couch_replicator_jobs_starts_total"),
+		b.Logf("burst %d: %d parked jobs woken and the write in every target after %v, CPU %v (server %v, plugin %v) (wakes %.0f, starts %.0f, resumed starts %.0f, requests %.0f, connections created %.0f)",
+			k, n, took.Round(time.Millisecond), s1.cpu-s0.cpu+p1.cpu-p0.cpu, s1.cpu-s0.cpu, p1.cpu-p0.cpu, delta("couchepi_replicator_jobs_wakes_total"), delta("couchdb_couch_replicator_jobs_starts_total"),
 			delta("couchepi_replicator_jobs_resumes_total"), delta("couchdb_couch_replicator_requests_total"), delta("couchdb_couch_replicator_connection_creates_total"))
 	}
 	b.StopTimer()
 	slices.Sort(bursts)
 	b.ReportMetric(float64(bursts[len(bursts)/2])/float64(time.Millisecond), "ms_burst_p50")
 	b.ReportMetric(float64(bursts[len(bursts)-1])/float64(time.Millisecond), "ms_burst_max")
+	slices.Sort(cpus)
+	b.ReportMetric(float64(cpus[len(cpus)/2])/float64(time.Millisecond), "cpu_ms_burst_p50")
 }

@@ -69,6 +69,9 @@ type changesReader struct {
 	record  *[]change
 	// rounds is set while the reader reads in rounds (see run.batcher).
 	rounds atomic.Bool
+	// followKey is the sharedKey under which the reader counts among its
+	// source's followers ("" when it does not: see followers.go).
+	followKey string
 	// srcKey is the run's endpointKey of the source (see sharedKey);
 	// group, the run's Group, whose windows the reader shares.
 	srcKey string
@@ -101,6 +104,10 @@ func (r *changesReader) run(ctx context.Context, since json.RawMessage) error {
 		return nil
 	}
 	defer r.unlisten()
+	if key := r.sharedKey(); r.slot != nil && key != "" && r.rep.Continuous {
+		r.followKey = key
+		defer r.group.follow.follow(key)()
+	}
 	retries := r.rep.RetriesPerRequest
 	wait := r.wait
 	attempts := 0 // requests failed since the source last said something
@@ -119,7 +126,7 @@ func (r *changesReader) run(ctx context.Context, since json.RawMessage) error {
 			}
 		}
 		r.rounds.Store(round)
-		var progressed, interrupted bool
+		var progressed, asked, company bool
 		var last json.RawMessage
 		var err error
 		rows := r.rows
@@ -128,7 +135,7 @@ func (r *changesReader) run(ctx context.Context, since json.RawMessage) error {
 		} else {
 			rctx, stop := r.interruptible(ctx, unwatched)
 			progressed, last, err = r.request(rctx, since, 0)
-			interrupted = stop()
+			asked, company = stop()
 		}
 		if last != nil {
 			since = last
@@ -136,9 +143,12 @@ func (r *changesReader) run(ctx context.Context, since json.RawMessage) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if interrupted {
+		if asked {
 			r.asked, r.askedAt = true, time.Now()
 			continue
+		}
+		if company {
+			continue // others follow the source now: read in rounds
 		}
 		if round && err == nil {
 			if err := r.pass(ctx, changed, r.rows-rows >= r.roundRows()); err != nil {
@@ -214,39 +224,54 @@ func received(ch <-chan struct{}) bool {
 // isClosed reports whether ch, a channel only ever closed, is closed.
 func isClosed(ch <-chan struct{}) bool { return received(ch) }
 
-// wanted reports whether the slot is asked for, or was a moment ago
-// (roundLinger).
+// wanted reports whether the reader reads in rounds: its slot is asked
+// for, or was a moment ago (roundLinger), or other runs follow its source
+// (followers.go).
 func (r *changesReader) wanted() bool {
 	if received(r.slot.Yield()) {
 		r.asked, r.askedAt = true, time.Now()
 	}
-	return r.asked || time.Since(r.askedAt) < roundLinger
+	return r.asked || time.Since(r.askedAt) < roundLinger || r.fanOut()
+}
+
+// fanOut reports whether other gated runs of the Group follow the
+// reader's source.
+func (r *changesReader) fanOut() bool {
+	return r.followKey != "" && r.group.follow.shared(r.followKey)
 }
 
 // interruptible returns the context of a continuous feed request of a
 // run sharing a slot: it is cancelled as soon as the slot is asked for,
-// so that the run reads a round and hands its slot on. stop ends the
-// watch and reports whether it cancelled.
-func (r *changesReader) interruptible(ctx context.Context, off bool) (context.Context, func() bool) {
+// so that the run reads a round and hands its slot on, or another run
+// follows the same source (followers.go), so that both read in rounds.
+// stop ends the watch and reports which cancelled it.
+func (r *changesReader) interruptible(ctx context.Context, off bool) (context.Context, func() (asked, company bool)) {
 	if r.slot == nil || off {
-		return ctx, func() bool { return false }
+		return ctx, func() (bool, bool) { return false, false }
+	}
+	var company <-chan struct{}
+	if r.followKey != "" {
+		company = r.group.follow.company(r.followKey)
 	}
 	rctx, cancel := context.WithCancel(ctx)
-	var fired atomic.Bool
+	var asked, joined atomic.Bool
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		select {
 		case <-r.slot.Yield():
-			fired.Store(true)
+			asked.Store(true)
+			cancel()
+		case <-company:
+			joined.Store(true)
 			cancel()
 		case <-rctx.Done():
 		}
 	}()
-	return rctx, func() bool {
+	return rctx, func() (bool, bool) {
 		cancel()
 		<-done
-		return fired.Load()
+		return asked.Load(), joined.Load()
 	}
 }
 
@@ -262,6 +287,7 @@ func (r *changesReader) readRound(ctx context.Context, since json.RawMessage, ch
 	}
 	limit := r.roundRows()
 	var last json.RawMessage
+	var finish func(rows []change, ok bool)
 	served, shared, waited := 0, false, false
 	for {
 		rows, atEnd, ok := r.group.changes.get(key, since, changed, limit-served)
@@ -283,19 +309,33 @@ func (r *changesReader) readRound(ctx context.Context, since json.RawMessage, ch
 		if waited {
 			break
 		}
-		wait, finish := r.group.changes.join(key, since, changed)
-		if finish != nil {
-			defer finish()
+		lead, f := r.group.changes.join(key, since, changed)
+		if f != nil {
+			finish = f
+			defer f(nil, false) // unless called with the rows below
 		}
-		if wait == nil {
+		if lead == nil {
 			break
 		}
 		waited = true
 		select {
-		case <-wait:
+		case <-lead.done:
 		case <-ctx.Done():
 			r.countShared(shared)
 			return last != nil, last, ctx.Err()
+		}
+		if rows, ok := lead.result(); ok {
+			// The read waited for was sent after this run armed its
+			// signal: its rows are this round's, even if the signal
+			// fired meanwhile (the run then reads again).
+			r.countShared(true)
+			for _, c := range rows[:min(len(rows), limit-served)] {
+				if err := r.emit(ctx, c); err != nil {
+					return last != nil, last, err
+				}
+				last = c.Seq
+			}
+			return last != nil || served > 0, last, nil
 		}
 	}
 	r.countShared(shared)
@@ -308,6 +348,9 @@ func (r *changesReader) readRound(ctx context.Context, since json.RawMessage, ch
 	}
 	if err == nil && len(read) < limit-served {
 		r.group.changes.put(key, since, read, changed)
+	}
+	if finish != nil {
+		finish(read, err == nil)
 	}
 	return progressed || served > 0, last, err
 }
@@ -349,8 +392,16 @@ func (r *changesReader) pass(ctx context.Context, changed <-chan struct{}, more 
 			return r.slot.Acquire(ctx)
 		}
 		linger := roundLinger - time.Since(r.askedAt)
-		if more || linger <= 0 {
+		if more {
 			return nil
+		}
+		if linger <= 0 {
+			if !r.fanOut() {
+				return nil
+			}
+			// Following the source with others: wait for its change,
+			// looking again now and then whether it still has company.
+			linger = roundLinger
 		}
 		t := time.NewTimer(linger)
 		select {
@@ -361,7 +412,11 @@ func (r *changesReader) pass(ctx context.Context, changed <-chan struct{}, more 
 			t.Stop()
 			r.asked, r.askedAt = true, time.Now()
 		case <-t.C:
-			return nil
+			if !r.fanOut() {
+				return nil
+			}
+			// Nothing changed since the round's read (the signal was
+			// armed before it): nothing to read yet.
 		case <-ctx.Done():
 			t.Stop()
 			return ctx.Err()

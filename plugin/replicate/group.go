@@ -9,6 +9,7 @@ package replicate
 // Group must not be copied after first use.
 type Group struct {
 	changes changeWindows
+	follow  followers
 	revs    sharedRevs
 	seqs    updateSeqs
 	pending pendingProbes

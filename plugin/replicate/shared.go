@@ -47,49 +47,64 @@ type changeWindows struct {
 	mu      sync.Mutex
 	windows map[string]*window
 	rows    int // in all windows
-	// reads are the reads of changes under way, by key and since: the
-	// runs signalled by one write ask at once, and those armed with the
-	// same signal wait for the first one's read instead of each sending
-	// their own (see join).
-	reads map[string]*windowRead
+	// reads are the reads of changes under way, by key, since and the
+	// signal armed: the runs signalled by one write ask at once, and
+	// those armed with the same signal wait for the first one's read
+	// instead of each sending their own (see join). Runs armed with the
+	// next signal while a read under the previous one is under way share
+	// a read of their own.
+	reads map[readKey]*windowRead
 }
 
-// windowRead is a read of changes made with changed armed; done is closed
-// once its rows are in the window (or it failed).
-type windowRead struct {
-	changed <-chan struct{}
-	done    chan struct{}
+// readKey names a read under way: the source's sharedKey, the seq it
+// reads after and the signal armed before it.
+type readKey struct {
+	key, since string
+	changed    <-chan struct{}
 }
+
+// windowRead is a read of changes; done is closed once its rows are in
+// the window and in rows (ok), or it failed (!ok).
+type windowRead struct {
+	done chan struct{}
+	rows []change // set before done is closed
+	ok   bool
+}
+
+// result returns the read's rows once done is closed; false when it failed.
+func (f *windowRead) result() ([]change, bool) { return f.rows, f.ok }
 
 // join returns the read of key's changes after since under way with the
-// same signal armed, to wait for (wait non-nil); or, when none is, makes
-// the caller's read the one others wait for (finish non-nil: call it once
-// the read's rows are put). Both are nil when a read from since under
-// another signal is under way (the caller reads alone) or the signal
-// already fired.
-func (cw *changeWindows) join(key string, since json.RawMessage, changed <-chan struct{}) (wait <-chan struct{}, finish func()) {
+// same signal armed, to wait for (lead non-nil: its rows serve the
+// caller even when the signal fires meanwhile, for the read was sent
+// after it was armed); or, when none is, makes the caller's read the one
+// others wait for (finish non-nil: call it with the read's rows once they
+// are put, ok false when it failed). Both are nil when the signal
+// already fired (the caller reads alone).
+func (cw *changeWindows) join(key string, since json.RawMessage, changed <-chan struct{}) (lead *windowRead, finish func(rows []change, ok bool)) {
 	if isClosed(changed) {
 		return nil, nil
 	}
-	k := key + "\x00" + string(since)
+	k := readKey{key, string(since), changed}
 	cw.mu.Lock()
 	defer cw.mu.Unlock()
 	if f := cw.reads[k]; f != nil {
-		if f.changed == changed {
-			return f.done, nil
-		}
-		return nil, nil
+		return f, nil
 	}
 	if cw.reads == nil {
-		cw.reads = map[string]*windowRead{}
+		cw.reads = map[readKey]*windowRead{}
 	}
-	f := &windowRead{changed: changed, done: make(chan struct{})}
+	f := &windowRead{done: make(chan struct{})}
 	cw.reads[k] = f
-	return nil, func() {
-		cw.mu.Lock()
-		delete(cw.reads, k)
-		cw.mu.Unlock()
-		close(f.done)
+	var once sync.Once
+	return nil, func(rows []change, ok bool) {
+		once.Do(func() {
+			cw.mu.Lock()
+			delete(cw.reads, k)
+			cw.mu.Unlock()
+			f.rows, f.ok = rows, ok
+			close(f.done)
+		})
 	}
 }
 
@@ -214,6 +229,20 @@ func (cw *changeWindows) put(key string, since json.RawMessage, rows []change, c
 			w.endChanged = changed
 			cw.bound()
 			return
+		case i >= 0 && isClosed(w.endChanged):
+			// A read from inside the window made after the window's end
+			// went stale (its signal fired; this read's is open): its
+			// rows are the source as it is now, from since on.
+			cw.rows -= len(w.rows)
+			w.rows = append(w.rows[:i:i], rows...)
+			if n := len(w.rows) - sharedRows; n > 0 {
+				w.since = w.rows[n-1].Seq
+				w.rows = append([]change(nil), w.rows[n:]...)
+			}
+			cw.rows += len(w.rows)
+			w.endChanged = changed
+			cw.bound()
+			return
 		case i >= 0:
 			return // a read from inside the window: it has nothing newer to say
 		}
@@ -271,6 +300,35 @@ type sharedRevs struct {
 	order []string // keys, oldest first, from head on
 	head  int
 	bytes int
+	// fetching are the revisions being fetched, each closed once its
+	// fetch ended (see claim).
+	fetching map[string]chan struct{}
+}
+
+// claim makes the caller the fetcher of a revision (mine: call release
+// once its fetch ended, kept or not); when another run is fetching it,
+// wait is closed once that fetch ended.
+func (sr *sharedRevs) claim(key string) (wait <-chan struct{}, mine bool) {
+	sr.mu.Lock()
+	defer sr.mu.Unlock()
+	if ch := sr.fetching[key]; ch != nil {
+		return ch, false
+	}
+	if sr.fetching == nil {
+		sr.fetching = map[string]chan struct{}{}
+	}
+	sr.fetching[key] = make(chan struct{})
+	return nil, true
+}
+
+// release ends the caller's fetch of a revision it claimed.
+func (sr *sharedRevs) release(key string) {
+	sr.mu.Lock()
+	defer sr.mu.Unlock()
+	if ch := sr.fetching[key]; ch != nil {
+		close(ch)
+		delete(sr.fetching, key)
+	}
 }
 
 // revKey names a revision of a doc of the source named src (endpointKey).

@@ -30,7 +30,7 @@ func TestSharedWindow(t *testing.T) {
 		return out
 	}
 	seq := func(i int) json.RawMessage { return json.RawMessage(fmt.Sprint(i)) }
-	ch1, ch2, other := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	ch1, ch2, ch3, other := make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})
 	type get struct {
 		since   int
 		changed chan struct{}
@@ -61,6 +61,14 @@ func TestSharedWindow(t *testing.T) {
 		}},
 		{"a read from inside the window changes nothing", func() { cw.put(key, seq(2), rows(3, 6), ch2) }, []get{
 			{5, ch2, 10, "", true},
+		}},
+		{"a read from inside a stale window, armed after it went stale, is its new tail", func() {
+			close(ch2)
+			cw.put(key, seq(3), rows(4, 7), ch3)
+		}, []get{
+			{3, ch3, 10, "d4 d5 d6 d7", true},
+			{1, ch3, 10, "d2 d3 d4 d5 d6 d7", true},
+			{7, ch3, 10, "", true},
 		}},
 	}
 	for _, st := range steps {
@@ -316,5 +324,157 @@ func TestSharedPending(t *testing.T) {
 	}
 	if n := probes(); n != 1 {
 		t.Errorf("after a signal: %d _changes probes for three runs, want 1", n)
+	}
+}
+
+// TestSharedRoundReads (issue 40): runs armed with one signal share the
+// first one's read even when the signal fires while it is under way (it
+// was sent after they armed it; they read again after); runs armed with
+// the next signal while that read is under way share one read of their
+// own, instead of each reading alone.
+func TestSharedRoundReads(t *testing.T) {
+	cases := []struct {
+		name      string
+		fire      bool // the first signal fires during the first read
+		nextGroup bool // 10 more runs armed with the next signal come during it
+		wantReads int
+	}{
+		{"one signal", false, false, 1},
+		{"the signal fires during the read", true, false, 1},
+		{"the next signal's runs share their own read", true, true, 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, p, rep, _, _ := continuousThroughProxy(t, 5)
+			p.slow = 300 * time.Millisecond
+			var mu sync.Mutex
+			slowed := 0
+			p.setFaults(func(n int, r *http.Request, body []byte) fault {
+				mu.Lock()
+				defer mu.Unlock()
+				if strings.HasSuffix(r.URL.Path, "/_changes") && slowed < 2 {
+					slowed++
+					return slowResponse
+				}
+				return passThrough
+			})
+			pool := couchclient.NewPool(couchclient.PoolOptions{})
+			t.Cleanup(func() { pool.Close() })
+			group := new(Group)
+			var wg sync.WaitGroup
+			start := func(changed chan struct{}, runs int) {
+				for i := range runs {
+					out := make(chan change, 16)
+					r := &changesReader{src: pool.Endpoint(rep.Source, rep), rep: rep, log: hclog.NewNullLogger(), out: out,
+						group: group, srcKey: endpointKey(rep)}
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						got := 0
+						done := make(chan struct{})
+						go func() {
+							for range out {
+								got++
+							}
+							close(done)
+						}()
+						if _, _, err := r.readRound(context.Background(), json.RawMessage("0"), changed); err != nil {
+							t.Errorf("run %d: %v", i, err)
+						}
+						close(out)
+						<-done
+						if got != 5 {
+							t.Errorf("run %d read %d changes, want 5", i, got)
+						}
+					}()
+				}
+			}
+			first, next := make(chan struct{}), make(chan struct{})
+			start(first, 10)
+			time.Sleep(100 * time.Millisecond) // the first read is under way
+			if tc.fire {
+				close(first)
+			}
+			if tc.nextGroup {
+				start(next, 10)
+			}
+			wg.Wait()
+			p.mu.Lock()
+			n := p.counts["GET _changes"] + p.counts["POST _changes"]
+			p.mu.Unlock()
+			if n != tc.wantReads {
+				t.Errorf("%d _changes requests, want %d", n, tc.wantReads)
+			}
+		})
+	}
+}
+
+// TestSharedFetchOnce (issue 40): runs of one source that miss the same
+// revisions at once (a fan-out's runs woken by one write) wait for the
+// first one's _bulk_get instead of each sending their own.
+func TestSharedFetchOnce(t *testing.T) {
+	cases := []struct {
+		name      string
+		runs      int
+		wantReads int
+	}{
+		{"one run", 1, 1},
+		{"ten runs at once", 10, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s, p, rep, src, _ := continuousThroughProxy(t, 3)
+			var all struct {
+				Rows []struct {
+					ID    string `json:"id"`
+					Value struct {
+						Rev string `json:"rev"`
+					} `json:"value"`
+				} `json:"rows"`
+			}
+			if err := json.Unmarshal(s.mustDo(t, "GET", src+"/_all_docs", nil), &all); err != nil {
+				t.Fatal(err)
+			}
+			var revs []missingRev
+			for _, row := range all.Rows {
+				revs = append(revs, missingRev{id: row.ID, rev: row.Value.Rev})
+			}
+			p.slow = 300 * time.Millisecond
+			p.setFaults(func(n int, r *http.Request, body []byte) fault {
+				if strings.HasSuffix(r.URL.Path, "/_bulk_get") {
+					return slowResponse
+				}
+				return passThrough
+			})
+			p.resetCounts()
+			pool := couchclient.NewPool(couchclient.PoolOptions{})
+			t.Cleanup(func() { pool.Close() })
+			group := new(Group)
+			var wg sync.WaitGroup
+			for i := range tc.runs {
+				r := &run{rep: rep, src: pool.Endpoint(rep.Source, rep), srcKey: endpointKey(rep), group: group}
+				r.stats.bind(&group.totals)
+				w := &bulkWriter{r: r}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					var held []*http.Response
+					rest, err := r.bulkGet(context.Background(), revs, w, &held)
+					if err != nil || len(rest) > 0 || len(w.docs) != len(revs) {
+						t.Errorf("run %d: %d docs, %d left, %v; want %d docs", i, len(w.docs), len(rest), err, len(revs))
+					}
+					for _, resp := range held {
+						resp.Body.Close()
+					}
+				}()
+			}
+			wg.Wait()
+			p.mu.Lock()
+			n := p.counts["POST _bulk_get"]
+			p.mu.Unlock()
+			if n != tc.wantReads {
+				t.Errorf("%d runs sent %d _bulk_get requests, want %d", tc.runs, n, tc.wantReads)
+			}
+		})
 	}
 }

@@ -209,25 +209,72 @@ func (r *run) useBulkGet() bool {
 // releases it once w has written them.
 func (r *run) bulkGet(ctx context.Context, revs []missingRev, w *bulkWriter, held *[]*http.Response) ([]missingRev, error) {
 	r.stats.bulkGetAttempts.Add(int64(len(revs)))
-	// Revisions another run of the same source just fetched (shared.go).
+	// Revisions another run of the same source just fetched, or is
+	// fetching (shared.go): the runs of a fan-out woken by one write all
+	// miss the new revision at once.
 	need := revs[:0:0]
-	for _, m := range revs {
+	var others []missingRev
+	var waits []<-chan struct{}
+	var claimed []string
+	release := func() {
+		for _, k := range claimed {
+			r.group.revs.release(k)
+		}
+		claimed = nil
+	}
+	defer release()
+	useShared := func(m missingRev) (bool, error) {
 		doc, ok := r.group.revs.get(revKey(r.srcKey, m.id, m.rev))
 		if !ok {
-			need = append(need, m)
-			continue
+			return false, nil
 		}
 		r.stats.docsRead.Add(1)
 		r.stats.bulkGetDocs.Add(1)
 		r.group.totals.sharedDocs.Add(1)
-		if err := w.add(ctx, doc); err != nil {
+		return true, w.add(ctx, doc)
+	}
+	for _, m := range revs {
+		if ok, err := useShared(m); ok || err != nil {
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		key := revKey(r.srcKey, m.id, m.rev)
+		if wait, mine := r.group.revs.claim(key); !mine {
+			others, waits = append(others, m), append(waits, wait)
+			continue
+		}
+		claimed = append(claimed, key)
+		need = append(need, m)
+	}
+	var rest []missingRev
+	if len(need) > 0 {
+		var err error
+		if rest, err = r.fetchBulk(ctx, need, w, held); err != nil {
 			return nil, err
 		}
 	}
-	if len(need) == 0 {
-		return nil, nil
+	release()
+	for i, m := range others {
+		select {
+		case <-waits[i]:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		ok, err := useShared(m)
+		if err != nil {
+			return nil, err
+		}
+		if !ok { // the other run could not use it: fetched on its own
+			rest = append(rest, m)
+		}
 	}
-	revs = need
+	return rest, nil
+}
+
+// fetchBulk fetches revs with one `_bulk_get` (see bulkGet).
+func (r *run) fetchBulk(ctx context.Context, revs []missingRev, w *bulkWriter, held *[]*http.Response) ([]missingRev, error) {
 	body := bulkGetBody(revs)
 	resp, err := r.src.Do(ctx, &couchclient.Request{Buffer: true, Reuse: true,
 		Method: http.MethodPost, Path: "_bulk_get", Query: "latest=true&revs=true&attachments=false&att_encoding_info=true", Body: body,

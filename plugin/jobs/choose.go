@@ -102,20 +102,7 @@ func (tx *Tx) choose(scan scanFunc, typ string, maxS int64, fn func([]Candidate)
 			return l.pending(typ, ms(cands[i].STime), cands[i].ID), keys[i], nil
 		}
 	}
-	var cands []Candidate
-	var keys [][]byte
-	base := l.pendingType(typ)
-	err = scan(base, kv.PrefixEnd(l.pendingAt(typ, maxS)), kv.RangeOptions{Limit: pickBatch}, func(k, v []byte) error {
-		var stime int64
-		var id string
-		if err := decodeKey(base, k, &stime, &id); err != nil {
-			return err
-		}
-		tag, _ := entryTag(v)
-		cands = append(cands, Candidate{ID: id, STime: fromMS(stime), Tag: tag})
-		keys = append(keys, append([]byte(nil), k...))
-		return nil
-	})
+	cands, keys, err := tx.dueCandidates(scan, typ, maxS)
 	if err != nil || len(cands) == 0 {
 		return nil, nil, err
 	}
@@ -199,20 +186,7 @@ func (tx *Tx) chooseMany(scan scanFunc, typ string, maxS int64, want int, fn fun
 			return keys, tagKeys, nil
 		}
 	}
-	var cands []Candidate
-	var ckeys [][]byte
-	base := l.pendingType(typ)
-	err = scan(base, kv.PrefixEnd(l.pendingAt(typ, maxS)), kv.RangeOptions{Limit: pickBatch}, func(k, v []byte) error {
-		var stime int64
-		var id string
-		if err := decodeKey(base, k, &stime, &id); err != nil {
-			return err
-		}
-		tag, _ := entryTag(v)
-		cands = append(cands, Candidate{ID: id, STime: fromMS(stime), Tag: tag})
-		ckeys = append(ckeys, append([]byte(nil), k...))
-		return nil
-	})
+	cands, ckeys, err := tx.dueCandidates(scan, typ, maxS)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -231,6 +205,25 @@ func (tx *Tx) chooseMany(scan scanFunc, typ string, maxS int64, want int, fn fun
 // acceptor of the queue claimed its cached pick first; past it the pick
 // is read anyway (its transaction decides who takes the job).
 const maxClaims = 8
+
+// dueCandidates lists, in due order, up to pickBatch pending jobs of typ
+// due by maxS, with their pending keys: the picks of an untagged queue.
+func (tx *Tx) dueCandidates(scan scanFunc, typ string, maxS int64) (cands []Candidate, keys [][]byte, err error) {
+	l := tx.q.l
+	base := l.pendingType(typ)
+	err = scan(base, kv.PrefixEnd(l.pendingAt(typ, maxS)), kv.RangeOptions{Limit: pickBatch}, func(k, v []byte) error {
+		var stime int64
+		var id string
+		if err := decodeKey(base, k, &stime, &id); err != nil {
+			return err
+		}
+		tag, _ := entryTag(v)
+		cands = append(cands, Candidate{ID: id, STime: fromMS(stime), Tag: tag})
+		keys = append(keys, append([]byte(nil), k...))
+		return nil
+	})
+	return cands, keys, err
+}
 
 // tagCandidates returns one due job of each tag (up to maxTags tags) and
 // their tag index keys: the earliest of each tag, or, in a big queue whose

@@ -203,6 +203,21 @@ func (w *window) find(since json.RawMessage) int {
 	return -1
 }
 
+// replaceTail makes rows, read with changed armed, w's rows from its i-th
+// on (i == len(w.rows) extends it), keeping at most sharedRows of the
+// newest. Callers hold cw.mu.
+func (cw *changeWindows) replaceTail(w *window, i int, rows []change, changed <-chan struct{}) {
+	cw.rows -= len(w.rows)
+	w.rows = append(w.rows[:i:i], rows...)
+	if n := len(w.rows) - sharedRows; n > 0 {
+		w.since = w.rows[n-1].Seq
+		w.rows = append([]change(nil), w.rows[n:]...)
+	}
+	cw.rows += len(w.rows)
+	w.endChanged = changed
+	cw.bound()
+}
+
 // put records a read of every change after since up to the source's
 // end, made with changed armed: it extends key's window when since is its
 // end, and starts a new one when since is not in it.
@@ -219,29 +234,13 @@ func (cw *changeWindows) put(key string, since json.RawMessage, rows []change, c
 	if w != nil {
 		switch i := w.find(since); {
 		case i == len(w.rows):
-			cw.rows -= len(w.rows)
-			w.rows = append(w.rows, rows...)
-			if n := len(w.rows) - sharedRows; n > 0 {
-				w.since = w.rows[n-1].Seq
-				w.rows = append([]change(nil), w.rows[n:]...)
-			}
-			cw.rows += len(w.rows)
-			w.endChanged = changed
-			cw.bound()
+			cw.replaceTail(w, i, rows, changed)
 			return
 		case i >= 0 && isClosed(w.endChanged):
 			// A read from inside the window made after the window's end
 			// went stale (its signal fired; this read's is open): its
 			// rows are the source as it is now, from since on.
-			cw.rows -= len(w.rows)
-			w.rows = append(w.rows[:i:i], rows...)
-			if n := len(w.rows) - sharedRows; n > 0 {
-				w.since = w.rows[n-1].Seq
-				w.rows = append([]change(nil), w.rows[n:]...)
-			}
-			cw.rows += len(w.rows)
-			w.endChanged = changed
-			cw.bound()
+			cw.replaceTail(w, i, rows, changed)
 			return
 		case i >= 0:
 			return // a read from inside the window: it has nothing newer to say

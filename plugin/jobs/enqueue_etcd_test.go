@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/couchepi/couchepi/plugin/kv/etcd"
 	"github.com/couchepi/couchepi/plugin/kv/etcd/etcdtest"
 )
 
@@ -24,15 +23,7 @@ func TestEnqueuesDoNotConflictEtcd(t *testing.T) {
 	ctx := context.Background()
 	prefix := fmt.Sprintf("enqueue-%d/", time.Now().UnixNano())
 	open := func() *Queue {
-		s, err := etcd.Open(ctx, etcd.Config{Endpoints: cluster.Endpoints(), Prefix: prefix})
-		if err != nil {
-			t.Fatal(err)
-		}
-		q, err := New(s, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { q.Close(); s.Close() })
+		q := openEtcdQueue(t, cluster.Endpoints(), prefix, Options{})
 		return q
 	}
 	q1, q2 := open(), open()

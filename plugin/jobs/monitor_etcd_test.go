@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/couchepi/couchepi/plugin/kv/etcd"
 	"github.com/couchepi/couchepi/plugin/kv/etcd/etcdtest"
 )
 
@@ -28,15 +27,7 @@ func TestReenqueueUnderLoadEtcd(t *testing.T) {
 			ctx := context.Background()
 			prefix := fmt.Sprintf("reenqueue-%s-%d/", mode, time.Now().UnixNano())
 			open := func() *Queue {
-				s, err := etcd.Open(ctx, etcd.Config{Endpoints: cluster.Endpoints(), Prefix: prefix})
-				if err != nil {
-					t.Fatal(err)
-				}
-				q, err := New(s, Options{MonitorTick: 50 * time.Millisecond, MonitorLease: time.Second})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { q.Close(); s.Close() })
+				q := openEtcdQueue(t, cluster.Endpoints(), prefix, Options{MonitorTick: 50 * time.Millisecond, MonitorLease: time.Second})
 				return q
 			}
 			dead, live := open(), open()

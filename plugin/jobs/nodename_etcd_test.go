@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/couchepi/couchepi/plugin/kv/etcd"
 	"github.com/couchepi/couchepi/plugin/kv/etcd/etcdtest"
 )
 
@@ -37,15 +36,7 @@ func TestNodeNamesUniqueEtcd(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			prefix := fmt.Sprintf("nodename-%d/", time.Now().UnixNano())
 			open := func() *Queue {
-				s, err := etcd.Open(ctx, etcd.Config{Endpoints: cluster.Endpoints(), Prefix: prefix})
-				if err != nil {
-					t.Fatal(err)
-				}
-				q, err := New(s, Options{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { q.Close(); s.Close() })
+				q := openEtcdQueue(t, cluster.Endpoints(), prefix, Options{})
 				if err := q.SetTypeTimeout(ctx, typ, time.Minute); err != nil {
 					t.Fatal(err)
 				}
@@ -104,15 +95,7 @@ func TestNodeNamesUniqueEtcd(t *testing.T) {
 		prefix := fmt.Sprintf("nodename-race-%d/", time.Now().UnixNano())
 		var qs []*Queue
 		for i := 0; i < 2; i++ {
-			s, err := etcd.Open(ctx, etcd.Config{Endpoints: cluster.Endpoints(), Prefix: prefix})
-			if err != nil {
-				t.Fatal(err)
-			}
-			q, err := New(s, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { q.Close(); s.Close() })
+			q := openEtcdQueue(t, cluster.Endpoints(), prefix, Options{})
 			qs = append(qs, q)
 		}
 		var wg sync.WaitGroup

@@ -444,16 +444,8 @@ func (l *Lease) renewOnce(ctx context.Context) error {
 		// to find the lease still there and nothing halted, a read.
 		quiet := false
 		err := l.q.store.View(rctx, func(t kv.ReadTx) error {
-			quiet = false
-			v, err := t.Get(l.q.l.lease(l.id))
-			if err != nil {
-				return err
-			}
-			if _, expired, err := decodeLease(l.id, v); v == nil || err != nil || expired {
-				return errLeaseGone
-			}
-			k, err := firstKey(t.Range, l.q.l.halted(l.id))
-			quiet = k == nil
+			h, err := l.liveHalted(t)
+			quiet = !h
 			return err
 		})
 		if err == nil && quiet {
@@ -461,18 +453,11 @@ func (l *Lease) renewOnce(ctx context.Context) error {
 		}
 	}
 	err := l.q.store.Update(rctx, func(t kv.Tx) error {
-		v, err := t.Get(l.q.l.lease(l.id))
+		h, err := l.liveHalted(t)
 		if err != nil {
 			return err
 		}
-		if _, expired, err := decodeLease(l.id, v); v == nil || err != nil || expired {
-			return errLeaseGone
-		}
-		k, err := firstKey(t.Range, l.q.l.halted(l.id))
-		if err != nil {
-			return err
-		}
-		halted = k != nil
+		halted = h
 		t.Set(l.q.l.heartbeat(l.id), pack(nil, next, load[0], load[1]))
 		return nil
 	})
@@ -489,6 +474,20 @@ func (l *Lease) renewOnce(ctx context.Context) error {
 	}
 	l.published = load
 	return l.renewed(ctx, start, startUp, next, halted)
+}
+
+// liveHalted is a renewal's look in t: errLeaseGone when the lease is
+// gone, expired or undecodable, else whether jobs were taken from it.
+func (l *Lease) liveHalted(t kv.ReadTx) (halted bool, err error) {
+	v, err := t.Get(l.q.l.lease(l.id))
+	if err != nil {
+		return false, err
+	}
+	if _, expired, err := decodeLease(l.id, v); v == nil || err != nil || expired {
+		return false, errLeaseGone
+	}
+	k, err := firstKey(t.Range, l.q.l.halted(l.id))
+	return k != nil, err
 }
 
 // renewed records a renewal that started at start (startUp on the

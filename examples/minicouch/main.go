@@ -62,6 +62,7 @@ func run(args []string) error {
 		return err
 	}
 	log := hclog.New(&hclog.LoggerOptions{Name: "minicouch", Level: hclog.LevelFromString(*logLevel), Output: os.Stderr})
+	servePprof(log)
 
 	if err := os.MkdirAll(*data, 0o755); err != nil {
 		return err

@@ -217,6 +217,9 @@ type benchRow struct {
 	pprof  string // the frontend plugin's profile address (COUCHEPI_BENCH_PPROF)
 	// pprofNode is the first replication node's.
 	pprofNode string
+	// pprofCouch are the profile addresses of the frontend's and the first
+	// replication node's minicouch processes.
+	pprofCouch, pprofNodeCouch string
 }
 
 // saveGoroutines saves the goroutines of the frontend's plugin and of the
@@ -244,27 +247,56 @@ func (r *benchRow) saveGoroutines(tag string) {
 // profiled runs start, which starts nodes, with COUCHEPI_BENCH_PPROF set:
 // their plugins serve Go's profiles on a free address, which it returns
 // ("" without the variable).
-func profiled(b *testing.B, start func()) string {
+func profiled(b *testing.B, start func()) (plugin, couch string) {
 	if os.Getenv("COUCHEPI_BENCH_PPROF") == "" {
 		start()
-		return ""
+		return "", ""
 	}
-	addr, err := minicouchtest.FreeAddr()
+	plugin, err := minicouchtest.FreeAddr()
+	if err == nil {
+		couch, err = minicouchtest.FreeAddr()
+	}
 	if err != nil {
 		b.Fatal(err)
 	}
 	// The plugin inherits the environment through minicouch.
-	os.Setenv("COUCHEPI_REPLICATOR_PPROF", addr)
+	os.Setenv("COUCHEPI_REPLICATOR_PPROF", plugin)
+	os.Setenv("MINICOUCH_PPROF", couch)
 	defer os.Unsetenv("COUCHEPI_REPLICATOR_PPROF")
+	defer os.Unsetenv("MINICOUCH_PPROF")
 	start()
-	return addr
+	return plugin, couch
+}
+
+// saveCPUProfiles saves CPU profiles of the row's profiled processes over
+// the next d under COUCHEPI_BENCH_PPROF, in the background.
+func (r *benchRow) saveCPUProfiles(tag string, d time.Duration) {
+	for name, addr := range map[string]string{"front-plugin": r.pprof, "node-plugin": r.pprofNode,
+		"front-couch": r.pprofCouch, "node-couch": r.pprofNodeCouch} {
+		if addr == "" {
+			continue
+		}
+		go func() {
+			resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, int(d.Seconds())))
+			if err != nil {
+				r.bc.printf("pprof: %v", err)
+				return
+			}
+			defer resp.Body.Close()
+			f, err := os.Create(filepath.Join(os.Getenv("COUCHEPI_BENCH_PPROF"), fmt.Sprintf("cpu-%s-%s-%s.pb.gz", name, strings.TrimSuffix(r.prefix, "/"), tag)))
+			if err == nil {
+				bufio.NewReader(resp.Body).WriteTo(f)
+				f.Close()
+			}
+		}()
+	}
 }
 
 func (bc *benchCluster) newRow(name string) *benchRow {
 	bc.row++
 	r := &benchRow{bc: bc, prefix: fmt.Sprintf("bench-%d-%d-%s/", time.Now().UnixNano(), bc.row, name),
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32}, Timeout: 2 * time.Minute}}
-	r.pprof = profiled(bc.b, func() { r.front = bc.node(r.prefix, true, false, 0) })
+	r.pprof, r.pprofCouch = profiled(bc.b, func() { r.front = bc.node(r.prefix, true, false, 0) })
 	for i := 0; i < benchSources; i++ {
 		r.front.must("PUT", fmt.Sprintf("/src%02d", i), "", 201)
 		r.front.putDocs(fmt.Sprintf("src%02d", i), 0, 5)
@@ -456,12 +488,15 @@ func (bc *benchCluster) start(n int) {
 	r := bc.newRow(fmt.Sprint("start", n))
 	defer r.close()
 	var node0 *benchNode
-	r.pprofNode = profiled(bc.b, func() { node0 = bc.node(r.prefix, false, true, n) })
+	r.pprofNode, r.pprofNodeCouch = profiled(bc.b, func() { node0 = bc.node(r.prefix, false, true, n) })
 	r.nodes = []*benchNode{node0, bc.node(r.prefix, false, true, n)}
 	bc.printf("start %d: writing docs", n)
 	var failed atomic.Int64
 	cpu, etcd := r.cpu(), bc.etcdMetrics()
 	first := time.Now()
+	if os.Getenv("COUCHEPI_BENCH_PPROF") != "" {
+		r.saveCPUProfiles("start", benchSeconds("COUCHEPI_BENCH_CPU_SEC", 30))
+	}
 	writing := make(chan struct{})
 	go func() {
 		for {

@@ -2,6 +2,7 @@ package jobserver
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -30,9 +31,20 @@ const batchOps = 15
 
 // batchOp is one caller's writes.
 type batchOp struct {
-	fn   func(*jobs.Tx) error
-	done chan bool // true: committed in the batch; false: run it alone
+	ctx     context.Context // bounds the op run alone, with timeout
+	timeout time.Duration
+	fn      func(*jobs.Tx) error
+	// job and keys are what fn reads of the store (the running job it
+	// updates, more keys of tx.KV()): a batch reads those of all its ops
+	// in one request (jobs.Tx.PrefetchHeld) before running them.
+	job  *jobs.Job
+	keys [][]byte
+	done chan error // nil: committed; errRunAlone: run it alone
 }
+
+// errRunAlone tells a caller its op is to be run in a transaction of its
+// own: the batch it was in failed.
+var errRunAlone = errors.New("jobserver: batch failed; run alone")
 
 // batchLoops bounds the batches one node commits at once.
 const batchLoops = 4
@@ -50,11 +62,12 @@ type batcher struct {
 
 // do runs fn in a transaction, with the writes of other callers waiting
 // at the same time when there are any, and calls kept once it committed.
-// Run alone, its transaction is bounded by ctx and, when not 0, timeout
-// (counted from then, not from the call: a batch may have taken most of
-// it).
-func (b *batcher) do(ctx context.Context, timeout time.Duration, fn func(*jobs.Tx) error, kept func()) error {
-	op := &batchOp{fn: fn, done: make(chan bool, 1)}
+// fn reads job (nil if none) and keys, which are read at once with those
+// of the batch. Run alone, its transaction is bounded by ctx and, when
+// not 0, timeout (counted from then, not from the call: a batch may have
+// taken most of it).
+func (b *batcher) do(ctx context.Context, timeout time.Duration, job *jobs.Job, keys [][]byte, fn func(*jobs.Tx) error, kept func()) error {
+	op := &batchOp{ctx: ctx, timeout: timeout, fn: fn, job: job, keys: keys, done: make(chan error, 1)}
 	b.mu.Lock()
 	b.queue = append(b.queue, op)
 	if b.running < batchLoops {
@@ -62,24 +75,51 @@ func (b *batcher) do(ctx context.Context, timeout time.Duration, fn func(*jobs.T
 		go b.loop()
 	}
 	b.mu.Unlock()
-	if <-op.done {
-		kept()
-		return nil
+	err := <-op.done
+	if errors.Is(err, errRunAlone) {
+		err = b.alone(op)
 	}
-	if timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-	}
-	if err := b.q.Transact(ctx, fn); err != nil {
+	if err != nil {
 		return err
 	}
 	kept()
 	return nil
 }
 
+// alone runs op in a transaction of its own.
+func (b *batcher) alone(op *batchOp) error {
+	ctx := op.ctx
+	if op.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, op.timeout)
+		defer cancel()
+	}
+	return b.q.Transact(ctx, func(tx *jobs.Tx) error {
+		if err := prefetch(tx, []*batchOp{op}); err != nil {
+			return err
+		}
+		return op.fn(tx)
+	})
+}
+
+// prefetch reads what ops read, in one request where the store can.
+func prefetch(tx *jobs.Tx, ops []*batchOp) error {
+	var js []*jobs.Job
+	var keys [][]byte
+	for _, op := range ops {
+		if op.job != nil {
+			js = append(js, op.job)
+		}
+		keys = append(keys, op.keys...)
+	}
+	return tx.PrefetchHeld(js, keys...)
+}
+
 // loop commits the waiting callers' writes, up to batchOps a transaction,
-// until none wait. A caller alone runs its own.
+// until none wait. A caller alone has its transaction run by the loop
+// too: the callers that come meanwhile then wait, and the loop's next
+// transaction takes them together (were it handed back, every loop would
+// be idle again at once and each write would go alone).
 func (b *batcher) loop() {
 	for {
 		b.mu.Lock()
@@ -94,11 +134,14 @@ func (b *batcher) loop() {
 		case 0:
 			return
 		case 1:
-			ops[0].done <- false
+			ops[0].done <- b.alone(ops[0])
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), b.timeout())
 		err := b.q.Transact(ctx, func(tx *jobs.Tx) error {
+			if err := prefetch(tx, ops); err != nil {
+				return err
+			}
 			for _, op := range ops {
 				if err := op.fn(tx); err != nil {
 					return err
@@ -108,7 +151,11 @@ func (b *batcher) loop() {
 		})
 		cancel()
 		for _, op := range ops {
-			op.done <- err == nil
+			if err != nil {
+				op.done <- errRunAlone
+			} else {
+				op.done <- nil
+			}
 		}
 	}
 }

@@ -235,7 +235,7 @@ func (w *worker) markRunning(rec *jobdata.Record, repID parse.RepID, pid string,
 	s, cfg := w.s, w.s.config()
 	var dup *dupOwner
 	var marked jobdata.Record
-	err := s.batch.do(context.Background(), 0, func(tx *jobs.Tx) error {
+	err := s.batch.do(context.Background(), 0, w.job, [][]byte{jobstore.RepIDOwnerKey(repID.String())}, func(tx *jobs.Tx) error {
 		dup = nil
 		owner, err := jobstore.RepIDOwner(tx.KV(), repID.String())
 		if err != nil {
@@ -683,7 +683,7 @@ func (w *worker) record(ctx context.Context, rec *jobdata.Record, st jobdata.Sta
 		next.ErrorCount, next.LastError, next.ErrorKind = 0, "", ""
 	}
 	data := next.Encode(s.opts.Keys, w.job.ID)
-	err := s.batch.do(context.WithoutCancel(ctx), cfg.NodeLease/4, func(tx *jobs.Tx) error { return tx.Update(w.job, data) }, func() {})
+	err := s.batch.do(context.WithoutCancel(ctx), cfg.NodeLease/4, w.job, nil, func(tx *jobs.Tx) error { return tx.Update(w.job, data) }, func() {})
 	switch {
 	case err == nil:
 		*rec = next

@@ -80,9 +80,13 @@ func clearTransientDone(tx kv.Tx, jobID string) { tx.Clear([]byte(doneSpace + jo
 // RepIDOwner returns the id of the job that owns a replication id
 // (CouchDB 4.x REPLICATION_IDS index), or "" if none.
 func RepIDOwner(tx kv.ReadTx, repID string) (string, error) {
-	v, err := tx.Get([]byte(repIDSpace + repID))
+	v, err := tx.Get(RepIDOwnerKey(repID))
 	return string(v), err
 }
+
+// RepIDOwnerKey is the key of repID's owner, for a read of it together
+// with others (jobs.Tx.PrefetchHeld).
+func RepIDOwnerKey(repID string) []byte { return []byte(repIDSpace + repID) }
 
 // SetRepIDOwner records jobID as the owner of repID.
 func SetRepIDOwner(tx kv.Tx, repID, jobID string) {

@@ -21,7 +21,10 @@ type Hook string
 // The hooks a server dispatches to plugins.
 const (
 	// BeforeDocUpdate runs synchronously before every write to a subscribed db;
-	// the plugin returns the (possibly changed) doc or a rejection.
+	// the plugin returns the (possibly changed) doc or a rejection. The doc
+	// carries the revision the write names, wherever the request gave it
+	// (body, ?rev= or If-Match), as CouchDB's does: a doc without `_rev` is
+	// a create.
 	BeforeDocUpdate Hook = "before_doc_update"
 	// AfterDocWrite runs asynchronously after a write is durable.
 	AfterDocWrite Hook = "after_doc_write"

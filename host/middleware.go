@@ -289,7 +289,8 @@ func (m *Middleware) docWrite(w http.ResponseWriter, r *http.Request, db, id str
 }
 
 // docOf returns the doc a write hands to before_doc_update: the body with
-// _id set from the URL, or for a DELETE {"_id","_rev","_deleted":true}.
+// _id set from the URL (and _rev from ?rev= or If-Match when the body has
+// none), or for a DELETE {"_id","_rev","_deleted":true}.
 func (m *Middleware) docOf(r *http.Request, id string) ([]byte, *hooks.Error) {
 	if r.Method == http.MethodDelete {
 		rev := r.URL.Query().Get("rev")
@@ -322,6 +323,18 @@ func (m *Middleware) docOf(r *http.Request, id string) ([]byte, *hooks.Error) {
 		return b, nil
 	}
 	doc["_id"], _ = json.Marshal(id)
+	if _, ok := doc["_rev"]; !ok {
+		// The revision a PUT names outside its body: the hook sees the
+		// doc as CouchDB's does (couch_doc_from_req), an update, not a
+		// create.
+		rev := r.URL.Query().Get("rev")
+		if rev == "" {
+			rev = strings.Trim(r.Header.Get("If-Match"), `"`)
+		}
+		if rev != "" {
+			doc["_rev"], _ = json.Marshal(rev)
+		}
+	}
 	b, _ = json.Marshal(doc)
 	return b, nil
 }

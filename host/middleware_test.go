@@ -201,3 +201,40 @@ func TestMiddleware(t *testing.T) {
 		return s.Audit["x_guarded"].Docs == 2 && s.Audit["audit_a"].Docs == 1
 	})
 }
+
+// TestDocOfNamesTheRevision: before_doc_update sees the revision a write
+// names wherever the request gives it, as CouchDB's hook does: a PUT with
+// ?rev= or If-Match and no _rev in its body is an update, not a create
+// (the replicator stops an edited doc's run only for updates).
+func TestDocOfNamesTheRevision(t *testing.T) {
+	for _, tc := range []struct {
+		name, method, query, ifMatch, body string
+		want                               string // the doc's _rev, "" for none
+	}{
+		{"create", "PUT", "", "", `{"a":1}`, ""},
+		{"rev in the body", "PUT", "", "", `{"_rev":"1-a","a":1}`, "1-a"},
+		{"?rev=", "PUT", "?rev=2-b", "", `{"a":1}`, "2-b"},
+		{"If-Match", "PUT", "", `"3-c"`, `{"a":1}`, "3-c"},
+		{"the body's wins", "PUT", "?rev=2-b", "", `{"_rev":"1-a"}`, "1-a"},
+		{"DELETE ?rev=", "DELETE", "?rev=4-d", "", ``, "4-d"},
+		{"DELETE If-Match", "DELETE", "", `"5-e"`, ``, "5-e"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(tc.method, "/db/doc"+tc.query, strings.NewReader(tc.body))
+			if tc.ifMatch != "" {
+				r.Header.Set("If-Match", tc.ifMatch)
+			}
+			b, herr := (&Middleware{}).docOf(r, "doc")
+			if herr != nil {
+				t.Fatal(herr)
+			}
+			var doc struct {
+				ID  string `json:"_id"`
+				Rev string `json:"_rev"`
+			}
+			if err := json.Unmarshal(b, &doc); err != nil || doc.ID != "doc" || doc.Rev != tc.want {
+				t.Fatalf("doc %s (%v), want _id doc and _rev %q", b, err, tc.want)
+			}
+		})
+	}
+}

@@ -41,18 +41,28 @@ func TestBatchReadsJobsAtOnce(t *testing.T) {
 // TestStopReplacedOneRoundTrip: the check a write of a _replicator doc
 // waits for (is there a run to stop?) reads the db's position and the
 // doc's job in one request once the db's uuid is known, not one after the
-// other: on a loaded etcd each round trip is what a doc write waits for
-// (#39).
+// other, and a create (no revision named) reads nothing: on a loaded etcd
+// each round trip is what a doc write waits for (#39).
 func TestStopReplacedOneRoundTrip(t *testing.T) {
 	store := &kvtest.RoundTrips{Store: kv.NewMemory()}
 	fx := newFixtureOn(t, store)
 	fx.write("_replicator", "first", doc("first", "t0", "")) // the db has a position
-	for i, want := range []int{2, 1, 1} {
-		id := fmt.Sprintf("new%d", i)
+	for i, tc := range []struct {
+		doc  string
+		want int
+	}{
+		{doc("new0", "tnew0", ""), 0},
+		{doc("new1", "tnew1", ""), 0},
+		// Edits that leave the replication as it is (a changed one holds
+		// the job too, which is the stop itself).
+		{doc("first", "t0", `,"_rev":"1-a","note":1`), 2}, // learns the db's uuid
+		{doc("first", "t0", `,"_rev":"1-a","note":2`), 1},
+		{doc("new2", "tnew2", `,"_rev":"1-b"`), 1}, // names a revision: checked
+	} {
 		before := store.Count()
-		fx.f.StopReplaced(fx.ctx, "_replicator", []byte(doc(id, "t"+id, "")))
-		if got := store.Count() - before; got > want {
-			t.Errorf("write %d of a new doc: %d store round trips before it is stored, want %d", i, got, want)
+		fx.f.StopReplaced(fx.ctx, "_replicator", []byte(tc.doc))
+		if got := store.Count() - before; got > tc.want {
+			t.Errorf("write %d (%s): %d store round trips before it is stored, want %d", i, tc.doc, got, tc.want)
 		}
 	}
 }

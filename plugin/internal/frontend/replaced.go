@@ -43,8 +43,13 @@ func (f *Frontend) StopReplaced(ctx context.Context, db string, doc []byte) {
 	if !jobdata.IsReplicatorDB(db) {
 		return
 	}
-	c, ok := pendingChange(db, doc)
-	if !ok {
+	c, create, ok := pendingChange(db, doc)
+	if !ok || create {
+		// A create (no revision named) has no run to stop: either the
+		// doc does not exist, or it was deleted, and that delete's write
+		// stopped its run. So a new doc costs no read of the queue,
+		// which on etcd is a linearizable round trip the write waits
+		// for (#39).
 		return
 	}
 	wctx, cancel := context.WithTimeout(ctx, holdWait)
@@ -102,19 +107,22 @@ func (f *Frontend) StopReplaced(ctx context.Context, db string, doc []byte) {
 
 // pendingChange is the doc change a doc about to be written will be, for
 // docs that may have a job (not design or local docs); ok is false for the
-// others, and for a doc without an id.
-func pendingChange(db string, doc []byte) (c docChange, ok bool) {
+// others, and for a doc without an id. create reports a doc that names no
+// revision (the hook's doc carries the one a request names anywhere, as
+// CouchDB's does).
+func pendingChange(db string, doc []byte) (c docChange, create, ok bool) {
 	var d struct {
 		ID      string          `json:"_id"`
+		Rev     string          `json:"_rev"`
 		Deleted json.RawMessage `json:"_deleted"`
 	}
 	if json.Unmarshal(doc, &d) != nil || d.ID == "" {
-		return c, false
+		return c, false, false
 	}
 	if strings.HasPrefix(d.ID, "_design/") || strings.HasPrefix(d.ID, "_local/") {
-		return c, false
+		return c, false, false
 	}
 	c.db, c.docID, c.body = db, d.ID, doc
 	c.deleted = string(d.Deleted) == "true" // only true deletes, as in CouchDB
-	return c, true
+	return c, d.Rev == "", true
 }

@@ -153,6 +153,11 @@ func (r Records) Get(ctx context.Context, jobID string) (*jobdata.Record, error)
 func (r Records) GetMany(ctx context.Context, jobIDs []string) ([]*jobdata.Record, error) {
 	out := make([]*jobdata.Record, len(jobIDs))
 	err := r.Q.Transact(ctx, func(tx *jobs.Tx) error {
+		// One request per many jobs where the store can: one by one, a
+		// page of 1,000 jobs on etcd was 1,000 round trips (5-40 s).
+		if err := tx.PrefetchJobs(jobdata.JobType, jobIDs); err != nil {
+			return err
+		}
 		for i, id := range jobIDs {
 			out[i] = nil
 			st, err := tx.GetState(jobdata.JobType, id)

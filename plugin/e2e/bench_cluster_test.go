@@ -217,7 +217,8 @@ type benchRow struct {
 	// lastStart is when the last running job started, at the last full poll.
 	lastStart time.Time
 	pprof  string // the frontend plugin's profile address (COUCHEPI_BENCH_PPROF)
-	// pprofNode is the first replication node's.
+	// pprofNode is the first replication node's (the survivor's in a
+	// failover or handover row).
 	pprofNode string
 	// pprofCouch are the profile addresses of the frontend's and the first
 	// replication node's minicouch processes.
@@ -590,7 +591,8 @@ func (bc *benchCluster) move(n int, clean bool) {
 	}
 	r := bc.newRow(fmt.Sprint(what, n))
 	defer r.close()
-	survivor := bc.node(r.prefix, false, true, 0)
+	var survivor *benchNode
+	r.pprofNode, r.pprofNodeCouch = profiled(bc.b, func() { survivor = bc.node(r.prefix, false, true, 0) })
 	victim := bc.node(r.prefix, false, true, n+10)
 	r.nodes = []*benchNode{victim, survivor}
 	setup := time.Now()
@@ -617,9 +619,18 @@ func (bc *benchCluster) move(n int, clean bool) {
 	r.nodes = []*benchNode{survivor} // the CPU counted from here on
 	defer victim.s.Kill()
 	cpu := r.cpu()
+	if os.Getenv("COUCHEPI_BENCH_PPROF") != "" {
+		r.saveCPUProfiles("move", benchSeconds("COUCHEPI_BENCH_CPU_SEC", 30))
+	}
 	stopped := time.Now()
+	exited := make(chan time.Duration, 1)
 	if clean {
 		victim.s.Signal(syscall.SIGTERM)
+		go func() {
+			if _, ok := victim.s.Wait(bc.limit); ok {
+				exited <- time.Since(stopped)
+			}
+		}()
 	} else {
 		victim.s.Kill()
 	}
@@ -643,8 +654,18 @@ func (bc *benchCluster) move(n int, clean bool) {
 			what, n, moved, secs(running), missing, secs(written))
 		return
 	}
-	bc.result("%s %5d jobs (%d on the stopped node): all running on the other %s after the stop; the write at the stop on every target after %s; %s",
-		what, n, moved, secs(running), secs(written), r.cpuSince(cpu, n))
+	if dir := os.Getenv("COUCHEPI_BENCH_PPROF"); dir != "" {
+		os.WriteFile(filepath.Join(dir, "survivor-"+strings.TrimSuffix(r.prefix, "/")+".log"), []byte(survivor.s.Log()), 0o644)
+		os.WriteFile(filepath.Join(dir, "stopped-"+strings.TrimSuffix(r.prefix, "/")+".log"), []byte(victim.s.Log()), 0o644)
+	}
+	exit := ""
+	select {
+	case d := <-exited:
+		exit = fmt.Sprintf("the stopped node exited after %s; ", secs(d))
+	default:
+	}
+	bc.result("%s %5d jobs (%d on the stopped node): %sall running on the other %s after the stop; the write at the stop on every target after %s; %s",
+		what, n, moved, exit, secs(running), secs(written), r.cpuSince(cpu, n))
 }
 
 // waitTargets waits until done(i) holds for every target i in [0, n)

@@ -63,9 +63,10 @@ type batcher struct {
 // do runs fn in a transaction, with the writes of other callers waiting
 // at the same time when there are any, and calls kept once it committed.
 // fn reads job (nil if none) and keys, which are read at once with those
-// of the batch. Run alone, its transaction is bounded by ctx and, when
-// not 0, timeout (counted from then, not from the call: a batch may have
-// taken most of it).
+// of the batch. Run alone, its transaction is bounded by ctx and timeout
+// (the batcher's when 0), counted from then, not from the call: a batch
+// may have taken most of it. It is always bounded, as a loop may run it:
+// the writes waiting meanwhile must not wait on it for ever.
 func (b *batcher) do(ctx context.Context, timeout time.Duration, job *jobs.Job, keys [][]byte, fn func(*jobs.Tx) error, kept func()) error {
 	op := &batchOp{ctx: ctx, timeout: timeout, fn: fn, job: job, keys: keys, done: make(chan error, 1)}
 	b.mu.Lock()
@@ -88,12 +89,12 @@ func (b *batcher) do(ctx context.Context, timeout time.Duration, job *jobs.Job, 
 
 // alone runs op in a transaction of its own.
 func (b *batcher) alone(op *batchOp) error {
-	ctx := op.ctx
-	if op.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, op.timeout)
-		defer cancel()
+	timeout := op.timeout
+	if timeout <= 0 {
+		timeout = b.timeout()
 	}
+	ctx, cancel := context.WithTimeout(op.ctx, timeout)
+	defer cancel()
 	return b.q.Transact(ctx, func(tx *jobs.Tx) error {
 		if err := prefetch(tx, []*batchOp{op}); err != nil {
 			return err

@@ -235,7 +235,9 @@ func (w *worker) markRunning(rec *jobdata.Record, repID parse.RepID, pid string,
 	s, cfg := w.s, w.s.config()
 	var dup *dupOwner
 	var marked jobdata.Record
-	err := s.batch.do(context.Background(), 0, w.job, [][]byte{jobstore.RepIDOwnerKey(repID.String())}, func(tx *jobs.Tx) error {
+	// Bounded by the node's lease: a job that cannot be marked running
+	// within it goes back to the queue (run's requeue).
+	err := s.batch.do(context.Background(), cfg.NodeLease, w.job, [][]byte{jobstore.RepIDOwnerKey(repID.String())}, func(tx *jobs.Tx) error {
 		dup = nil
 		owner, err := jobstore.RepIDOwner(tx.KV(), repID.String())
 		if err != nil {

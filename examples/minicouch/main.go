@@ -28,6 +28,7 @@ import (
 	"github.com/couchepi/couchepi/examples/minicouch/couchapi"
 	"github.com/couchepi/couchepi/examples/minicouch/store"
 	"github.com/couchepi/couchepi/host"
+	"github.com/couchepi/couchepi/internal/pprofserve"
 	"github.com/hashicorp/go-hclog"
 )
 
@@ -62,7 +63,7 @@ func run(args []string) error {
 		return err
 	}
 	log := hclog.New(&hclog.LoggerOptions{Name: "minicouch", Level: hclog.LevelFromString(*logLevel), Output: os.Stderr})
-	servePprof(log)
+	pprofserve.FromEnv(log, "MINICOUCH_PPROF") // profiles apart from the CouchDB API
 
 	if err := os.MkdirAll(*data, 0o755); err != nil {
 		return err

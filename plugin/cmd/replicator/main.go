@@ -5,12 +5,15 @@
 // Build: go build -ldflags "-X main.version=1.2.3" -o bin/replicator ./plugin/cmd/replicator
 package main
 
-import "github.com/couchepi/couchepi/sdk"
+import (
+	"github.com/couchepi/couchepi/internal/pprofserve"
+	"github.com/couchepi/couchepi/sdk"
+)
 
 // version is set at build time with -ldflags "-X main.version=…".
 var version = "dev"
 
 func main() {
-	servePprof(sdk.Logger())
+	pprofserve.FromEnv(sdk.Logger(), "COUCHEPI_REPLICATOR_PPROF")
 	sdk.Serve(newReplicator(sdk.Logger()))
 }

@@ -213,10 +213,10 @@ type benchRow struct {
 	front  *benchNode
 	nodes  []*benchNode
 	client *http.Client
-	listed int    // jobs _scheduler/jobs listed at the last poll
+	listed int // jobs _scheduler/jobs listed at the last poll
 	// lastStart is when the last running job started, at the last full poll.
 	lastStart time.Time
-	pprof  string // the frontend plugin's profile address (COUCHEPI_BENCH_PPROF)
+	pprof     string // the frontend plugin's profile address (COUCHEPI_BENCH_PPROF)
 	// pprofNode is the first replication node's (the survivor's in a
 	// failover or handover row).
 	pprofNode string

@@ -277,6 +277,16 @@ func (l *Lease) Valid() error {
 	return nil
 }
 
+// Strained reports whether the lease's renewals are late: a quarter of
+// its TTL has passed since the start of the last one that committed (at
+// half, it is lost). The store is slow to commit; a holder should add no
+// load it can put off, so that the renewals get through before the lease
+// and every job under it are lost (its acceptors stop taking jobs).
+func (l *Lease) Strained() bool {
+	now, up := l.elapsed()
+	return time.Duration(l.until.Load())-now < l.ttl/4 || time.Duration(l.untilUp.Load())-up < l.ttl/4
+}
+
 // elapsed is the time since the lease was granted on the queue's clock
 // (monotonic unless a test sets Options.Now) and on the suspend-counting
 // clock, which also counts a pause of the whole machine.

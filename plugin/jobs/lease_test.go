@@ -164,6 +164,37 @@ func TestLeaseLostForGood(t *testing.T) {
 	})
 }
 
+// TestLeaseStrained: a lease whose renewals are a quarter of its TTL late
+// says so (its holder then stops taking jobs, #39: under load a node lost
+// its lease and every job with it), and a renewal that commits clears it.
+func TestLeaseStrained(t *testing.T) {
+	backends(t, func(t *testing.T, s kv.Store) {
+		clock := newTestClock()
+		q := newQueue(t, s, Options{Now: clock.Now})
+		l := grantManual(t, q, LeaseOptions{Node: "n1"})
+		granted := clock.Now()
+		for _, step := range []struct {
+			advance time.Duration
+			want    bool
+		}{
+			{0, false},
+			{leaseTTL/4 - time.Millisecond, false},
+			{2 * time.Millisecond, true},
+		} {
+			clock.advance(step.advance)
+			if got := l.Strained(); got != step.want {
+				t.Fatalf("%s after the grant: strained %v, want %v", clock.Now().Sub(granted), got, step.want)
+			}
+		}
+		if err := l.renewOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if l.Strained() {
+			t.Fatal("strained right after a renewal")
+		}
+	})
+}
+
 // TestLeaseRenewalRacesExpiry: an expiry decided on a heartbeat that has
 // changed since does nothing.
 func TestLeaseRenewalRacesExpiry(t *testing.T) {

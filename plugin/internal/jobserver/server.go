@@ -493,6 +493,7 @@ func (s *Server) accept(rotating bool) {
 			}
 			continue
 		}
+		s.awaitRenewal(actx, lease)
 		s.awaitBalance(actx)
 		if s.adopt(actx, lease, rotating, cfg) {
 			cancel()

@@ -307,6 +307,17 @@ func (bc *benchCluster) newRow(name string) *benchRow {
 	return r
 }
 
+// saveLogs keeps the logs of nodes under COUCHEPI_BENCH_PPROF.
+func (r *benchRow) saveLogs(nodes []*benchNode) {
+	dir := os.Getenv("COUCHEPI_BENCH_PPROF")
+	if dir == "" {
+		return
+	}
+	for i, n := range nodes {
+		os.WriteFile(filepath.Join(dir, fmt.Sprintf("node%d-%s.log", i, strings.TrimSuffix(r.prefix, "/"))), []byte(n.s.Log()), 0o644)
+	}
+}
+
 // close kills the row's nodes: their jobs are under a prefix no one reads.
 func (r *benchRow) close() {
 	for _, n := range append([]*benchNode{r.front}, r.nodes...) {
@@ -518,6 +529,7 @@ func secs(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }
 func (bc *benchCluster) start(n int) {
 	r := bc.newRow(fmt.Sprint("start", n))
 	defer r.close()
+	defer func() { r.saveLogs(append([]*benchNode{r.front}, r.nodes...)) }()
 	var node0 *benchNode
 	r.pprofNode, r.pprofNodeCouch = profiled(bc.b, func() { node0 = bc.node(r.prefix, false, true, n) })
 	r.nodes = []*benchNode{node0, bc.node(r.prefix, false, true, n)}
@@ -595,6 +607,7 @@ func (bc *benchCluster) move(n int, clean bool) {
 	r.pprofNode, r.pprofNodeCouch = profiled(bc.b, func() { survivor = bc.node(r.prefix, false, true, 0) })
 	victim := bc.node(r.prefix, false, true, n+10)
 	r.nodes = []*benchNode{victim, survivor}
+	defer r.saveLogs([]*benchNode{r.front, victim, survivor})
 	setup := time.Now()
 	for k := 0; k < n; k += 500 {
 		var docs []string
@@ -653,10 +666,6 @@ func (bc *benchCluster) move(n int, clean bool) {
 		bc.result("%s %5d jobs (%d on the stopped node): all running on the other %s after the stop; the write at the stop NOT on %d targets after %s",
 			what, n, moved, secs(running), missing, secs(written))
 		return
-	}
-	if dir := os.Getenv("COUCHEPI_BENCH_PPROF"); dir != "" {
-		os.WriteFile(filepath.Join(dir, "survivor-"+strings.TrimSuffix(r.prefix, "/")+".log"), []byte(survivor.s.Log()), 0o644)
-		os.WriteFile(filepath.Join(dir, "stopped-"+strings.TrimSuffix(r.prefix, "/")+".log"), []byte(victim.s.Log()), 0o644)
 	}
 	exit := ""
 	select {

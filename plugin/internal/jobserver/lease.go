@@ -23,6 +23,10 @@ import (
 // lost, so another node may run its job.
 var errLeaseLost = errors.New("node lease lost")
 
+// errLeaseStrained leaves a periodic checkpoint out while the node's lease
+// renewals are late (jobs.Lease.Strained).
+var errLeaseStrained = errors.New("the node's lease renewals are late")
+
 // leaseRetry bounds the wait between attempts to grant a lease.
 const leaseRetry = 2 * time.Second
 

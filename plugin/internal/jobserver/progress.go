@@ -33,12 +33,18 @@ func (p *progress) set(st replicate.Stats) {
 }
 
 // push writes the latest stats to the job's record, unless they are the
-// ones last written (a failed write is retried at the next push).
+// ones last written (a failed write is retried at the next push), or the
+// node's lease is strained: a push is load that can wait for the next
+// one, and a lease whose renewals do not get through is lost with every
+// job under it.
 func (p *progress) push(ctx context.Context) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.pushedOnce && statsEqual(p.latest, p.pushed) {
 		return // nothing new to record
+	}
+	if p.w.lease != nil && p.w.lease.Strained() {
+		return
 	}
 	if err := p.w.record(ctx, p.rec, p.latest, p.cfg); err == nil {
 		p.pushed, p.pushedOnce = p.latest, true

@@ -710,6 +710,12 @@ func (w *worker) beforeCheckpoint(p *progress) func(context.Context, replicate.S
 	return func(ctx context.Context, st replicate.Stats) error {
 		p.mu.Lock()
 		defer p.mu.Unlock()
+		if w.lease != nil && w.lease.Strained() && w.stopCause() == nil {
+			// A periodic checkpoint can wait for the next interval; the
+			// node's lease renewals cannot (see progress.push). A run
+			// that stops still writes its last one.
+			return errors.Join(replicate.ErrSkipCheckpoint, errLeaseStrained)
+		}
 		err := w.record(ctx, p.rec, jobdata.Stats(st), p.cfg)
 		if errors.Is(err, jobs.ErrHalt) && errors.Is(w.stopCause(), errRemoved) && w.lease.Valid() == nil && w.s.gone(ctx, w.job.ID) {
 			// Removed (a deleted doc) and not re-created: nobody else

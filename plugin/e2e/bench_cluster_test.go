@@ -412,13 +412,18 @@ func (r *benchRow) running() (total int, per map[string]int, ok bool) {
 
 // startedBy is when the last of the running jobs started, by their own
 // records (the end of the second of its "started" event: they count in
-// whole seconds), once a poll saw them all running: a poll of 1,000 jobs
-// takes seconds under load, so the poll's time says less. at is the
-// poll's time, returned when the records cannot be read.
+// whole seconds), once a poll saw them all running at at: a poll of 1,000
+// jobs takes seconds under load, so the poll's time says less. It is
+// never later than at, which it returns when the records cannot be read.
 func (r *benchRow) startedBy(at time.Time) time.Time {
 	for i := 0; i < 5; i++ {
 		if _, _, ok := r.running(); ok && !r.lastStart.IsZero() {
-			return r.lastStart.Add(time.Second)
+			// A job that started again since the poll (rebalanced, say)
+			// does not make it later than the poll saw.
+			if end := r.lastStart.Add(time.Second); end.Before(at) {
+				return end
+			}
+			return at
 		}
 		time.Sleep(time.Second)
 	}

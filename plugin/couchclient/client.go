@@ -523,17 +523,30 @@ func writeThrough(src io.Reader, w io.Writer, each func() error) (int64, error) 
 	return io.Copy(hw, struct{ io.Reader }{src})
 }
 
-// hookedWriter calls each before passing a write on.
+// hookedWriter calls each before passing on every piece of a write, of
+// at most maxHookedPiece bytes (a body that writes itself whole, a
+// bytes.Reader's, is still fenced and shows progress as it goes).
 type hookedWriter struct {
 	w    io.Writer
 	each func() error
 }
 
+const maxHookedPiece = 256 << 10
+
 func (h hookedWriter) Write(p []byte) (int, error) {
-	if err := h.each(); err != nil {
-		return 0, err
+	n := 0
+	for len(p) > 0 {
+		if err := h.each(); err != nil {
+			return n, err
+		}
+		k, err := h.w.Write(p[:min(len(p), maxHookedPiece)])
+		n += k
+		if err != nil {
+			return n, err
+		}
+		p = p[k:]
 	}
-	return h.w.Write(p)
+	return n, nil
 }
 
 // bufferBody replaces resp.Body with its whole content, read now, into a

@@ -203,6 +203,15 @@ func profileAtt(tb testing.TB, name string) (stop func()) {
 		out, _ := os.Create(filepath.Join(dir, "srv-"+name+".pprof"))
 		io.Copy(out, resp.Body)
 		out.Close()
+		if os.Getenv("COUCHEPI_BENCH_ATT_TRACE") != "" {
+			resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/trace?seconds=1", addr))
+			if err == nil {
+				out, _ := os.Create(filepath.Join(dir, "srv-"+name+".trace"))
+				io.Copy(out, resp.Body)
+				out.Close()
+				resp.Body.Close()
+			}
+		}
 	}()
 	return func() {
 		pprof.StopCPUProfile()

@@ -50,7 +50,7 @@ func randomBytes(seed uint64, n int) []byte {
 // leaf with chunks of others, which the commit rewrote: about twice the
 // data written per attachment.
 func TestBlobWriteLeavesOtherBlobs(t *testing.T) {
-	for _, size := range []int{64 << 10, 1 << 20, 3*chunkSize + 100} {
+	for _, size := range []int{64 << 10, fileBlobMin - 1, 3*chunkSize + 100} { // larger ones are files
 		t.Run(fmt.Sprint(size), func(t *testing.T) {
 			s := openTest(t)
 			db := createTest(t, s, "d")

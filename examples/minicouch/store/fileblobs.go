@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -18,16 +17,18 @@ import (
 // commit that every other write waits on; a file costs one sequential
 // write and its own fsync, in the writing request's goroutine.
 //
-// A file is written as <id>.tmp, synced, renamed to <id> and the
-// directory synced before the atts entry that references it commits, so
-// an acknowledged write's data is on disk. A crash in between leaves a
-// file no entry references: Open and DB.Compact delete those, DeleteDB
-// the database's directory.
+// A file is written, synced and its directory synced before the atts
+// entry that references it commits, so an acknowledged write's data is
+// on disk; the entry is what says a file is whole. A crash in between
+// leaves a file no entry references: Open and DB.Compact delete those,
+// DeleteDB the database's directory. (No temporary name and rename: the
+// entry already marks the file done, and the rename took the
+// directory's lock once more per attachment, which concurrent writers of
+// one database spun on.)
 const (
 	// fileBlobMin is the size from which a blob is a file.
 	fileBlobMin  = 1 << 20
 	blobsDirName = "blobs"
-	tmpSuffix    = ".tmp"
 )
 
 // blobsDir is the directory of the file blobs of every database.
@@ -40,17 +41,17 @@ func (db *DB) blobPath(id [8]byte) string {
 	return filepath.Join(db.s.blobDir(db.uuid), hex.EncodeToString(id[:]))
 }
 
-// createBlobFile opens the temporary file a blob is written into.
+// createBlobFile creates the file a blob is written into.
 func (db *DB) createBlobFile(id [8]byte) (*os.File, error) {
 	dir := db.s.blobDir(db.uuid)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	return os.OpenFile(db.blobPath(id)+tmpSuffix, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	return os.OpenFile(db.blobPath(id), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 }
 
-// commitBlobFile makes a written blob file durable under its name: the
-// data synced, the rename, the directory synced.
+// commitBlobFile makes a written blob file durable: its data and its
+// directory entry synced.
 func (db *DB) commitBlobFile(f *os.File, id [8]byte) error {
 	sync := !db.s.opts.NoSync
 	if sync {
@@ -62,14 +63,10 @@ func (db *DB) commitBlobFile(f *os.File, id [8]byte) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	path := db.blobPath(id)
-	if err := os.Rename(path+tmpSuffix, path); err != nil {
-		return err
-	}
 	if !sync {
 		return nil
 	}
-	return syncDir(filepath.Dir(path))
+	return syncDir(filepath.Dir(db.blobPath(id)))
 }
 
 // writeBlobFile stores data as a file blob and returns its ref.
@@ -92,11 +89,7 @@ func (db *DB) writeBlobFile(data []byte) (blobRef, error) {
 }
 
 // removeBlobFile deletes a blob's file, written or being written.
-func (db *DB) removeBlobFile(id [8]byte) {
-	p := db.blobPath(id)
-	_ = os.Remove(p)
-	_ = os.Remove(p + tmpSuffix)
-}
+func (db *DB) removeBlobFile(id [8]byte) { _ = os.Remove(db.blobPath(id)) }
 
 // fileBlobReader streams a file blob.
 type fileBlobReader struct {
@@ -145,8 +138,9 @@ func (db *DB) openBlobFile(ref blobRef) (io.ReadCloser, error) {
 }
 
 // sweepBlobFiles deletes, in the database directory dir, the files of
-// blobs not in keep (nil: all, and the directory) and not held, and
-// temporary files (no write is under way: the caller excludes them).
+// blobs not in keep (nil: all, and the directory) and not held: no write
+// may be under way (the caller excludes them), so those are what a
+// crash or compaction left.
 func (s *Store) sweepBlobFiles(dir string, keep map[[8]byte]bool) (removed int) {
 	if keep == nil {
 		if _, err := os.Stat(dir); err == nil {
@@ -162,18 +156,15 @@ func (s *Store) sweepBlobFiles(dir string, keep map[[8]byte]bool) (removed int) 
 	for _, e := range ents {
 		name := e.Name()
 		var id [8]byte
-		raw, derr := hex.DecodeString(strings.TrimSuffix(name, tmpSuffix))
-		if derr == nil && len(raw) == len(id) {
+		if raw, err := hex.DecodeString(name); err == nil && len(raw) == len(id) {
 			copy(id[:], raw)
+			if keep[id] || s.isHeld(id) {
+				continue
+			}
 		}
-		switch {
-		case strings.HasSuffix(name, tmpSuffix):
-		case derr != nil || len(raw) != len(id):
-			continue // not ours
-		case keep[id] || s.isHeld(id):
-			continue
-		}
-		if os.Remove(filepath.Join(dir, name)) == nil {
+		// Unreferenced, or no blob's name at all (the directory is the
+		// store's alone).
+		if os.RemoveAll(filepath.Join(dir, name)) == nil {
 			removed++
 		}
 	}

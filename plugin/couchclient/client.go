@@ -506,6 +506,49 @@ func (r *resettingReader) Read(p []byte) (int, error) {
 
 func (r *resettingReader) Close() error { return r.rc.Close() }
 
+// WriteTo lets the transport send a body that writes itself (an
+// attachment streamed in large pieces) in those pieces rather than in
+// its 32 KiB copy buffer's, the timer reset at each.
+func (r *resettingReader) WriteTo(w io.Writer) (int64, error) {
+	return writeThrough(r.rc, w, func() error { r.wd.reset(); return nil })
+}
+
+// writeThrough copies src to w, with src's WriteTo when it has one, and
+// calls each before every piece written (an error stops the copy).
+func writeThrough(src io.Reader, w io.Writer, each func() error) (int64, error) {
+	hw := hookedWriter{w: w, each: each}
+	if wt, ok := src.(io.WriterTo); ok {
+		return wt.WriteTo(hw)
+	}
+	return io.Copy(hw, struct{ io.Reader }{src})
+}
+
+// hookedWriter calls each before passing on every piece of a write, of
+// at most maxHookedPiece bytes (a body that writes itself whole, a
+// bytes.Reader's, is still fenced and shows progress as it goes).
+type hookedWriter struct {
+	w    io.Writer
+	each func() error
+}
+
+const maxHookedPiece = 256 << 10
+
+func (h hookedWriter) Write(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		if err := h.each(); err != nil {
+			return n, err
+		}
+		k, err := h.w.Write(p[:min(len(p), maxHookedPiece)])
+		n += k
+		if err != nil {
+			return n, err
+		}
+		p = p[k:]
+	}
+	return n, nil
+}
+
 // bufferBody replaces resp.Body with its whole content, read now, into a
 // buffer the pool recycled when reuse is set and one is free.
 func (p *Pool) bufferBody(resp *http.Response, reuse bool) error {

@@ -392,3 +392,85 @@ func TestSessionRefreshAtMaxAge(t *testing.T) {
 		t.Fatalf("%d _session requests after 90%% of max-age, want 2", n)
 	}
 }
+
+// selfWriting is a body that writes itself (as the replicator's streamed
+// attachments do) in pieces of size, and records that it was asked to.
+type selfWriting struct {
+	data      []byte
+	size      int
+	wroteSelf bool
+}
+
+func (s *selfWriting) Read(p []byte) (int, error) {
+	if len(s.data) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, s.data)
+	s.data = s.data[n:]
+	return n, nil
+}
+
+func (s *selfWriting) WriteTo(w io.Writer) (int64, error) {
+	s.wroteSelf = true
+	var total int64
+	for len(s.data) > 0 {
+		n, err := w.Write(s.data[:min(s.size, len(s.data))])
+		total += int64(n)
+		s.data = s.data[n:]
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// TestStreamedBodyWritesItself: a streamed request body of unknown length
+// that writes itself is sent by its own WriteTo, through the timer and
+// the fence, rather than read through the transport's 32 KiB buffer (a
+// chunk of the request, and write syscalls, per 32 KiB); the fence still
+// stops it midway.
+func TestStreamedBodyWritesItself(t *testing.T) {
+	var got atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		got.Store(n)
+		w.Write([]byte(`{"ok":true}`))
+	}))
+	defer srv.Close()
+	p := testPool()
+	defer p.Close()
+	c := p.Endpoint(parse.Endpoint{URL: srv.URL + "/db/"}, &parse.Rep{RetriesPerRequest: 0})
+	errLost := errors.New("lease lost")
+	for _, fenced := range []bool{false, true} {
+		body := &selfWriting{data: make([]byte, 3<<20), size: 128 << 10}
+		ctx := context.Background()
+		checks := 0
+		if fenced {
+			ctx = WithFence(ctx, func() error {
+				if checks++; checks > 6 {
+					return errLost
+				}
+				return nil
+			})
+		}
+		resp, err := c.Do(ctx, &Request{Method: "PUT", Path: "doc", ContentLength: -1, NoRetry: true,
+			GetBody: func(context.Context) (io.ReadCloser, error) { return io.NopCloser(body), nil }})
+		if !body.wroteSelf {
+			t.Fatalf("fenced %v: the body was read, not asked to write itself", fenced)
+		}
+		if fenced {
+			if err == nil {
+				Release(resp)
+				t.Fatal("a streamed body went through a closed fence")
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		Release(resp)
+		if got.Load() != 3<<20 {
+			t.Fatalf("server got %d bytes, want %d", got.Load(), 3<<20)
+		}
+	}
+}

@@ -60,6 +60,12 @@ func (f *fencedReader) Read(p []byte) (int, error) {
 	return f.r.Read(p)
 }
 
+// WriteTo keeps the body's own WriteTo (see resettingReader's), the
+// fence checked before every piece.
+func (f *fencedReader) WriteTo(w io.Writer) (int64, error) {
+	return writeThrough(f.r, w, f.fence.check)
+}
+
 func (f *fencedReader) Close() error {
 	if c, ok := f.r.(io.Closer); ok {
 		return c.Close()

@@ -192,6 +192,42 @@ func TestFullReader(t *testing.T) {
 	}
 }
 
+// TestFullReaderWriteTo: a streamed attachment writes itself to the
+// target's PUT in pieces of streamBufSize, as full as the source allows
+// (the transport's own copy went in 32 KiB pieces, a chunk of the PUT
+// each), all of it and nothing more.
+func TestFullReaderWriteTo(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		n           int
+		eofWithData bool
+		want        []int
+	}{
+		{"pieces", 2*streamBufSize + 100, false, []int{streamBufSize, streamBufSize, 100}},
+		{"eof with data", streamBufSize + 7, true, []int{streamBufSize, 7}},
+		{"empty", 0, false, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var w writeSizes
+			n, err := fullReader{r: &pieces{data: make([]byte, c.n), size: 4 << 10, eofWithData: c.eofWithData}}.WriteTo(&w)
+			if err != nil || n != int64(c.n) {
+				t.Fatalf("wrote %d bytes, %v; want %d", n, err, c.n)
+			}
+			if fmt.Sprint(w.sizes) != fmt.Sprint(c.want) {
+				t.Fatalf("writes of %v bytes, want %v", w.sizes, c.want)
+			}
+		})
+	}
+}
+
+// writeSizes records the size of every write.
+type writeSizes struct{ sizes []int }
+
+func (w *writeSizes) Write(p []byte) (int, error) {
+	w.sizes = append(w.sizes, len(p))
+	return len(p), nil
+}
+
 // TestSmallAttachmentsInline checks that docs whose attachments are small
 // and stored as they came are fetched with _bulk_get (data inline) and
 // written with _bulk_docs, not one GET and one PUT each, and arrive whole:

@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -146,9 +148,11 @@ func BenchmarkAttachments(b *testing.B) {
 				rep.CheckpointInterval = 30000
 				t0 := time.Now()
 				cpu := startCPU(s)
+				stopProf := profileAtt(b, c.name)
 				res := runRep(b, rep, Options{})
 				dur := time.Since(t0)
 				srv, self := cpu.stop()
+				stopProf()
 				if res.Stats.DocsWritten != int64(n) {
 					b.Fatalf("replicated %d docs, want %d", res.Stats.DocsWritten, n)
 				}
@@ -166,6 +170,53 @@ func BenchmarkAttachments(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// profileAtt, with COUCHEPI_BENCH_ATT_PPROF=dir, writes CPU profiles of
+// the replication to dir: this process's (the replicator) while it runs,
+// and minicouch's for its first COUCHEPI_BENCH_ATT_PPROF_S seconds (5),
+// when minicouch was started with MINICOUCH_PPROF=addr.
+func profileAtt(tb testing.TB, name string) (stop func()) {
+	dir := os.Getenv("COUCHEPI_BENCH_ATT_PPROF")
+	if dir == "" {
+		return func() {}
+	}
+	f, err := os.Create(filepath.Join(dir, "rep-"+name+".pprof"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	pprof.StartCPUProfile(f)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		addr := os.Getenv("MINICOUCH_PPROF")
+		if addr == "" {
+			return
+		}
+		resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, envInt("COUCHEPI_BENCH_ATT_PPROF_S", 5)))
+		if err != nil {
+			tb.Log(err)
+			return
+		}
+		defer resp.Body.Close()
+		out, _ := os.Create(filepath.Join(dir, "srv-"+name+".pprof"))
+		io.Copy(out, resp.Body)
+		out.Close()
+		if os.Getenv("COUCHEPI_BENCH_ATT_TRACE") != "" {
+			resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/trace?seconds=1", addr))
+			if err == nil {
+				out, _ := os.Create(filepath.Join(dir, "srv-"+name+".trace"))
+				io.Copy(out, resp.Body)
+				out.Close()
+				resp.Body.Close()
+			}
+		}
+	}()
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+		<-done
 	}
 }
 

@@ -283,7 +283,7 @@ func (s *Server) putAttachment(d *dbReq, id, name string) {
 		writeError(d.w, store.AttachmentTooLarge(name))
 		return
 	}
-	newRev, err := d.db.PutAttachment(d.ctx(), id, rev, store.Attachment{Name: name, ContentType: ct, Reader: body, Digest: md5hdr, Encoding: encoding})
+	newRev, err := d.db.PutAttachment(d.ctx(), id, rev, store.Attachment{Name: name, ContentType: ct, Reader: body, Digest: md5hdr, Encoding: encoding, Length: declaredIdentity(encoding, declared), EncodedLength: declaredEncoded(encoding, declared)})
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -334,4 +334,21 @@ func (s *Server) deleteAttachment(d *dbReq, id, name string) {
 		ID  string `json:"id"`
 		Rev string `json:"rev"`
 	}{true, id, newRev})
+}
+
+// declaredIdentity and declaredEncoded place a body's declared length
+// (-1: none) where store.Attachment says the length of data in that
+// encoding goes (the store writes large data straight to a file).
+func declaredIdentity(encoding string, n int64) int64 {
+	if encoding != "" {
+		return 0
+	}
+	return max(n, 0)
+}
+
+func declaredEncoded(encoding string, n int64) int64 {
+	if encoding == "" {
+		return 0
+	}
+	return max(n, 0)
 }

@@ -22,8 +22,10 @@ import (
 
 // spillThreshold is the attachment size above which a multipart part is
 // streamed into the store as it is read (store.DB.StageAttachment)
-// instead of held in memory until the document's write.
-const spillThreshold = 1 << 20
+// instead of held in memory until the document's write: just under the
+// store's 1 MiB, from which it keeps data in a file of its own, so that
+// data that goes to a file is never held whole.
+const spillThreshold = 1<<20 - 1
 
 // partBufSize is the buffer a multipart body is read through.
 const partBufSize = 64 << 10

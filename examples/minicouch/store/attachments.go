@@ -83,7 +83,7 @@ func (db *DB) StageAttachment(ctx context.Context, a *Attachment, r io.Reader) e
 	db.s.attMu.RLock()
 	defer db.s.attMu.RUnlock()
 	level, max := db.s.attLimits(a.ContentType, a.Encoding != "" || a.AsStored)
-	sb, err := db.stageStream(ctx, r, a.Digest, level, max, a.Name)
+	sb, err := db.stageStream(ctx, r, a.Digest, level, max, a.Name, declaredLen(a))
 	if err != nil {
 		return err
 	}

@@ -251,7 +251,7 @@ func TestCompactReclaimsOrphanChunks(t *testing.T) {
 	db := createTest(t, s, "d")
 	ctx := context.Background()
 	put(t, db, `{"_id":"keep","_attachments":{"a":{"data":"aGVsbG8="}}}`)
-	if _, err := db.stageStream(ctx, &patternReader{n: 3*chunkSize + 5}, "", 0, -1, "p"); err != nil {
+	if _, err := db.stageStream(ctx, &patternReader{n: 3*chunkSize + 5}, "", 0, -1, "p", -1); err != nil {
 		t.Fatal(err)
 	}
 	if n := countChunks(t, db); n != 1+4 {

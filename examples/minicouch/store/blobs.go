@@ -9,6 +9,7 @@ import (
 	"errors"
 	"hash"
 	"io"
+	"os"
 	"strings"
 	"sync"
 
@@ -31,17 +32,25 @@ const (
 	blobHeaderLen = 8
 )
 
-// blobRef is the value of an atts entry: blob id, length, chunk count.
+// blobRef is the value of an atts entry: blob id, length, chunk count,
+// then refFile for a blob kept in a file (fileblobs.go).
 type blobRef struct {
 	id     [8]byte
 	length int64
 	chunks uint32
+	file   bool
 }
+
+const refFile = 1
 
 func (r blobRef) encode() []byte {
 	buf := append([]byte(nil), r.id[:]...)
 	buf = binary.AppendUvarint(buf, uint64(r.length))
-	return binary.AppendUvarint(buf, uint64(r.chunks))
+	buf = binary.AppendUvarint(buf, uint64(r.chunks))
+	if r.file {
+		buf = append(buf, refFile)
+	}
+	return buf
 }
 
 func decodeBlobRef(v []byte) (blobRef, error) {
@@ -54,11 +63,12 @@ func decodeBlobRef(v []byte) (blobRef, error) {
 	if err != nil {
 		return r, err
 	}
-	c, _, err := readUvarint(v, off)
+	c, off, err := readUvarint(v, off)
 	if err != nil {
 		return r, err
 	}
 	r.length, r.chunks = int64(l), uint32(c)
+	r.file = off < len(v) && v[off] == refFile
 	return r, nil
 }
 
@@ -168,9 +178,36 @@ func checkDigest(want, identity, stored string) error {
 	return ErrDigestMismatch
 }
 
-// stageData hashes in-memory data, gzips it at level (0: kept as is) and
+// declaredLen is the length of the bytes of a as they come, when a says
+// it (-1: not said).
+func declaredLen(a *Attachment) int64 {
+	switch {
+	case a.Encoding != "" && a.EncodedLength > 0:
+		return a.EncodedLength
+	case a.Encoding == "" && a.Length > 0:
+		return a.Length
+	}
+	return -1
+}
+
+// stageData is stageDataMem, the data written to a file blob now (out
+// of the write transaction) when it is that large.
+func (db *DB) stageData(data []byte, want string, level int) (*stagedBlob, error) {
+	sb, err := stageDataMem(data, want, level)
+	if err != nil || sb.length < fileBlobMin {
+		return sb, err
+	}
+	ref, err := db.writeBlobFile(sb.data)
+	if err != nil {
+		return nil, err
+	}
+	sb.ref, sb.data = ref, nil
+	return sb, nil
+}
+
+// stageDataMem hashes in-memory data, gzips it at level (0: kept as is) and
 // checks a client digest.
-func stageData(data []byte, want string, level int) (*stagedBlob, error) {
+func stageDataMem(data []byte, want string, level int) (*stagedBlob, error) {
 	h := md5.New()
 	h.Write(data)
 	d := md5Digest(h)
@@ -195,24 +232,59 @@ func stageData(data []byte, want string, level int) (*stagedBlob, error) {
 
 // blobWriter writes a stream into new blob chunks, in transactions of a
 // few MiB so the data is never held whole in memory, hashing what it
-// stores.
+// stores; from fileBlobMin bytes on, into a file instead.
 type blobWriter struct {
 	db *DB
 	h  hash.Hash
 	// ref counts the chunks and bytes flushed so far.
 	ref blobRef
 	// buf holds chunksPerTx chunks and is reused: bbolt keeps references
-	// to put values only until its transaction commits.
+	// to put values only until its transaction commits. Allocated at
+	// the first write that needs it (a file blob never does).
 	buf    []byte
 	filled int
+	// f is the file of a file blob, being written.
+	f *os.File
 }
 
 func (db *DB) newBlobWriter() *blobWriter {
-	return &blobWriter{db: db, h: md5.New(), ref: blobRef{id: newBlobID()}, buf: make([]byte, chunkSize*chunksPerTx)}
+	return &blobWriter{db: db, h: md5.New(), ref: blobRef{id: newBlobID()}}
+}
+
+// toFile makes the blob a file one, with what is buffered so far.
+func (w *blobWriter) toFile() error {
+	f, err := w.db.createBlobFile(w.ref.id)
+	if err != nil {
+		return err
+	}
+	w.f, w.ref.file = f, true
+	if w.filled > 0 {
+		if _, err := f.Write(w.buf[:w.filled]); err != nil {
+			return err
+		}
+		w.ref.length += int64(w.filled)
+		w.filled = 0
+	}
+	w.buf = nil
+	return nil
 }
 
 // Write implements io.Writer.
 func (w *blobWriter) Write(p []byte) (int, error) {
+	if w.f == nil && w.ref.chunks == 0 && w.filled+len(p) >= fileBlobMin {
+		if err := w.toFile(); err != nil {
+			return 0, err
+		}
+	}
+	if w.f != nil {
+		w.h.Write(p)
+		n, err := w.f.Write(p)
+		w.ref.length += int64(n)
+		return n, err
+	}
+	if w.buf == nil {
+		w.buf = make([]byte, chunkSize*chunksPerTx)
+	}
 	n := 0
 	for len(p) > 0 {
 		k := copy(w.buf[w.filled:], p)
@@ -227,6 +299,25 @@ func (w *blobWriter) Write(p []byte) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// finish ends the blob: the buffered bytes flushed, a file made durable.
+func (w *blobWriter) finish() error {
+	if w.f == nil {
+		return w.flush()
+	}
+	f := w.f
+	w.f = nil
+	return w.db.commitBlobFile(f, w.ref.id)
+}
+
+// abort drops what the writer stored.
+func (w *blobWriter) abort() {
+	if w.f != nil {
+		w.f.Close()
+		w.f = nil
+	}
+	w.db.dropChunks(w.ref)
 }
 
 // flush writes the buffered bytes as chunks (every chunk full but the
@@ -253,12 +344,14 @@ func (w *blobWriter) flush() error {
 	return err
 }
 
-// stageStream copies r into new blob chunks (gzipped at level; 0: as it
+// stageStream copies r into a new blob (gzipped at level; 0: as it
 // arrives), checks a client digest and the size bound max (negative:
-// none) of the bytes read, attachment name's. The chunks are unreferenced until
-// link runs in the document's transaction; if the process dies in
-// between, Compact reclaims them.
-func (db *DB) stageStream(ctx context.Context, r io.Reader, want string, level int, max int64, name string) (*stagedBlob, error) {
+// none) of the bytes read, attachment name's. hint is the length r says
+// it has (-1: unknown): from fileBlobMin on, stored as it comes, the blob
+// is a file from the start. The blob is unreferenced until link runs in
+// the document's transaction; if the process dies in between, Compact
+// (or, for a file, Open) reclaims it.
+func (db *DB) stageStream(ctx context.Context, r io.Reader, want string, level int, max int64, name string, hint int64) (*stagedBlob, error) {
 	bw := db.newBlobWriter()
 	var sink io.Writer = bw
 	var zw io.WriteCloser
@@ -268,16 +361,23 @@ func (db *DB) stageStream(ctx context.Context, r io.Reader, want string, level i
 			return nil, err
 		}
 		sink = zw
+	} else if hint >= fileBlobMin && (max < 0 || hint <= max) {
+		if err := bw.toFile(); err != nil {
+			bw.abort()
+			return nil, err
+		}
 	}
 	idh := md5.New() // of the bytes as they arrive
 	fail := func(err error) (*stagedBlob, error) {
 		if zw != nil {
 			zw.Close()
 		}
-		db.dropChunks(bw.ref)
+		bw.abort()
 		return nil, err
 	}
-	in := make([]byte, chunkSize)
+	bp := chunkBufs.Get().(*[]byte)
+	defer chunkBufs.Put(bp)
+	in := (*bp)[:chunkSize]
 	var read int64
 	for {
 		if err := ctx.Err(); err != nil {
@@ -308,7 +408,7 @@ func (db *DB) stageStream(ctx context.Context, r io.Reader, want string, level i
 			return fail(err)
 		}
 	}
-	if err := bw.flush(); err != nil {
+	if err := bw.finish(); err != nil {
 		return fail(err)
 	}
 	sb := &stagedBlob{digest: md5Digest(bw.h), length: bw.ref.length, ref: bw.ref}
@@ -340,9 +440,13 @@ func fill(r io.Reader, p []byte) (int, error) {
 	return n, nil
 }
 
-// dropChunks deletes a staged blob's chunks (best effort; Compact reclaims
-// what is left).
+// dropChunks deletes a staged blob's chunks or file (best effort;
+// Compact reclaims what is left).
 func (db *DB) dropChunks(ref blobRef) {
+	if ref.file {
+		db.removeBlobFile(ref.id)
+		return
+	}
 	_ = db.s.update(func(tx *bolt.Tx) error {
 		b, err := db.bucket(tx)
 		if err != nil {
@@ -367,10 +471,14 @@ func deleteChunks(bl *bolt.Bucket, ref blobRef) error {
 // link makes the staged blob the database's blob for its digest, inside
 // the document's transaction. If the digest is already stored, streamed
 // chunks are dropped (the data is kept once). It returns the bytes added.
-func (sb *stagedBlob) link(b *bolt.Bucket) (int64, error) {
+func (sb *stagedBlob) link(db *DB, b *bolt.Bucket) (int64, error) {
 	atts, bl := b.Bucket(bucketAtts), b.Bucket(bucketBlobs)
 	if atts.Get([]byte(sb.digest)) != nil {
-		if sb.data == nil {
+		switch {
+		case sb.ref.file:
+			// Not referenced, whether this transaction commits or not.
+			db.removeBlobFile(sb.ref.id)
+		case sb.data == nil:
 			return 0, deleteChunks(bl, sb.ref)
 		}
 		return 0, nil
@@ -482,6 +590,10 @@ func (db *DB) openAttachment(ctx context.Context, digest string) (io.ReadCloser,
 	})
 	if err != nil {
 		return nil, 0, err
+	}
+	if ref.file {
+		rc, err := db.openBlobFile(ref)
+		return rc, ref.length, err
 	}
 	return &blobReader{db: db, ref: ref}, ref.length, nil
 }

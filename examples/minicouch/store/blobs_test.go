@@ -50,7 +50,7 @@ func randomBytes(seed uint64, n int) []byte {
 // leaf with chunks of others, which the commit rewrote: about twice the
 // data written per attachment.
 func TestBlobWriteLeavesOtherBlobs(t *testing.T) {
-	for _, size := range []int{64 << 10, 1 << 20, 3*chunkSize + 100} {
+	for _, size := range []int{64 << 10, fileBlobMin - 1, 3*chunkSize + 100} { // larger ones are files
 		t.Run(fmt.Sprint(size), func(t *testing.T) {
 			s := openTest(t)
 			db := createTest(t, s, "d")
@@ -139,7 +139,7 @@ func TestStageStreamCutShort(t *testing.T) {
 	s := openTest(t)
 	db := createTest(t, s, "d")
 	for _, n := range []int{10, chunkSize + 10} {
-		_, err := db.stageStream(context.Background(), &cutShort{bytes.NewReader(randomBytes(3, n))}, "", 0, -1, "a")
+		_, err := db.stageStream(context.Background(), &cutShort{bytes.NewReader(randomBytes(3, n))}, "", 0, -1, "a", -1)
 		if !errors.Is(err, io.ErrUnexpectedEOF) {
 			t.Fatalf("%d bytes cut short: %v, want unexpected EOF", n, err)
 		}
@@ -210,7 +210,7 @@ func TestBlobReaderWholeChunks(t *testing.T) {
 	s := openTest(t)
 	db := createTest(t, s, "d")
 	data := randomBytes(9, 2*chunkSize+5)
-	sb, err := db.stageStream(context.Background(), bytes.NewReader(data), "", 0, -1, "a")
+	sb, err := db.stageStream(context.Background(), bytes.NewReader(data), "", 0, -1, "a", -1)
 	if err != nil {
 		t.Fatal(err)
 	}

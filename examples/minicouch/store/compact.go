@@ -23,6 +23,7 @@ func (db *DB) compact(ctx context.Context) error {
 	db.s.attMu.Lock()
 	defer db.s.attMu.Unlock()
 	var droppedBodies, droppedBlobs int
+	var live map[[8]byte]bool
 	err := db.s.w.do(ctx, func(tx *bolt.Tx) error {
 		b, err := db.bucket(tx)
 		if err != nil {
@@ -83,7 +84,7 @@ func (db *DB) compact(ctx context.Context) error {
 		}
 		// Reclaim unreferenced blobs, and chunks of blobs never linked.
 		atts, blobs := b.Bucket(bucketAtts), b.Bucket(bucketBlobs)
-		live := map[[8]byte]bool{}
+		live = map[[8]byte]bool{}
 		var dead [][]byte
 		if err := atts.ForEach(func(k, v []byte) error {
 			ref, err := decodeBlobRef(v)
@@ -142,6 +143,9 @@ func (db *DB) compact(ctx context.Context) error {
 		return putSizes(meta, file, sizes)
 	})
 	if err == nil {
+		// Files of the blobs just unreferenced, and any a crash left:
+		// no write is staging one (attMu), held ones stay.
+		db.s.sweepBlobFiles(db.s.blobDir(db.uuid), live)
 		db.s.log.Debug("database compacted", "db", db.name, "bodies_dropped", droppedBodies, "blobs_reclaimed", droppedBlobs)
 	}
 	return err

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 const crashEnv = "MINICOUCH_STORE_CRASH_DIR"
@@ -174,6 +177,120 @@ func TestCrashKill9(t *testing.T) {
 				round, info.DocCount, len(present), changes, last, info.UpdateSeq)
 		}
 		t.Logf("round %d: %d acknowledged, %d present, update_seq %d", round, len(acked), len(present), info.UpdateSeq)
+		s.Close()
+	}
+}
+
+// TestHelperAttWriter is the child process of TestCrashKill9Attachments:
+// it writes documents with one attachment of a file blob's size each,
+// from three goroutines, and prints "ACK id digest" for every
+// acknowledged one.
+func TestHelperAttWriter(t *testing.T) {
+	dir := os.Getenv(crashEnv + "_ATTS")
+	if dir == "" {
+		t.Skip("helper process for TestCrashKill9Attachments")
+	}
+	db := openCrashDB(dir)
+	prefix := os.Getenv(crashEnv + "_PREFIX")
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for g := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				id := fmt.Sprintf("%s-att-%d-%d", prefix, g, i)
+				data := randomBytes(uint64(g*1e6+i), fileBlobMin+i)
+				doc := &Doc{ID: id, Body: []byte(`{}`), Attachments: []Attachment{{Name: "a", Follows: true, Length: int64(len(data)), Reader: bytes.NewReader(data)}}}
+				if _, err := db.Put(context.Background(), doc, true); err == nil {
+					mu.Lock()
+					fmt.Println("ACK", id, digestOf(data))
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// TestCrashKill9Attachments kills a process writing attachments kept in
+// files with SIGKILL, twice: every acknowledged attachment reads back
+// whole after the restart, and no file is left that no entry references.
+func TestCrashKill9Attachments(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crash test skipped in -short mode")
+	}
+	dir := t.TempDir()
+	acked := map[string]string{}
+	for round := range 2 {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperAttWriter$", "-test.count=1")
+		cmd.Env = append(os.Environ(), crashEnv+"_ATTS="+dir, fmt.Sprintf("%s_PREFIX=r%d", crashEnv, round))
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(stdout)
+		n := 0
+		deadline := time.Now().Add(20 * time.Second)
+		record := func(line string) {
+			if f := strings.Fields(line); len(f) == 3 && f[0] == "ACK" {
+				acked[f[1]] = f[2]
+				n++
+			} else if strings.HasPrefix(line, "ERR") {
+				t.Fatalf("helper: %s", line)
+			}
+		}
+		for sc.Scan() {
+			record(sc.Text())
+			if n >= 20 || time.Now().After(deadline) {
+				break
+			}
+		}
+		if err := cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		for sc.Scan() {
+			record(sc.Text())
+		}
+		cmd.Wait()
+		if n == 0 {
+			t.Fatalf("round %d: helper acknowledged nothing", round)
+		}
+
+		s, err := Open(dir, Options{})
+		if err != nil {
+			t.Fatalf("reopen after kill -9: %v", err)
+		}
+		db, err := s.DB("crash")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		for id, digest := range acked {
+			a, err := db.GetAttachment(ctx, id, "", "a")
+			if err != nil || a.Digest != digest {
+				t.Errorf("round %d: acknowledged %s: %v, digest %s, want %s", round, id, err, a.Digest, digest)
+				continue
+			}
+			if got := digestOf(readAtt(t, db, digest)); got != digest {
+				t.Errorf("round %d: %s reads back as %s, want %s", round, id, got, digest)
+			}
+		}
+		var ids map[[8]byte]bool
+		if err := db.view(func(b *bolt.Bucket) error {
+			ids, err = fileBlobIDs(b)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		files := blobFiles(t, db)
+		if len(files) != len(ids) {
+			t.Errorf("round %d: %d files, %d referenced: %v", round, len(files), len(ids), files)
+		}
+		t.Logf("round %d: %d acknowledged, %d files", round, len(acked), len(files))
 		s.Close()
 	}
 }

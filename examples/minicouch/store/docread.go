@@ -312,7 +312,7 @@ func (db *DB) putAttachment(ctx context.Context, id, rev string, att Attachment)
 	db.s.attMu.RLock()
 	defer db.s.attMu.RUnlock()
 	level, max := db.s.attLimits(contentType, att.Encoding != "")
-	sb, err := db.stageStream(ctx, r, att.Digest, level, max, name)
+	sb, err := db.stageStream(ctx, r, att.Digest, level, max, name, declaredLen(&att))
 	if err != nil {
 		return "", err
 	}

@@ -63,13 +63,13 @@ func (db *DB) stage(ctx context.Context, docs []*Doc, newEdits bool) []pendingDo
 			case a.Data != nil && max >= 0 && int64(len(a.Data)) > max:
 				err = AttachmentTooLarge(a.Name)
 			case a.Data != nil:
-				sb, err = stageData(a.Data, a.Digest, level)
+				sb, err = db.stageData(a.Data, a.Digest, level)
 			case a.Reader != nil:
-				sb, err = db.stageStream(ctx, a.Reader, a.Digest, level, max, a.Name)
+				sb, err = db.stageStream(ctx, a.Reader, a.Digest, level, max, a.Name, declaredLen(&a))
 			case a.Follows:
 				err = BadRequest("Attachment " + a.Name + " data is missing")
 			default:
-				sb, err = stageData([]byte{}, a.Digest, level)
+				sb, err = db.stageData([]byte{}, a.Digest, level)
 			}
 			if err != nil {
 				p.err = asError(err)
@@ -231,7 +231,7 @@ func (p *pendingDoc) resolve(parent func() *revBody, gen int, lookup func(name s
 }
 
 // link links p's staged blobs in b (once per transaction run).
-func (p *pendingDoc) link(b *bolt.Bucket) (int64, error) {
+func (p *pendingDoc) link(db *DB, b *bolt.Bucket) (int64, error) {
 	if p == nil || p.linked {
 		return 0, nil
 	}
@@ -240,7 +240,7 @@ func (p *pendingDoc) link(b *bolt.Bucket) (int64, error) {
 		if sb == nil {
 			continue
 		}
-		n, err := sb.link(b)
+		n, err := sb.link(db, b)
 		if err != nil {
 			return 0, err
 		}
@@ -458,7 +458,7 @@ func (db *DB) applyReplicated(b *bolt.Bucket, p *pendingDoc, tc *txCounters) (st
 // seq and adjusts the counters.
 func (db *DB) commitRevs(b *bolt.Bucket, id string, before docState, rec *docRecord, newRev revtree.Rev, rb *revBody, p *pendingDoc, tc *txCounters) error {
 	meta, revs := b.Bucket(bucketMeta), b.Bucket(bucketRevs)
-	attBytes, err := p.link(b)
+	attBytes, err := p.link(db, b)
 	if err != nil {
 		return err
 	}

@@ -142,6 +142,10 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{log: opts.Logger, path: path, opts: opts, dbs: make(map[string]*DB)}
+	if err := s.sweepOrphanBlobFiles(b); err != nil {
+		b.Close()
+		return nil, err
+	}
 	s.cur.Store(b)
 	s.w = startWriter(s, opts.MaxBatchDocs)
 	if upgraded > 0 {
@@ -251,7 +255,11 @@ func (s *Store) DeleteDB(name string) error {
 	defer s.gate.RUnlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var uuid string
 	err := s.cur.Load().Update(func(tx *bolt.Tx) error {
+		if b := tx.Bucket(bucketDBs).Bucket([]byte(name)); b != nil {
+			uuid = string(b.Bucket(bucketMeta).Get(metaUUID))
+		}
 		err := tx.Bucket(bucketDBs).DeleteBucket([]byte(name))
 		if errors.Is(err, berrors.ErrBucketNotFound) {
 			return ErrDBNotFound
@@ -269,6 +277,11 @@ func (s *Store) DeleteDB(name string) error {
 	if db := s.dbs[name]; db != nil {
 		db.markGone()
 		delete(s.dbs, name)
+	}
+	if uuid != "" {
+		// Its attachment files; one a write still under way leaves
+		// behind goes at the next Open.
+		s.sweepBlobFiles(s.blobDir(uuid), nil)
 	}
 	s.log.Debug("database deleted", "db", name)
 	s.scheduleFileCompaction()

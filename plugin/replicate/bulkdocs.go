@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"sync"
 
 	"github.com/couchepi/couchepi/plugin/couchclient"
 )
@@ -16,12 +17,15 @@ const bulkFlushBytes = 4 << 20
 // with `_bulk_docs` `{"new_edits":false}`.
 type bulkWriter struct {
 	r    *run
+	mu   sync.Mutex // add is called by the docs a worker fetches at once (fetchEach)
 	docs []json.RawMessage
 	size int
 }
 
 // add buffers doc, flushing first when the buffer would exceed the limit.
 func (w *bulkWriter) add(ctx context.Context, doc json.RawMessage) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if w.size+len(doc) > bulkFlushBytes && len(w.docs) > 0 {
 		if err := w.flush(ctx); err != nil {
 			return err

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/couchepi/couchepi/plugin/couchclient"
@@ -122,12 +123,60 @@ func (r *run) process(ctx context.Context, b *batch) error {
 			individual = append(individual, bulk...)
 		}
 	}
-	for _, m := range individual {
-		if err := r.fetchAndWrite(ctx, m, w); err != nil {
-			return err
-		}
+	if err := r.fetchEach(ctx, individual, w); err != nil {
+		return err
 	}
 	return w.flush(ctx)
+}
+
+// parallelFetches bounds the docs one worker fetches and writes one by
+// one at the same time. One at a time, a batch of docs with large
+// attachments (each a GET and a multipart PUT) kept about one core busy
+// whatever worker_processes said, since one worker's batch held most of
+// the changes (400 docs of 1 MiB ran at 111 MB/s; four at a time,
+// 150–200 MB/s). The connection pool still bounds the requests to each
+// host (http_connections).
+const parallelFetches = 4
+
+// fetchEach fetches and writes the docs of ms one by one, up to
+// parallelFetches at once; the first error stops the others and is
+// returned.
+func (r *run) fetchEach(ctx context.Context, ms []missingRev, w *bulkWriter) error {
+	if len(ms) <= 1 {
+		for _, m := range ms {
+			if err := r.fetchAndWrite(ctx, m, w); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var next atomic.Int64
+	var first error
+	var once sync.Once
+	var wg sync.WaitGroup
+	for range min(parallelFetches, len(ms)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				i := int(next.Add(1)) - 1
+				if i >= len(ms) {
+					return
+				}
+				if err := r.fetchAndWrite(ctx, ms[i], w); err != nil {
+					once.Do(func() { first = err; cancel(err) })
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if first != nil {
+		return first
+	}
+	return context.Cause(ctx) // the caller's context ended
 }
 
 func contains(list []string, s string) bool {

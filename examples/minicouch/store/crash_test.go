@@ -103,45 +103,11 @@ func TestCrashKill9(t *testing.T) {
 	dir := t.TempDir()
 	acked := map[string]bool{}
 	for round := range 2 {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperWriter$", "-test.count=1")
-		cmd.Env = append(os.Environ(), crashEnv+"="+dir, fmt.Sprintf("%s_PREFIX=r%d", crashEnv, round))
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(stdout)
-		n := 0
-		deadline := time.Now().Add(20 * time.Second)
-		for sc.Scan() {
-			line := sc.Text()
-			if id, ok := strings.CutPrefix(line, "ACK "); ok {
-				if id != "" {
-					acked[id] = true
-				}
-				n++
-			} else if strings.HasPrefix(line, "ERR") {
-				t.Fatalf("helper: %s", line)
+		killMidStream(t, "TestHelperWriter", crashEnv+"="+dir, round, 3000+round*1000, func(f []string) {
+			if len(f) == 2 {
+				acked[f[1]] = true
 			}
-			if n >= 3000+round*1000 || time.Now().After(deadline) {
-				break
-			}
-		}
-		if err := cmd.Process.Kill(); err != nil {
-			t.Fatal(err)
-		}
-		// ids the child printed before it died count as acknowledged too
-		for sc.Scan() {
-			if id, ok := strings.CutPrefix(sc.Text(), "ACK "); ok && id != "" {
-				acked[id] = true
-			}
-		}
-		cmd.Wait()
-		if n == 0 {
-			t.Fatalf("round %d: helper acknowledged nothing", round)
-		}
+		})
 
 		s, err := Open(dir, Options{})
 		if err != nil {
@@ -223,42 +189,11 @@ func TestCrashKill9Attachments(t *testing.T) {
 	dir := t.TempDir()
 	acked := map[string]string{}
 	for round := range 2 {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperAttWriter$", "-test.count=1")
-		cmd.Env = append(os.Environ(), crashEnv+"_ATTS="+dir, fmt.Sprintf("%s_PREFIX=r%d", crashEnv, round))
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(stdout)
-		n := 0
-		deadline := time.Now().Add(20 * time.Second)
-		record := func(line string) {
-			if f := strings.Fields(line); len(f) == 3 && f[0] == "ACK" {
+		killMidStream(t, "TestHelperAttWriter", crashEnv+"_ATTS="+dir, round, 20, func(f []string) {
+			if len(f) == 3 {
 				acked[f[1]] = f[2]
-				n++
-			} else if strings.HasPrefix(line, "ERR") {
-				t.Fatalf("helper: %s", line)
 			}
-		}
-		for sc.Scan() {
-			record(sc.Text())
-			if n >= 20 || time.Now().After(deadline) {
-				break
-			}
-		}
-		if err := cmd.Process.Kill(); err != nil {
-			t.Fatal(err)
-		}
-		for sc.Scan() {
-			record(sc.Text())
-		}
-		cmd.Wait()
-		if n == 0 {
-			t.Fatalf("round %d: helper acknowledged nothing", round)
-		}
+		})
 
 		s, err := Open(dir, Options{})
 		if err != nil {
@@ -292,5 +227,49 @@ func TestCrashKill9Attachments(t *testing.T) {
 		}
 		t.Logf("round %d: %d acknowledged, %d files", round, len(acked), len(files))
 		s.Close()
+	}
+}
+
+// killMidStream runs the helper test helper in a child process with env
+// and the round's id prefix, hands ack the fields of each "ACK …" line it
+// prints, and kills it with SIGKILL after want of them (or 20 s); the
+// lines printed before it died count too. An "ERR" line fails the test.
+func killMidStream(t *testing.T, helper, env string, round, want int, ack func(fields []string)) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+helper+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), env, fmt.Sprintf("%s_PREFIX=r%d", crashEnv, round))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stdout)
+	n := 0
+	record := func(line string) {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == "ACK" {
+			ack(f)
+			n++
+		} else if strings.HasPrefix(line, "ERR") {
+			t.Fatalf("helper: %s", line)
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for sc.Scan() {
+		record(sc.Text())
+		if n >= want || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for sc.Scan() {
+		record(sc.Text())
+	}
+	cmd.Wait()
+	if n == 0 {
+		t.Fatalf("round %d: helper acknowledged nothing", round)
 	}
 }

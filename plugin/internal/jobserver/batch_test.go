@@ -29,14 +29,7 @@ func TestBatcher(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			q, err := jobs.New(kv.NewMemory(), jobs.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer q.Close()
-			if err := q.SetTypeTimeout(ctx, "t", time.Minute); err != nil {
-				t.Fatal(err)
-			}
+			q := batchQueue(t, kv.NewMemory())
 			var js []*jobs.Job
 			for i := 0; i < tc.ops; i++ {
 				id := fmt.Sprintf("j%02d", i)
@@ -113,14 +106,7 @@ func TestBatcher(t *testing.T) {
 // transaction of their own (about 2,000 commits for 500 jobs starting).
 func TestBatcherGathersWhileBusy(t *testing.T) {
 	ctx := context.Background()
-	q, err := jobs.New(kv.NewMemory(), jobs.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
-	if err := q.SetTypeTimeout(ctx, "t", time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	q := batchQueue(t, kv.NewMemory())
 	const first, later = batchLoops, batchOps // first keep every loop busy
 	var js []*jobs.Job
 	for i := 0; i < first+later; i++ {
@@ -185,14 +171,7 @@ func TestBatchReadsAtOnce(t *testing.T) {
 		t.Run(fmt.Sprint(n, " writes"), func(t *testing.T) {
 			ctx := context.Background()
 			store := &kvtest.RoundTrips{Store: kv.NewMemory()}
-			q, err := jobs.New(store, jobs.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer q.Close()
-			if err := q.SetTypeTimeout(ctx, "t", time.Minute); err != nil {
-				t.Fatal(err)
-			}
+			q := batchQueue(t, store)
 			l, err := q.Grant(ctx, jobs.LeaseOptions{Node: "n1", TTL: time.Hour})
 			if err != nil {
 				t.Fatal(err)
@@ -241,4 +220,18 @@ func TestBatchReadsAtOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// batchQueue is a queue on store with type "t", closed when the test ends.
+func batchQueue(t *testing.T, store kv.Store) *jobs.Queue {
+	t.Helper()
+	q, err := jobs.New(store, jobs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	if err := q.SetTypeTimeout(context.Background(), "t", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	return q
 }

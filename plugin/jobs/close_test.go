@@ -32,6 +32,10 @@ type stallingStore struct {
 	kv.Store
 	stall   atomic.Bool
 	stalled chan struct{} // gets a value when an Update hangs
+	// deaf, when set, makes a hung Update ignore its context too (as a
+	// commit whose outcome the store keeps resolving), until release.
+	deaf    bool
+	release chan struct{}
 }
 
 func (s *stallingStore) Update(ctx context.Context, fn func(kv.Tx) error) error {
@@ -39,6 +43,10 @@ func (s *stallingStore) Update(ctx context.Context, fn func(kv.Tx) error) error 
 		select {
 		case s.stalled <- struct{}{}:
 		default:
+		}
+		if s.deaf {
+			<-s.release
+			return errors.New("stalled")
 		}
 		<-ctx.Done()
 		return ctx.Err()

@@ -281,8 +281,15 @@ func (l *Lease) Valid() error {
 // its TTL has passed since the start of the last one that committed (at
 // half, it is lost). The store is slow to commit; a holder should add no
 // load it can put off, so that the renewals get through before the lease
-// and every job under it are lost (its acceptors stop taking jobs).
+// and every job under it are lost (its acceptors stop taking jobs). A
+// lease past its deadline is not strained but lost: Strained declares it
+// so (as Valid does), for callers that put off their writes while it is
+// strained, and so would not learn it otherwise (a renewal stuck on an
+// unreachable store does not).
 func (l *Lease) Strained() bool {
+	if l.Valid() != nil {
+		return false
+	}
 	now, up := l.elapsed()
 	return time.Duration(l.until.Load())-now < l.ttl/4 || time.Duration(l.untilUp.Load())-up < l.ttl/4
 }
@@ -376,6 +383,11 @@ func (l *Lease) lose(err error, why string) {
 // once when a job is taken from it (its halt signal changes), so that the
 // holder stops that job's run within a commit or two (hold.go).
 func (l *Lease) run(ctx context.Context) {
+	l.q.wg.Add(1) // run's own count keeps Close waiting meanwhile
+	go func() {
+		defer l.q.wg.Done()
+		l.watchDeadline(ctx)
+	}()
 	t := time.NewTicker(l.renew)
 	defer t.Stop()
 	failing := repeatlog.Failures{Every: 10 * time.Second}
@@ -432,6 +444,30 @@ func (l *Lease) watchHalts(ctx context.Context) <-chan struct{} {
 		return nil
 	}
 	return ch
+}
+
+// watchDeadline declares the lease lost once its deadline has passed,
+// looking every renewal period as a renewal does: a renewal stuck on a
+// store that does not answer (a partition) would otherwise leave it held,
+// and its jobs running, with no one to call Valid. Holders that put
+// their writes off while the lease is strained learn it so too.
+func (l *Lease) watchDeadline(ctx context.Context) {
+	t := time.NewTicker(l.renew)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.lost:
+			return
+		case <-l.q.closed:
+			return
+		case <-t.C:
+			if l.Valid() != nil {
+				return
+			}
+		}
+	}
 }
 
 // renewOnce renews the lease once and hands the halted jobs it read to

@@ -192,7 +192,46 @@ func TestLeaseStrained(t *testing.T) {
 		if l.Strained() {
 			t.Fatal("strained right after a renewal")
 		}
+		// Past half its TTL it is lost, and Strained says so through
+		// Done: a holder that puts its writes off must still learn it.
+		clock.advance(leaseTTL / 2)
+		if l.Strained() {
+			t.Fatal("a lease past its deadline reported strained, not lost")
+		}
+		select {
+		case <-l.Done():
+		default:
+			t.Fatal("a lease past its deadline not lost after Strained")
+		}
 	})
+}
+
+// TestLeaseLostWhileRenewalHangs: a lease whose renewal hangs on a store
+// that answers nothing, not even its deadline, is lost once its deadline
+// passes, and its holder told (Done), with no other call to Valid. A node
+// cut off from etcd kept its jobs running while another node took them
+// (the partition test of plugin/e2e).
+func TestLeaseLostWhileRenewalHangs(t *testing.T) {
+	mem := kv.NewMemory()
+	defer mem.Close()
+	s := &stallingStore{Store: mem, stalled: make(chan struct{}, 1), deaf: true, release: make(chan struct{})}
+	q, err := New(s, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	defer close(s.release)
+	l, err := q.Grant(context.Background(), LeaseOptions{Node: "n", TTL: 400 * time.Millisecond, Renew: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.stall.Store(true)
+	<-s.stalled // a renewal hangs
+	select {
+	case <-l.Done():
+	case <-time.After(10 * time.Second): // a bound only: it is lost 200 ms after its last renewal began
+		t.Fatal("a lease whose renewal hangs still held 10 s later")
+	}
 }
 
 // TestLeaseRenewalRacesExpiry: an expiry decided on a heartbeat that has

@@ -23,35 +23,7 @@ import (
 // their deadline and the nodes lost every job, over and over (#39).
 func TestStrainedLeaseDefersRecords(t *testing.T) {
 	ctx := context.Background()
-	var now atomic.Int64
-	now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
-	clock := func() time.Time { return time.Unix(0, now.Load()) }
-	q, err := jobs.New(kv.NewMemory(), jobs.Options{Prefix: []byte(jobstore.QueuePrefix), Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
-	if err := q.SetTypeTimeout(ctx, jobdata.JobType, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	rec := jobdata.New(&parse.Rep{Source: parse.Endpoint{URL: "http://127.0.0.1:1/a/"}, Target: parse.Endpoint{URL: "http://127.0.0.1:1/b/"}}, "_replicator", "uuid", "d", clock())
-	if err := q.Add(ctx, jobdata.JobType, "j", rec.Encode(testKeys, "j"), time.Time{}); err != nil {
-		t.Fatal(err)
-	}
-	const ttl = time.Hour // renewed by hand: the clock is the test's
-	l, err := q.Grant(ctx, jobs.LeaseOptions{Node: "n1", TTL: ttl, Renew: 100 * ttl})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Revoke(ctx)
-	j, err := q.Accept(ctx, jobdata.JobType, jobs.AcceptOptions{NoWait: true, Lease: l})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := DefaultConfig()
-	s := New(Options{Queue: q, Keys: testKeys}, cfg)
-	w := newWorker(s, j, l)
-	p := &progress{w: w, rec: rec, cfg: cfg}
+	q, l, w, p, now := runningOnLease(t)
 	stored := func() jobdata.Stats {
 		t.Helper()
 		data, err := q.GetData(ctx, jobdata.JobType, "j")
@@ -95,4 +67,56 @@ func TestStrainedLeaseDefersRecords(t *testing.T) {
 			t.Fatalf("%s: the record holds docs_read %d, want %d", step.name, got, step.wantDocs)
 		}
 	}
+}
+
+// TestLostLeaseStillAbandons: a push that finds the node's lease past its
+// deadline (its renewal stuck on an unreachable store) abandons the run,
+// as before pushes waited on a strained lease: putting the write off must
+// not hide the loss (the partition test's node never learned it).
+func TestLostLeaseStillAbandons(t *testing.T) {
+	ctx := context.Background()
+	_, _, w, p, now := runningOnLease(t)
+	now.Add(int64(ttl/2 + time.Second)) // no renewal for half the TTL
+	p.set(replicate.Stats{DocsRead: 1})
+	p.push(ctx)
+	if !w.abandoned.Load() {
+		t.Fatal("a push on a lease past its deadline did not abandon the run")
+	}
+}
+
+// ttl is the lease of runningOnLease: renewed by hand only, as the
+// clock is the test's.
+const ttl = time.Hour
+
+// runningOnLease is a job accepted under a lease of a queue whose clock
+// the test moves (now, in Unix nanoseconds), with its worker and progress.
+func runningOnLease(t *testing.T) (*jobs.Queue, *jobs.Lease, *worker, *progress, *atomic.Int64) {
+	t.Helper()
+	ctx := context.Background()
+	now := new(atomic.Int64)
+	now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	q, err := jobs.New(kv.NewMemory(), jobs.Options{Prefix: []byte(jobstore.QueuePrefix), Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	if err := q.SetTypeTimeout(ctx, jobdata.JobType, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	rec := jobdata.New(&parse.Rep{Source: parse.Endpoint{URL: "http://127.0.0.1:1/a/"}, Target: parse.Endpoint{URL: "http://127.0.0.1:1/b/"}}, "_replicator", "uuid", "d", clock())
+	if err := q.Add(ctx, jobdata.JobType, "j", rec.Encode(testKeys, "j"), time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := q.Grant(ctx, jobs.LeaseOptions{Node: "n1", TTL: ttl, Renew: 100 * ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := q.Accept(ctx, jobdata.JobType, jobs.AcceptOptions{NoWait: true, Lease: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	w := newWorker(New(Options{Queue: q, Keys: testKeys}, cfg), j, l)
+	return q, l, w, &progress{w: w, rec: rec, cfg: cfg}, now
 }

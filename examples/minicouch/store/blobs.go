@@ -577,7 +577,9 @@ func (r *blobReader) Close() error {
 	return nil
 }
 
-func (db *DB) openAttachment(ctx context.Context, digest string) (io.ReadCloser, int64, error) {
+// attachmentRef is the blob ref db keeps for digest (errMissingAttachment
+// when it keeps none).
+func (db *DB) attachmentRef(digest string) (blobRef, error) {
 	var ref blobRef
 	err := db.view(func(b *bolt.Bucket) error {
 		v := b.Bucket(bucketAtts).Get([]byte(digest))
@@ -588,6 +590,11 @@ func (db *DB) openAttachment(ctx context.Context, digest string) (io.ReadCloser,
 		ref, err = decodeBlobRef(v)
 		return err
 	})
+	return ref, err
+}
+
+func (db *DB) openAttachment(ctx context.Context, digest string) (io.ReadCloser, int64, error) {
+	ref, err := db.attachmentRef(digest)
 	if err != nil {
 		return nil, 0, err
 	}

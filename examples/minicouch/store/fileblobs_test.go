@@ -35,16 +35,7 @@ func blobFiles(t *testing.T, db *DB) []string {
 // attRef is the blobRef db keeps for digest.
 func attRef(t *testing.T, db *DB, digest string) blobRef {
 	t.Helper()
-	var ref blobRef
-	err := db.view(func(b *bolt.Bucket) error {
-		v := b.Bucket(bucketAtts).Get([]byte(digest))
-		if v == nil {
-			return errMissingAttachment
-		}
-		var err error
-		ref, err = decodeBlobRef(v)
-		return err
-	})
+	ref, err := db.attachmentRef(digest)
 	if err != nil {
 		t.Fatal(err)
 	}

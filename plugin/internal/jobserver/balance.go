@@ -117,7 +117,7 @@ func (s *Server) awaitBalance(ctx context.Context) {
 // shared cores the nodes lost their leases over and over and ran a few
 // hundred (#39).
 func (s *Server) awaitRenewal(ctx context.Context, l *jobs.Lease) {
-	for l.Strained() && l.Valid() == nil {
+	for l.Strained() { // false once lost (Strained declares it)
 		select {
 		case <-ctx.Done():
 			return

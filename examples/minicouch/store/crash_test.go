@@ -109,14 +109,7 @@ func TestCrashKill9(t *testing.T) {
 			}
 		})
 
-		s, err := Open(dir, Options{})
-		if err != nil {
-			t.Fatalf("reopen after kill -9: %v", err)
-		}
-		db, err := s.DB("crash")
-		if err != nil {
-			t.Fatal(err)
-		}
+		s, db := reopenCrashed(t, dir)
 		ctx := context.Background()
 		present := map[string]bool{}
 		if _, err := db.AllDocs(ctx, AllDocsOptions{}, func(r AllDocsRow) error {
@@ -195,14 +188,7 @@ func TestCrashKill9Attachments(t *testing.T) {
 			}
 		})
 
-		s, err := Open(dir, Options{})
-		if err != nil {
-			t.Fatalf("reopen after kill -9: %v", err)
-		}
-		db, err := s.DB("crash")
-		if err != nil {
-			t.Fatal(err)
-		}
+		s, db := reopenCrashed(t, dir)
 		ctx := context.Background()
 		for id, digest := range acked {
 			a, err := db.GetAttachment(ctx, id, "", "a")
@@ -216,6 +202,7 @@ func TestCrashKill9Attachments(t *testing.T) {
 		}
 		var ids map[[8]byte]bool
 		if err := db.view(func(b *bolt.Bucket) error {
+			var err error
 			ids, err = fileBlobIDs(b)
 			return err
 		}); err != nil {
@@ -272,4 +259,19 @@ func killMidStream(t *testing.T, helper, env string, round, want int, ack func(f
 	if n == 0 {
 		t.Fatalf("round %d: helper acknowledged nothing", round)
 	}
+}
+
+// reopenCrashed opens the store a killed writer left in dir, and its
+// "crash" database.
+func reopenCrashed(t *testing.T, dir string) (*Store, *DB) {
+	t.Helper()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatalf("reopen after kill -9: %v", err)
+	}
+	db, err := s.DB("crash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, db
 }

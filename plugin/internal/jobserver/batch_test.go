@@ -32,14 +32,7 @@ func TestBatcher(t *testing.T) {
 			q := batchQueue(t, kv.NewMemory())
 			var js []*jobs.Job
 			for i := 0; i < tc.ops; i++ {
-				id := fmt.Sprintf("j%02d", i)
-				if err := q.Add(ctx, "t", id, []byte("old"), time.Time{}); err != nil {
-					t.Fatal(err)
-				}
-				j, err := q.Accept(ctx, "t", jobs.AcceptOptions{NoWait: true})
-				if err != nil {
-					t.Fatal(err)
-				}
+				j := addAccepted(t, q, i, nil)
 				if tc.halted[i] { // re-added: the accepted job's lock is gone
 					if err := q.Remove(ctx, "t", j.ID); err != nil {
 						t.Fatal(err)
@@ -110,15 +103,7 @@ func TestBatcherGathersWhileBusy(t *testing.T) {
 	const first, later = batchLoops, batchOps // first keep every loop busy
 	var js []*jobs.Job
 	for i := 0; i < first+later; i++ {
-		id := fmt.Sprintf("j%02d", i)
-		if err := q.Add(ctx, "t", id, []byte("old"), time.Time{}); err != nil {
-			t.Fatal(err)
-		}
-		j, err := q.Accept(ctx, "t", jobs.AcceptOptions{NoWait: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		js = append(js, j)
+		js = append(js, addAccepted(t, q, i, nil))
 	}
 	b := &batcher{q: q, timeout: func() time.Duration { return 10 * time.Second }}
 	gate := make(chan struct{})
@@ -178,14 +163,7 @@ func TestBatchReadsAtOnce(t *testing.T) {
 			}
 			var js []*jobs.Job
 			for i := 0; i < n; i++ {
-				if err := q.Add(ctx, "t", fmt.Sprintf("j%02d", i), []byte("old"), time.Time{}); err != nil {
-					t.Fatal(err)
-				}
-				j, err := q.Accept(ctx, "t", jobs.AcceptOptions{NoWait: true, Lease: l})
-				if err != nil {
-					t.Fatal(err)
-				}
-				js = append(js, j)
+				js = append(js, addAccepted(t, q, i, l))
 			}
 			b := &batcher{q: q, timeout: func() time.Duration { return 10 * time.Second }, running: batchLoops}
 			var wg sync.WaitGroup
@@ -234,4 +212,19 @@ func batchQueue(t *testing.T, store kv.Store) *jobs.Queue {
 		t.Fatal(err)
 	}
 	return q
+}
+
+// addAccepted adds job j<i> of type "t" with data "old" to q and accepts
+// it, under l when not nil.
+func addAccepted(t *testing.T, q *jobs.Queue, i int, l *jobs.Lease) *jobs.Job {
+	t.Helper()
+	ctx := context.Background()
+	if err := q.Add(ctx, "t", fmt.Sprintf("j%02d", i), []byte("old"), time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	j, err := q.Accept(ctx, "t", jobs.AcceptOptions{NoWait: true, Lease: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
 }

@@ -100,16 +100,7 @@ func TestDuplicateOfCrashingDoc(t *testing.T) {
 			repID := parse.RepID{Base: "b9691fedaee4243ba089bca27b0feb4d", Ext: "+continuous"}
 			owner := testRecord("first")
 			owner.RepID, owner.State = repID.String(), ownerState
-			err := s.q.Transact(context.Background(), func(tx *jobs.Tx) error {
-				if err := tx.Add(jobdata.JobType, "owner", owner.Encode(testKeys, "owner"), jobstore.ParkedTime()); err != nil {
-					return err
-				}
-				jobstore.SetRepIDOwner(tx.KV(), repID.String(), "owner")
-				return nil
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			putOwner(t, s, repID, owner.Encode(testKeys, "owner"))
 			job, rec := acceptJob(t, s, "second", testRecord("second"))
 			dup, err := newWorker(s, job, nil).markRunning(rec, repID, "<0.1.0>", time.Now())
 			if err != nil {
@@ -119,5 +110,20 @@ func TestDuplicateOfCrashingDoc(t *testing.T) {
 				t.Fatalf("owner %s: duplicate %+v, want one: %v", ownerState, dup, wantDup)
 			}
 		})
+	}
+}
+
+// putOwner adds job "owner" with data, parked, as the owner of repID.
+func putOwner(t *testing.T, s *Server, repID parse.RepID, data []byte) {
+	t.Helper()
+	err := s.q.Transact(context.Background(), func(tx *jobs.Tx) error {
+		if err := tx.Add(jobdata.JobType, "owner", data, jobstore.ParkedTime()); err != nil {
+			return err
+		}
+		jobstore.SetRepIDOwner(tx.KV(), repID.String(), "owner")
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

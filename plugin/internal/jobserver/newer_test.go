@@ -79,16 +79,7 @@ func TestDuplicateOfNewerRecord(t *testing.T) {
 	repID := parse.RepID{Base: "b9691fedaee4243ba089bca27b0feb4d", Ext: "+continuous"}
 	owner := testRecord("first")
 	owner.RepID, owner.State = repID.String(), jobdata.Running
-	err := s.q.Transact(context.Background(), func(tx *jobs.Tx) error {
-		if err := tx.Add(jobdata.JobType, "owner", newerData(t, owner, "owner"), jobstore.ParkedTime()); err != nil {
-			return err
-		}
-		jobstore.SetRepIDOwner(tx.KV(), repID.String(), "owner")
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	putOwner(t, s, repID, newerData(t, owner, "owner"))
 	job, rec := acceptJob(t, s, "second", testRecord("second"))
 	dup, err := newWorker(s, job, nil).markRunning(rec, repID, "<0.1.0>", time.Now())
 	if err != nil || dup == nil || dup.jobID != "owner" || dup.rec.DocID != "first" {

@@ -281,23 +281,9 @@ func (f fullReader) Read(p []byte) (int, error) {
 func (f fullReader) WriteTo(w io.Writer) (int64, error) {
 	bp := streamBufs.Get().(*[]byte)
 	defer streamBufs.Put(bp)
-	var total int64
-	for {
-		n, err := f.Read(*bp)
-		if n > 0 {
-			k, werr := w.Write((*bp)[:n])
-			total += int64(k)
-			if werr != nil {
-				return total, werr
-			}
-		}
-		if err == io.EOF {
-			return total, nil
-		}
-		if err != nil {
-			return total, err
-		}
-	}
+	// Both wrapped, so that neither's WriteTo or ReadFrom takes over
+	// with buffers of its own.
+	return io.CopyBuffer(struct{ io.Writer }{w}, struct{ io.Reader }{f}, *bp)
 }
 
 // streamBufs recycles fullReader's WriteTo buffers.

@@ -102,24 +102,9 @@ func (r *fileBlobReader) Read(p []byte) (int, error) { return r.f.Read(p) }
 func (r *fileBlobReader) WriteTo(w io.Writer) (int64, error) {
 	bp := chunkBufs.Get().(*[]byte)
 	defer chunkBufs.Put(bp)
-	buf := (*bp)[:chunkSize]
-	var total int64
-	for {
-		n, err := r.f.Read(buf)
-		if n > 0 {
-			k, werr := w.Write(buf[:n])
-			total += int64(k)
-			if werr != nil {
-				return total, werr
-			}
-		}
-		if err == io.EOF {
-			return total, nil
-		}
-		if err != nil {
-			return total, err
-		}
-	}
+	// Both wrapped, so that neither the file's WriteTo nor w's ReadFrom
+	// takes over with pieces of another size.
+	return io.CopyBuffer(struct{ io.Writer }{w}, struct{ io.Reader }{r.f}, (*bp)[:chunkSize])
 }
 
 func (r *fileBlobReader) Close() error { return r.f.Close() }
